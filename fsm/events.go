@@ -1,0 +1,127 @@
+package fsm
+
+import "fmt"
+
+// EventName names an event type; the transition table is keyed by it.
+type EventName string
+
+// The event names, one per concrete event type.
+const (
+	EventEnabled          EventName = "Enabled"
+	EventDisabled         EventName = "Disabled"
+	EventVersionChanged   EventName = "VersionChanged"
+	EventModified         EventName = "Modified"
+	EventDeleted          EventName = "Deleted"
+	EventRolloutComplete  EventName = "RolloutComplete"
+	EventApplied          EventName = "Applied"
+	EventAppliedUnchanged EventName = "AppliedUnchanged"
+	EventApplyFailed      EventName = "ApplyFailed"
+	EventDeleteDone       EventName = "DeleteDone"
+	EventDeleteFailed     EventName = "DeleteFailed"
+)
+
+// EventNames lists every event name in table column order.
+var EventNames = []EventName{
+	EventEnabled, EventDisabled, EventVersionChanged, EventModified, EventDeleted,
+	EventRolloutComplete, EventApplied, EventAppliedUnchanged, EventApplyFailed,
+	EventDeleteDone, EventDeleteFailed,
+}
+
+// Event is a typed fact fed to the machine.
+type Event interface {
+	Name() EventName
+}
+
+// Enabled: the observed config enables the runtime extractor (also the level re-assert).
+type Enabled struct{}
+
+// Disabled: the observed config disables the runtime extractor (also the level re-assert).
+type Disabled struct{}
+
+// VersionChanged: the cluster's target release version changed.
+type VersionChanged struct{ From, To string }
+
+// Modified: someone else changed the DaemonSet (spec, or owned labels/annotations),
+// or it appeared without the controller creating it.
+type Modified struct{ Generation int64 }
+
+// Deleted: the DaemonSet disappeared.
+type Deleted struct{}
+
+// RolloutComplete: the DaemonSet at Generation is observed, updated and available on
+// every node that should run it.
+type RolloutComplete struct{ Generation int64 }
+
+// Applied: an apply wrote the DaemonSet (created or updated it) at Generation.
+type Applied struct{ Generation int64 }
+
+// AppliedUnchanged: an apply found the DaemonSet already as desired and wrote nothing.
+// It is its own event, not a flag on Applied, because the table treats the two
+// differently: a write in Running starts a rollout, a no-op does not.
+type AppliedUnchanged struct{ Generation int64 }
+
+// ApplyFailed: the apply failed; Err says why.
+type ApplyFailed struct{ Err error }
+
+// DeleteDone: the DaemonSet is gone (deleted now, or already absent).
+type DeleteDone struct{}
+
+// DeleteFailed: the delete failed; Err says why.
+type DeleteFailed struct{ Err error }
+
+// Name implements Event.
+func (Enabled) Name() EventName { return EventEnabled }
+
+// Name implements Event.
+func (Disabled) Name() EventName { return EventDisabled }
+
+// Name implements Event.
+func (VersionChanged) Name() EventName { return EventVersionChanged }
+
+// Name implements Event.
+func (Modified) Name() EventName { return EventModified }
+
+// Name implements Event.
+func (Deleted) Name() EventName { return EventDeleted }
+
+// Name implements Event.
+func (RolloutComplete) Name() EventName { return EventRolloutComplete }
+
+// Name implements Event.
+func (Applied) Name() EventName { return EventApplied }
+
+// Name implements Event.
+func (AppliedUnchanged) Name() EventName { return EventAppliedUnchanged }
+
+// Name implements Event.
+func (ApplyFailed) Name() EventName { return EventApplyFailed }
+
+// Name implements Event.
+func (DeleteDone) Name() EventName { return EventDeleteDone }
+
+// Name implements Event.
+func (DeleteFailed) Name() EventName { return EventDeleteFailed }
+
+// Describe renders an event with its payload, e.g. "VersionChanged(4.21.0 -> 4.22.0)".
+func Describe(e Event) string {
+	switch e := e.(type) {
+	case VersionChanged:
+		return fmt.Sprintf("%s(%s -> %s)", e.Name(), e.From, e.To)
+	case Modified:
+		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.Generation)
+	case RolloutComplete:
+		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.Generation)
+	case Applied:
+		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.Generation)
+	case AppliedUnchanged:
+		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.Generation)
+	case ApplyFailed:
+		return fmt.Sprintf("%s(%v)", e.Name(), e.Err)
+	case DeleteFailed:
+		return fmt.Sprintf("%s(%v)", e.Name(), e.Err)
+	case nil:
+		return "<nil>"
+	default:
+		return string(e.Name())
+	}
+}

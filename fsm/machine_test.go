@@ -1,0 +1,166 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// sample returns one event of each name, with a payload the guards accept.
+func sample(name EventName) Event {
+	switch name {
+	case EventEnabled:
+		return Enabled{}
+	case EventDisabled:
+		return Disabled{}
+	case EventVersionChanged:
+		return VersionChanged{From: "4.21.0", To: "4.22.0"}
+	case EventModified:
+		return Modified{Generation: 2}
+	case EventDeleted:
+		return Deleted{}
+	case EventRolloutComplete:
+		return RolloutComplete{Generation: 1}
+	case EventApplied:
+		return Applied{Generation: 1}
+	case EventAppliedUnchanged:
+		return AppliedUnchanged{Generation: 1}
+	case EventApplyFailed:
+		return ApplyFailed{Err: errors.New("boom")}
+	case EventDeleteDone:
+		return DeleteDone{}
+	case EventDeleteFailed:
+		return DeleteFailed{Err: errors.New("boom")}
+	}
+	return nil
+}
+
+func TestTableIsTotal(t *testing.T) {
+	seen := map[rowKey]Row{}
+	for i, r := range Table() {
+		k := rowKey{r.From, r.Event}
+		if prev, dup := seen[k]; dup {
+			t.Errorf("#%d: duplicate row for (%s, %s): %v and %v", i, r.From, r.Event, prev, r)
+		}
+		seen[k] = r
+		if _, err := ParseState(string(r.To)); err != nil {
+			t.Errorf("#%d: %v", i, err)
+		}
+		if _, err := ParseAction(string(r.Action)); err != nil {
+			t.Errorf("#%d: %v", i, err)
+		}
+	}
+	for _, s := range States {
+		for _, ev := range EventNames {
+			if _, ok := seen[rowKey{s, ev}]; !ok {
+				t.Errorf("missing row for (%s, %s)", s, ev)
+			}
+		}
+	}
+	if want := len(States) * len(EventNames); len(seen) != want {
+		t.Errorf("table has %d distinct rows, want %d", len(seen), want)
+	}
+}
+
+func TestEveryStateReachableFromDisabled(t *testing.T) {
+	reached := map[State]bool{StateDisabled: true}
+	queue := []State{StateDisabled}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, r := range table {
+			if r.From == s && !reached[r.To] {
+				reached[r.To] = true
+				queue = append(queue, r.To)
+			}
+		}
+	}
+	for _, s := range States {
+		if !reached[s] {
+			t.Errorf("state %s is unreachable from %s", s, StateDisabled)
+		}
+	}
+}
+
+// TestEveryRow fires each (state, event) pair on a fresh machine and checks the
+// machine does what its row says.
+func TestEveryRow(t *testing.T) {
+	for i, r := range Table() {
+		m := New(r.From)
+		got, err := m.Fire(context.Background(), sample(r.Event))
+		if err != nil {
+			t.Fatalf("#%d %s+%s: %v", i, r.From, r.Event, err)
+		}
+		if got.From != r.From || got.To != r.To || got.Action != r.Action {
+			t.Errorf("#%d %s+%s: got %s/%s, want %s/%s", i, r.From, r.Event, got.To, got.Action, r.To, r.Action)
+		}
+		if m.State() != r.To {
+			t.Errorf("#%d %s+%s: machine is in %s, want %s", i, r.From, r.Event, m.State(), r.To)
+		}
+	}
+}
+
+func TestStaleRolloutCompleteIsIgnored(t *testing.T) {
+	ctx := context.Background()
+	m := New(StateRunning)
+	mustFire(t, m, VersionChanged{From: "4.21.0", To: "4.22.0"})
+	mustFire(t, m, Applied{Generation: 5})
+	got := mustFire(t, m, RolloutComplete{Generation: 4})
+	if got.To != StateUpgrading || got.Action != ActionNone || got.Note == "" {
+		t.Fatalf("stale rollout: got %+v, want to stay in Upgrading with a note", got)
+	}
+	if got, _ := m.Fire(ctx, RolloutComplete{Generation: 5}); got.To != StateRunning {
+		t.Fatalf("current rollout: got %s, want Running", got.To)
+	}
+}
+
+type unknownEvent struct{}
+
+func (unknownEvent) Name() EventName { return "Bogus" }
+
+func TestUnknownEventIsAnError(t *testing.T) {
+	m := New(StateRunning)
+	for _, ev := range []Event{unknownEvent{}, nil} {
+		_, err := m.Fire(context.Background(), ev)
+		var unknown *UnknownEventError
+		if !errors.As(err, &unknown) {
+			t.Fatalf("Fire(%v): got %v, want UnknownEventError", ev, err)
+		}
+	}
+	if m.State() != StateRunning {
+		t.Fatalf("an unknown event moved the machine to %s", m.State())
+	}
+}
+
+func TestListenerSeesEveryTransitionIncludingSelf(t *testing.T) {
+	m := New(StateDisabled)
+	var seen []Transition
+	m.OnTransition(func(tr Transition) { seen = append(seen, tr) })
+	mustFire(t, m, Enabled{})
+	mustFire(t, m, Enabled{})
+	if len(seen) != 2 || seen[0].To != StateDeploying || seen[1].From != StateDeploying || seen[1].Changed() {
+		t.Fatalf("listener saw %+v", seen)
+	}
+}
+
+func mustFire(t *testing.T, m *Machine, ev Event) Transition {
+	t.Helper()
+	tr, err := m.Fire(context.Background(), ev)
+	if err != nil {
+		t.Fatalf("Fire(%s): %v", Describe(ev), err)
+	}
+	return tr
+}
+
+func BenchmarkFire(b *testing.B) {
+	ctx := context.Background()
+	m := New(StateRunning)
+	evs := []Event{Modified{Generation: 2}, Applied{Generation: 3}, RolloutComplete{Generation: 3}, Enabled{}, AppliedUnchanged{Generation: 3}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := m.Fire(ctx, evs[i%len(evs)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
