@@ -1,0 +1,60 @@
+# runtime-extractor-controller — see README.md.
+#   make run      local cluster (etcd, kube-apiserver, controller-manager, scheduler,
+#                 3 kwok nodes) + the controller in the foreground
+#   make test     unit, integration and end-to-end tests (E2E_SKIP=1 opts out of e2e)
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/runtime-extractor-controller
+STATICCHECK_VERSION := v0.8.2
+FUZZTIME ?= 15s
+
+.PHONY: all build tools test unit e2e fuzz verify docs run bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/runtime-extractor-controller
+
+# Builds the local cluster's binaries into bin/ (cached by version; ~15 min cold).
+tools:
+	./hack/build-tools.sh
+
+test: tools build
+	$(GO) test -count=1 -timeout 45m ./...
+
+unit:
+	E2E_SKIP=1 $(GO) test -count=1 ./...
+
+e2e: tools build
+	$(GO) test -count=1 -timeout 45m -v ./test/e2e/...
+
+# Runs each fuzz target for a short fixed time.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzMachine$$' -fuzztime $(FUZZTIME) ./fsm
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./pkg/config
+
+verify:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@cp go.mod /tmp/rec-go.mod.$$$$ && cp go.sum /tmp/rec-go.sum.$$$$ && $(GO) mod tidy && \
+	  if ! diff -q go.mod /tmp/rec-go.mod.$$$$ >/dev/null || ! diff -q go.sum /tmp/rec-go.sum.$$$$ >/dev/null; then \
+	    cp /tmp/rec-go.mod.$$$$ go.mod; cp /tmp/rec-go.sum.$$$$ go.sum; rm -f /tmp/rec-go.*.$$$$; echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; fi; \
+	  rm -f /tmp/rec-go.*.$$$$
+	$(GO) test -count=1 -run 'TestGeneratedDocsAreCurrent|TestScenarios' ./fsm
+	$(GO) test -count=1 -run 'Golden' ./cmd/... ./pkg/resources
+
+docs:
+	$(GO) run ./cmd/runtime-extractor-controller diagram --format markdown > docs/state-machine.md
+	$(GO) run ./cmd/runtime-extractor-controller diagram --format dot > docs/state-machine.dot
+
+run: tools build
+	$(GO) run ./hack/localcluster --nodes 3 -- $(BIN) --kubeconfig {kubeconfig} \
+	  --namespace openshift-insights --listen 127.0.0.1:0 \
+	  --leader-elect-lease-duration 15s --leader-elect-renew-deadline 10s --leader-elect-retry-period 2s
+
+bench: tools build
+	$(GO) run ./hack/bench
+
+clean:
+	rm -rf bin

@@ -1,0 +1,401 @@
+package runtimeextractor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/operator/events"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/metrics"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+)
+
+// retryKey is the rate limiter's only item: the controller manages one object.
+const retryKey = "runtime-extractor"
+
+// Controller keeps the runtime extractor DaemonSet in its desired state. One
+// goroutine (Run) owns the state machine: sources only signal it, it turns the
+// signals into typed events from what the caches show, fires them, and carries
+// out the action each transition names, feeding the outcome back as an event.
+type Controller struct {
+	configNotifier ConfigNotifier
+	updateCh       chan struct{}
+	tlsProfile     *configv1.TLSSecurityProfile
+	kubeClient     kubernetes.Interface
+	recorder       events.Recorder
+
+	informer    *daemonSetInformer
+	runInformer func(ctx context.Context) // set when the controller made its own informer
+	extraDrift  <-chan struct{}           // drift hints from a caller-supplied ResourceInformer
+
+	manager  *resources.Manager
+	machine  *fsm.Machine
+	limiter  workqueue.TypedRateLimiter[string]
+	resync   time.Duration
+	versions VersionSource
+	images   *resources.Images
+	metrics  *metrics.Metrics
+	status   *status.Reporter
+
+	// Owned by the Run goroutine.
+	version   string
+	failures  int
+	lastErr   error
+	retryIn   time.Duration
+	retry     *time.Timer
+	retryC    <-chan time.Time
+	imagesErr error
+}
+
+// NewRuntimeExtractorController is a constructor for the controller that is in
+// charge of the runtime-extractor deployment lifecycle.
+//
+// configNotifier supplies the configuration (config.Source reads insights-config);
+// a notification on updateCh (may be nil) means the cluster version may have
+// changed; tlsProfile (nil means Intermediate) configures kube-rbac-proxy;
+// resourceInformer should come from NewResourceInformer. Options add what the
+// original did not have: the resync period, a version source, metrics, status.
+func NewRuntimeExtractorController(
+	configNotifier ConfigNotifier,
+	updateCh chan struct{},
+	tlsProfile *configv1.TLSSecurityProfile,
+	kubeClient kubernetes.Interface,
+	recorder events.Recorder,
+	resourceInformer ResourceInformer,
+	opts ...Option,
+) *Controller {
+	c := &Controller{
+		configNotifier: configNotifier,
+		updateCh:       updateCh,
+		tlsProfile:     tlsProfile,
+		kubeClient:     kubeClient,
+		recorder:       recorder,
+		machine:        fsm.New(fsm.StateDisabled),
+		limiter:        defaultRateLimiter(),
+		resync:         DefaultResync,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.versions == nil {
+		c.versions = envVersionSource()
+	}
+	if c.images == nil {
+		images, err := resources.ImagesFromEnv(os.Getenv)
+		// An invalid image is never applied: every Apply fails with this error
+		// (visible as Degraded and a Warning) until the environment is fixed.
+		c.images, c.imagesErr = &images, err
+	}
+
+	ri, ok := resourceInformer.(*daemonSetInformer)
+	if !ok {
+		// A caller-supplied ResourceInformer only says "something changed"; the
+		// controller still needs a cache of the DaemonSet, so it keeps its own.
+		factory := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithNamespace(resources.Namespace))
+		own, err := NewResourceInformer(recorder, factory)
+		if err != nil {
+			panic(fmt.Sprintf("runtimeextractor: %v", err)) // only fails on a stopped informer, impossible here
+		}
+		ri = own
+		c.runInformer = func(ctx context.Context) {
+			factory.Start(ctx.Done())
+			go own.Run(ctx, 1)
+		}
+		if resourceInformer != nil {
+			c.extraDrift = resourceInformer.ResourceModified()
+		}
+	}
+	c.informer = ri
+	c.manager = resources.NewManager(kubeClient, ri.lister, recorder, resources.Desired{
+		Images: *c.images, TLSProfile: tlsProfile,
+	})
+	ownWrite := c.manager.IsOwnWrite
+	ri.ownWrite.Store(&ownWrite)
+	c.machine.OnTransition(c.observeTransition)
+	return c
+}
+
+// State returns the machine's current state (safe from any goroutine).
+func (c *Controller) State() fsm.State { return c.machine.State() }
+
+// Manager returns the resource manager (the seed's ResourceManager).
+func (c *Controller) Manager() *resources.Manager { return c.manager }
+
+// Run runs the controller until ctx is done. It waits for the caches, derives
+// the first events from what it observes, then reacts to every source. Cancelling
+// ctx stops it once any in-flight action has returned.
+func (c *Controller) Run(ctx context.Context) {
+	if c.runInformer != nil {
+		c.runInformer(ctx)
+	}
+	if !c.waitForCaches(ctx) {
+		return
+	}
+	configCh, stopConfig := c.configNotifier.ConfigChanged()
+	defer stopConfig()
+	defer c.stopRetry()
+
+	c.version = c.versions.Version()
+	if ds, ok := c.informer.current(); ok {
+		klog.Infof("observed DaemonSet %s/%s generation %d at version %q", ds.Namespace, ds.Name, ds.Generation, ds.Annotations[resources.VersionAnnotation])
+	}
+	klog.Infof("runtime extractor controller started: target version %q", c.version)
+	// The first event is the observed level: Enabled applies (adopting or
+	// correcting what exists), Disabled deletes what the cache shows.
+	c.reassert(ctx)
+	c.report(ctx)
+
+	resync := time.NewTicker(c.resync)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-configCh:
+			c.reassert(ctx)
+		case <-c.updateCh:
+			c.onVersion(ctx)
+		case <-c.versions.Changed():
+			c.onVersion(ctx)
+		case <-c.informer.ResourceModified():
+			c.onDrift(ctx)
+		case <-c.extraDrift:
+			c.onDrift(ctx)
+		case <-c.informer.rollout:
+			c.onRollout(ctx)
+		case <-c.retryC:
+			c.retryC = nil
+			c.reassert(ctx)
+		case <-resync.C:
+			c.reassert(ctx)
+		}
+		c.report(ctx)
+	}
+}
+
+func (c *Controller) waitForCaches(ctx context.Context) bool {
+	synced := []cache.InformerSynced{c.informer.informer.HasSynced}
+	for _, src := range []any{c.configNotifier, c.versions} {
+		if s, ok := src.(syncer); ok {
+			synced = append(synced, s.HasSynced)
+		}
+	}
+	return cache.WaitForNamedCacheSync("RuntimeExtractorController", ctx.Done(), synced...)
+}
+
+// level is the observed config as an event: the level re-assert.
+func (c *Controller) level() fsm.Event {
+	if cfg := c.configNotifier.Config(); cfg != nil && cfg.DataReporting.DisableRuntimeExtractor {
+		return fsm.Disabled{}
+	}
+	return fsm.Enabled{}
+}
+
+func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
+
+func (c *Controller) onVersion(ctx context.Context) {
+	v := c.versions.Version()
+	if v == c.version {
+		// updateCh may fire without a version change: re-assert, which writes
+		// only if something (e.g. an image) really changed.
+		c.reassert(ctx)
+		return
+	}
+	from := c.version
+	c.version = v
+	c.fire(ctx, fsm.VersionChanged{From: from, To: v})
+}
+
+func (c *Controller) onDrift(ctx context.Context) {
+	state := c.machine.State()
+	for kind, n := range c.informer.drainDrift() {
+		// Our own delete while disabling is not drift.
+		if kind == DriftDeleted && (state == fsm.StateDeleting || state == fsm.StateDisabled) {
+			continue
+		}
+		for i := 0; i < n; i++ {
+			if c.metrics != nil {
+				c.metrics.ObserveDrift(string(kind))
+			}
+		}
+		c.recorder.Eventf(ReasonDriftDetected, "DaemonSet %s/%s was changed by someone else (%s); restoring it", resources.Namespace, resources.DaemonSetName, kind)
+	}
+	ds, ok := c.informer.current()
+	if !ok {
+		c.fire(ctx, fsm.Deleted{})
+		return
+	}
+	c.fire(ctx, fsm.Modified{Generation: ds.Generation})
+}
+
+// onRollout fires RolloutComplete for the cached object when its rollout is done.
+func (c *Controller) onRollout(ctx context.Context) {
+	ds, ok := c.informer.current()
+	if !ok || !resources.RolloutComplete(ds) {
+		return
+	}
+	if c.machine.State() == fsm.StateRunning {
+		return // nothing to learn: Running+RolloutComplete is a no-op row
+	}
+	c.fire(ctx, fsm.RolloutComplete{Generation: ds.Generation})
+}
+
+// fire feeds ev to the machine and carries out the chain of actions and outcomes
+// it leads to, then checks the rollout of what was applied: an apply that
+// changed nothing produces no watch event, so the cache must be asked.
+func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
+	var applied *appsv1.DaemonSet
+	for ev != nil {
+		t, err := c.machine.Fire(ctx, ev)
+		if err != nil {
+			klog.Errorf("state machine: %v", err)
+			return
+		}
+		var obj *appsv1.DaemonSet
+		ev, obj = c.execute(ctx, t.Action)
+		if obj != nil {
+			applied = obj
+		}
+	}
+	if applied != nil {
+		if ds, ok := c.informer.current(); ok && ds.UID == applied.UID && ds.Generation == applied.Generation && resources.RolloutComplete(ds) {
+			c.fire(ctx, fsm.RolloutComplete{Generation: ds.Generation})
+		}
+	}
+}
+
+// execute carries out one action and returns its outcome event (nil for none)
+// and, after a successful apply, the object applied.
+func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *appsv1.DaemonSet) {
+	switch a {
+	case fsm.ActionApply:
+		start := time.Now()
+		res, err := c.apply(ctx)
+		c.observeAction(a, err, time.Since(start))
+		if err != nil {
+			c.recorder.Warningf(ReasonApplyFailed, "apply DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)
+			return fsm.ApplyFailed{Err: err}, nil
+		}
+		if res.Changed {
+			return fsm.Applied{Generation: res.Generation}, res.Object
+		}
+		return fsm.AppliedUnchanged{Generation: res.Generation}, res.Object
+	case fsm.ActionDelete:
+		start := time.Now()
+		_, err := c.manager.Delete(ctx)
+		c.observeAction(a, err, time.Since(start))
+		if err != nil {
+			c.recorder.Warningf(ReasonDeleteFailed, "delete DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)
+			return fsm.DeleteFailed{Err: err}, nil
+		}
+		return fsm.DeleteDone{}, nil
+	case fsm.ActionRetry:
+		c.scheduleRetry()
+	}
+	return nil, nil
+}
+
+func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
+	if c.imagesErr != nil {
+		return resources.Result{}, fmt.Errorf("refusing to apply: %w", c.imagesErr)
+	}
+	d := resources.Desired{Images: *c.images, Version: c.version, TLSProfile: c.tlsProfile}
+	if cfg := c.configNotifier.Config(); cfg != nil {
+		d.Scheduling = cfg.DataReporting.RuntimeExtractor
+	}
+	return c.manager.Apply(ctx, d)
+}
+
+// observeAction counts the action and keeps the failure streak: a success resets
+// the backoff (Forget) and cancels a pending retry, which would only re-assert.
+func (c *Controller) observeAction(a fsm.Action, err error, d time.Duration) {
+	result := "success"
+	if err != nil {
+		result = "error"
+		c.failures++
+		c.lastErr = err
+	} else {
+		c.failures, c.lastErr = 0, nil
+		c.limiter.Forget(retryKey)
+		c.stopRetry()
+		c.retryIn = 0
+		if c.metrics != nil {
+			c.metrics.SetBackoff(0)
+		}
+	}
+	if c.metrics != nil {
+		c.metrics.ObserveAction(a, result, d)
+	}
+}
+
+func (c *Controller) scheduleRetry() {
+	d := c.limiter.When(retryKey)
+	c.stopRetry()
+	c.retry = time.NewTimer(d)
+	c.retryC = c.retry.C
+	c.retryIn = d
+	if c.metrics != nil {
+		c.metrics.SetBackoff(d)
+	}
+	klog.Infof("retrying in %s after %d failure(s): %v", d.Round(time.Millisecond), c.failures, c.lastErr)
+}
+
+func (c *Controller) stopRetry() {
+	if c.retry != nil {
+		c.retry.Stop()
+		c.retry, c.retryC = nil, nil
+	}
+}
+
+func (c *Controller) observeTransition(t fsm.Transition) {
+	if c.metrics != nil {
+		c.metrics.ObserveTransition(t)
+	}
+	if t.Note != "" {
+		klog.V(2).Infof("%s on %s: %s", t.From, fsm.Describe(t.Event), t.Note)
+	}
+	if !t.Changed() {
+		klog.V(4).Infof("%s on %s: stays, action %s", t.From, fsm.Describe(t.Event), t.Action)
+		return
+	}
+	klog.Infof("state %s -> %s on %s, action %s", t.From, t.To, fsm.Describe(t.Event), t.Action)
+	c.recorder.Eventf(ReasonStateChanged, "runtime extractor %s -> %s on %s", t.From, t.To, t.Event.Name())
+}
+
+// report writes the status conditions; the reporter writes only on change.
+func (c *Controller) report(ctx context.Context) {
+	if c.status == nil {
+		return
+	}
+	s := status.Snapshot{
+		State:     c.machine.State(),
+		Version:   c.version,
+		Failures:  c.failures,
+		LastError: c.lastErr,
+		RetryIn:   c.retryIn,
+	}
+	if ds, ok := c.informer.current(); ok {
+		s.Desired, s.Updated, s.Available = ds.Status.DesiredNumberScheduled, ds.Status.UpdatedNumberScheduled, ds.Status.NumberAvailable
+	}
+	if r, ok := c.configNotifier.(configErrorReporter); ok {
+		s.ConfigError = r.LastError()
+	}
+	if err := c.status.Report(ctx, s); err != nil && !errors.Is(err, context.Canceled) {
+		klog.Warningf("report status: %v", err)
+	}
+}
+
+func rng() float64 { return rand.Float64() }

@@ -1,0 +1,202 @@
+package runtimeextractor
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+func TestStartupEnabledDeploysAndRuns(t *testing.T) {
+	h := start(t)
+	ds := h.waitStored("the DaemonSet to be created", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	if ds.Labels[resources.LabelManagedBy] != resources.ManagedByValue || ds.Annotations[resources.VersionAnnotation] != "4.21.0" {
+		t.Fatalf("created DaemonSet has labels %v annotations %v", ds.Labels, ds.Annotations)
+	}
+	h.waitState(fsm.StateDeploying)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+}
+
+func TestStartupWithExistingDesiredDaemonSetWritesNothing(t *testing.T) {
+	first := start(t)
+	first.waitStored("creation", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	first.rollOut()
+	first.waitState(fsm.StateRunning)
+	existing := first.stored()
+	first.stop()
+
+	// A restarted controller adopts the rolled-out DaemonSet without a write.
+	h := start(t, existing)
+	h.api.Client.ClearActions()
+	h.waitState(fsm.StateRunning)
+	for _, a := range h.api.Client.Actions() {
+		if a.GetResource().Resource == "daemonsets" && (a.GetVerb() == "update" || a.GetVerb() == "create" || a.GetVerb() == "delete") {
+			t.Fatalf("restart wrote the DaemonSet: %s", a.GetVerb())
+		}
+	}
+}
+
+func TestDisableDeletesAndReenableRestores(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	h.setConfig(disabledConfig)
+	h.waitState(fsm.StateDisabled)
+	if ds := h.stored(); ds != nil {
+		t.Fatalf("DaemonSet still present after disable")
+	}
+
+	h.setConfig(enabledConfig)
+	h.waitStored("the DaemonSet to come back", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+}
+
+func TestStartupDisabledDeletesLeftover(t *testing.T) {
+	h := start(t, configMap(disabledConfig), &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: resources.Namespace, Name: resources.DaemonSetName},
+	})
+	h.waitStored("the leftover DaemonSet to be deleted", func(ds *appsv1.DaemonSet) bool { return ds == nil })
+	h.waitState(fsm.StateDisabled)
+}
+
+func TestDeletedWhileRunningIsRestored(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	old := h.stored()
+
+	if err := h.api.Client.AppsV1().DaemonSets(resources.Namespace).Delete(context.Background(), resources.DaemonSetName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStored("the DaemonSet to be recreated", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
+	h.waitState(fsm.StateDrifted)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	if n := h.eventCount(ReasonDriftDetected); n < 1 {
+		t.Fatalf("no %s event", ReasonDriftDetected)
+	}
+}
+
+func TestImageChangedWhileRunningIsRestored(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	ds := h.stored().DeepCopy()
+	want := ds.Spec.Template.Spec.Containers[0].Image
+	ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
+	if _, err := h.api.Client.AppsV1().DaemonSets(resources.Namespace).Update(context.Background(), ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStored("the image to be restored", func(ds *appsv1.DaemonSet) bool {
+		return ds.Spec.Template.Spec.Containers[0].Image == want
+	})
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+}
+
+func TestVersionChangeUpgrades(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	h.version.set("4.22.0")
+	h.waitState(fsm.StateUpgrading)
+	h.waitStored("the new version annotation", func(ds *appsv1.DaemonSet) bool {
+		return ds.Annotations[resources.VersionAnnotation] == "4.22.0"
+	})
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+}
+
+func TestSeedUpdateChannel(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	// The seed's operator signals on updateCh; the controller reads the version.
+	h.version.mu.Lock()
+	h.version.v = "4.23.0"
+	h.version.mu.Unlock()
+	h.updateCh <- struct{}{}
+	h.waitStored("the version from updateCh", func(ds *appsv1.DaemonSet) bool {
+		return ds.Annotations[resources.VersionAnnotation] == "4.23.0"
+	})
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	// A notification without a version change writes nothing.
+	h.api.Client.ClearActions()
+	h.updateCh <- struct{}{}
+	h.updateCh <- struct{}{} // the second send returns only after the first was handled
+	for _, a := range h.api.Client.Actions() {
+		if a.GetVerb() == "update" || a.GetVerb() == "create" {
+			t.Fatalf("an unchanged version wrote: %v", a)
+		}
+	}
+}
+
+func TestApplyFailuresBackOffThenConverge(t *testing.T) {
+	failures := 3
+	api := func(h *harness) {
+		h.api.Client.PrependReactor("create", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			if failures > 0 {
+				failures--
+				return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), resources.DaemonSetName, errors.New("injected"))
+			}
+			return false, nil, nil
+		})
+	}
+	h := startWith(t, api)
+	h.waitStored("creation after three failures", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	waits := h.limiter.recorded()
+	if len(waits) != 3 {
+		t.Fatalf("got %d retries (%v), want 3", len(waits), waits)
+	}
+	for i := 1; i < len(waits); i++ {
+		if waits[i] <= waits[i-1] {
+			t.Fatalf("backoff did not grow: %v", waits)
+		}
+	}
+	if n := h.eventCount(ReasonApplyFailed); n != 3 {
+		t.Fatalf("got %d %s events, want 3", n, ReasonApplyFailed)
+	}
+}
+
+func TestMalformedConfigKeepsDaemonSet(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	h.setConfig("dataReporting: [not, a, mapping")
+	h.eventually("an InvalidConfig warning", func() bool { return h.eventCount("InvalidConfig") == 1 })
+	if h.stored() == nil || h.ctrl.State() != fsm.StateRunning {
+		t.Fatalf("malformed config changed things: state %s", h.ctrl.State())
+	}
+}
+
+func TestCancelStopsRun(t *testing.T) {
+	h := start(t)
+	h.waitState(fsm.StateDeploying)
+	h.cancel()
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of cancel")
+	}
+}

@@ -1,0 +1,228 @@
+package runtimeextractor
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openshift/library-go/pkg/operator/events"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/config"
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+// settableVersion is a VersionSource the test moves by hand.
+type settableVersion struct {
+	mu      sync.Mutex
+	v       string
+	changed chan struct{}
+}
+
+func newSettableVersion(v string) *settableVersion {
+	return &settableVersion{v: v, changed: make(chan struct{}, 1)}
+}
+
+func (s *settableVersion) Version() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.v
+}
+
+func (s *settableVersion) Changed() <-chan struct{} { return s.changed }
+
+func (s *settableVersion) set(v string) {
+	s.mu.Lock()
+	s.v = v
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// recordingLimiter records every backoff the controller asks for.
+type recordingLimiter struct {
+	workqueue.TypedRateLimiter[string]
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (r *recordingLimiter) When(item string) time.Duration {
+	d := r.TypedRateLimiter.When(item)
+	r.mu.Lock()
+	r.waits = append(r.waits, d)
+	r.mu.Unlock()
+	return d
+}
+
+func (r *recordingLimiter) recorded() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Duration(nil), r.waits...)
+}
+
+type harness struct {
+	t        *testing.T
+	api      *fakeapi.Server
+	recorder events.InMemoryRecorder
+	ctrl     *Controller
+	updateCh chan struct{}
+	version  *settableVersion
+	limiter  *recordingLimiter
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// start runs the whole controller, as the seed's Usage wires it, against the
+// fake API server holding objs.
+func start(t *testing.T, objs ...metav1.Object) *harness {
+	t.Helper()
+	return startWith(t, nil, objs...)
+}
+
+// startWith lets the test install reactors on the fake API before anything runs.
+func startWith(t *testing.T, prepare func(*harness), objs ...metav1.Object) *harness {
+	t.Helper()
+	h := &harness{
+		t:        t,
+		updateCh: make(chan struct{}),
+		version:  newSettableVersion("4.21.0"),
+		limiter:  &recordingLimiter{TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second)},
+		recorder: events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now())),
+		done:     make(chan struct{}),
+	}
+	h.api = fakeapi.New()
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.ConfigMap:
+			if _, err := h.api.Client.CoreV1().ConfigMaps(o.Namespace).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case *appsv1.DaemonSet:
+			if _, err := h.api.Client.AppsV1().DaemonSets(o.Namespace).Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if prepare != nil {
+		prepare(h)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+
+	factory := informers.NewSharedInformerFactoryWithOptions(h.api.Client, 0, informers.WithNamespace(resources.Namespace))
+	ri, err := NewResourceInformer(h.recorder, factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.NewSource(h.api.Client, h.recorder)
+	h.ctrl = NewRuntimeExtractorController(cfg, h.updateCh, nil, h.api.Client, h.recorder, ri,
+		WithImages(resources.DefaultImages()), WithVersionSource(h.version), WithRateLimiter(h.limiter))
+
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); cfg.Run(ctx) }()
+	go func() { defer wg.Done(); ri.Run(ctx, 1) }()
+	go func() { defer wg.Done(); h.ctrl.Run(ctx) }()
+	go func() { wg.Wait(); factory.Shutdown(); close(h.done) }()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	h.cancel()
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		h.t.Errorf("controller did not stop within 10s of cancel")
+	}
+}
+
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		h.t.Fatalf("timed out waiting for %s (state %s)", what, h.ctrl.State())
+	}
+}
+
+func (h *harness) waitState(want fsm.State) {
+	h.t.Helper()
+	h.eventually("state "+string(want), func() bool { return h.ctrl.State() == want })
+}
+
+func (h *harness) stored() *appsv1.DaemonSet {
+	h.t.Helper()
+	ds, err := h.api.Stored(resources.Namespace, resources.DaemonSetName)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ds
+}
+
+func (h *harness) waitStored(what string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
+	h.t.Helper()
+	var ds *appsv1.DaemonSet
+	h.eventually(what, func() bool { ds = h.stored(); return cond(ds) })
+	return ds
+}
+
+// rollOut plays the DaemonSet controller: the current generation is observed and
+// available on three nodes.
+func (h *harness) rollOut() {
+	h.t.Helper()
+	ds := h.waitStored("a DaemonSet to roll out", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	ds = ds.DeepCopy()
+	ds.Status = appsv1.DaemonSetStatus{
+		ObservedGeneration: ds.Generation, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3,
+		UpdatedNumberScheduled: 3, NumberAvailable: 3, NumberReady: 3,
+	}
+	if _, err := h.api.Client.AppsV1().DaemonSets(ds.Namespace).UpdateStatus(context.Background(), ds, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatalf("update status: %v", err)
+	}
+}
+
+func (h *harness) setConfig(yaml string) {
+	h.t.Helper()
+	cm := configMap(yaml)
+	_, err := h.api.Client.CoreV1().ConfigMaps(cm.Namespace).Update(context.Background(), cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = h.api.Client.CoreV1().ConfigMaps(cm.Namespace).Create(context.Background(), cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		h.t.Fatalf("set config: %v", err)
+	}
+}
+
+func configMap(yaml string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: resources.Namespace, Name: resources.ConfigMapName},
+		Data:       map[string]string{resources.ConfigMapKey: yaml},
+	}
+}
+
+const disabledConfig = "dataReporting:\n  disableRuntimeExtractor: true\n"
+const enabledConfig = "dataReporting:\n  disableRuntimeExtractor: false\n"
+
+func (h *harness) eventCount(reason string) int {
+	n := 0
+	for _, e := range h.recorder.Events() {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,119 @@
+package runtimeextractor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/openshift/library-go/pkg/operator/events"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+func newTestInformer(t *testing.T, own func(*appsv1.DaemonSet) bool) *daemonSetInformer {
+	t.Helper()
+	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
+	ri, err := NewResourceInformer(rec, informers.NewSharedInformerFactory(fake.NewClientset(), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri.ownWrite.Store(&own)
+	t.Cleanup(ri.syncCtx.Queue().ShutDown)
+	return ri
+}
+
+func managed(gen int64, mutate ...func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{
+		Namespace: resources.Namespace, Name: resources.DaemonSetName, UID: "uid-1", Generation: gen,
+		Labels:      resources.OwnedLabels(),
+		Annotations: map[string]string{resources.VersionAnnotation: "4.21.0", specHashAnnotation: "abc"},
+	}}
+	for _, m := range mutate {
+		m(ds)
+	}
+	return ds
+}
+
+func TestInformerFiltering(t *testing.T) {
+	notOwn := func(*appsv1.DaemonSet) bool { return false }
+	ownUpTo := func(gen int64) func(*appsv1.DaemonSet) bool {
+		return func(ds *appsv1.DaemonSet) bool { return ds.UID == "uid-1" && ds.Generation <= gen }
+	}
+	cases := []struct {
+		name string
+		own  func(*appsv1.DaemonSet) bool
+		feed func(ri *daemonSetInformer)
+		want map[DriftKind]int
+	}{
+		{"status-only update is ignored", notOwn, func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { ds.Status.NumberAvailable = 2 }))
+		}, map[DriftKind]int{}},
+		{"own write is ignored", ownUpTo(4), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(4))
+		}, map[DriftKind]int{}},
+		{"spec change by someone else counts", ownUpTo(3), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(4))
+		}, map[DriftKind]int{DriftModified: 1}},
+		{"owned label removed counts", ownUpTo(3), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { delete(ds.Labels, resources.LabelManagedBy) }))
+		}, map[DriftKind]int{DriftMetadata: 1}},
+		{"owned annotation changed counts", ownUpTo(3), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { ds.Annotations[resources.VersionAnnotation] = "1.0" }))
+		}, map[DriftKind]int{DriftMetadata: 1}},
+		{"restoring owned metadata is not drift", ownUpTo(3), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3, func(ds *appsv1.DaemonSet) { delete(ds.Labels, resources.LabelManagedBy) }), managed(3))
+		}, map[DriftKind]int{}},
+		{"delete counts", ownUpTo(3), func(ri *daemonSetInformer) {
+			ri.onDelete(managed(3))
+		}, map[DriftKind]int{DriftDeleted: 1}},
+		{"tombstone counts", ownUpTo(3), func(ri *daemonSetInformer) {
+			ri.onDelete(cache.DeletedFinalStateUnknown{Key: "openshift-insights/insights-runtime-extractor", Obj: managed(3)})
+		}, map[DriftKind]int{DriftDeleted: 1}},
+		{"add by someone else counts", ownUpTo(3), func(ri *daemonSetInformer) {
+			ri.onAdd(managed(1, func(ds *appsv1.DaemonSet) { ds.UID = "uid-2" }), false)
+		}, map[DriftKind]int{DriftModified: 1}},
+		{"add in the initial list is an observation, not drift", notOwn, func(ri *daemonSetInformer) {
+			ri.onAdd(managed(1), true)
+		}, map[DriftKind]int{}},
+		{"own create is ignored", ownUpTo(1), func(ri *daemonSetInformer) {
+			ri.onAdd(managed(1), false)
+		}, map[DriftKind]int{}},
+		{"other DaemonSets are ignored", notOwn, func(ri *daemonSetInformer) {
+			other := managed(2, func(ds *appsv1.DaemonSet) { ds.Name = "other" })
+			ri.onUpdate(managed(1, func(ds *appsv1.DaemonSet) { ds.Name = "other" }), other)
+			ri.onDelete(other)
+		}, map[DriftKind]int{}},
+	}
+	for i, tc := range cases {
+		ri := newTestInformer(t, tc.own)
+		tc.feed(ri)
+		got := ri.drainDrift()
+		if len(got) != len(tc.want) {
+			t.Errorf("#%d %s: got %v, want %v", i, tc.name, got, tc.want)
+			continue
+		}
+		for k, n := range tc.want {
+			if got[k] != n {
+				t.Errorf("#%d %s: got %v, want %v", i, tc.name, got, tc.want)
+			}
+		}
+	}
+}
+
+func TestNotificationsCoalesceAndNeverBlock(t *testing.T) {
+	ri := newTestInformer(t, func(*appsv1.DaemonSet) bool { return false })
+	for i := 0; i < 100; i++ {
+		ri.onDelete(managed(1)) // would block forever if a notification could block
+	}
+	if got := ri.drainDrift()[DriftDeleted]; got != 100 {
+		t.Fatalf("counted %d deletions, want 100", got)
+	}
+	if len(ri.rollout) != 1 {
+		t.Fatalf("rollout channel holds %d notifications, want 1 (coalesced)", len(ri.rollout))
+	}
+}

@@ -1,0 +1,71 @@
+package runtimeextractor
+
+import (
+	"os"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/insights-runtime-extractor/controller/pkg/metrics"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/version"
+)
+
+// Defaults of the controller's timing.
+const (
+	// DefaultResync is how often the controller re-asserts the level when nothing happens.
+	DefaultResync = 10 * time.Minute
+	// DefaultRetryBase and DefaultRetryMax bound the exponential retry backoff.
+	DefaultRetryBase = 100 * time.Millisecond
+	DefaultRetryMax  = 5 * time.Minute
+)
+
+// VersionSource reports the cluster's target release version; version.Source
+// implements it (ClusterVersion watch or RELEASE_VERSION).
+type VersionSource interface {
+	Version() string
+	Changed() <-chan struct{}
+}
+
+// Option configures the controller beyond the seed's constructor arguments.
+type Option func(*Controller)
+
+// WithResync sets the period of the level re-assert (default 10 minutes).
+func WithResync(d time.Duration) Option { return func(c *Controller) { c.resync = d } }
+
+// WithRateLimiter replaces the retry backoff (default: exponential from 100 ms to
+// 5 min, with jitter).
+func WithRateLimiter(l workqueue.TypedRateLimiter[string]) Option {
+	return func(c *Controller) { c.limiter = l }
+}
+
+// WithVersionSource makes the controller follow src (e.g. the ClusterVersion)
+// instead of reading RELEASE_VERSION when updateCh fires.
+func WithVersionSource(src VersionSource) Option { return func(c *Controller) { c.versions = src } }
+
+// WithImages sets the container images (default: resources.ImagesFromEnv).
+func WithImages(images resources.Images) Option { return func(c *Controller) { c.images = &images } }
+
+// WithMetrics reports the controller's metrics on m.
+func WithMetrics(m *metrics.Metrics) Option { return func(c *Controller) { c.metrics = m } }
+
+// WithStatusReporter reports the RuntimeExtractor* conditions through r.
+func WithStatusReporter(r *status.Reporter) Option { return func(c *Controller) { c.status = r } }
+
+// jitteredExponential is an exponential per-item backoff with up to 10% jitter,
+// so several controllers failing together do not retry in lockstep.
+type jitteredExponential struct {
+	workqueue.TypedRateLimiter[string]
+}
+
+func (j jitteredExponential) When(item string) time.Duration {
+	d := j.TypedRateLimiter.When(item)
+	return d + time.Duration(float64(d)*0.1*rng())
+}
+
+func defaultRateLimiter() workqueue.TypedRateLimiter[string] {
+	return jitteredExponential{workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultRetryBase, DefaultRetryMax)}
+}
+
+func envVersionSource() VersionSource { return version.NewStatic(os.Getenv(version.EnvReleaseVersion)) }

@@ -1,0 +1,134 @@
+// Package version tells the controller the cluster's target release version.
+//
+// In an OpenShift cluster it watches the ClusterVersion "version"
+// (status.desired.version); where that API does not exist it falls back to the
+// RELEASE_VERSION environment variable, the cluster-version-operator convention
+// for operator images.
+package version
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	configv1 "github.com/openshift/api/config/v1"
+	configclient "github.com/openshift/client-go/config/clientset/versioned"
+	configinformers "github.com/openshift/client-go/config/informers/externalversions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// ClusterVersionName is the name of the cluster's singleton ClusterVersion.
+const ClusterVersionName = "version"
+
+// EnvReleaseVersion is the environment variable read when there is no ClusterVersion API.
+const EnvReleaseVersion = "RELEASE_VERSION"
+
+// Source reports the target release version and signals when it changes.
+type Source struct {
+	fallback string
+	informer cache.SharedIndexInformer // nil when the ClusterVersion API is absent
+
+	mu      sync.RWMutex
+	version string
+	changed chan struct{}
+}
+
+// NewStatic returns a Source that always reports v (e.g. os.Getenv(EnvReleaseVersion)).
+func NewStatic(v string) *Source {
+	return &Source{fallback: v, version: v, changed: make(chan struct{}, 1)}
+}
+
+// NewSource watches the ClusterVersion when the config.openshift.io/v1 API serves
+// it, and otherwise reports fallback. Only the "version" object is cached.
+func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface, fallback string) (*Source, error) {
+	s := NewStatic(fallback)
+	ok, err := serves(disco)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		klog.Infof("ClusterVersion API not served; using %s=%q", EnvReleaseVersion, fallback)
+		return s, nil
+	}
+	factory := configinformers.NewSharedInformerFactoryWithOptions(client, 0,
+		configinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ClusterVersionName).String()
+		}))
+	s.informer = factory.Config().V1().ClusterVersions().Informer()
+	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.observe(obj) },
+		UpdateFunc: func(_, obj any) { s.observe(obj) },
+		DeleteFunc: func(any) { s.set(s.fallback) },
+	}); err != nil {
+		return nil, fmt.Errorf("watch clusterversion: %w", err)
+	}
+	return s, nil
+}
+
+func serves(disco discovery.DiscoveryInterface) (bool, error) {
+	list, err := disco.ServerResourcesForGroupVersion(configv1.GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", configv1.GroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "clusterversions" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (s *Source) observe(obj any) {
+	cv, ok := obj.(*configv1.ClusterVersion)
+	if !ok || cv.Name != ClusterVersionName {
+		return
+	}
+	v := cv.Status.Desired.Version
+	if v == "" {
+		v = s.fallback
+	}
+	s.set(v)
+}
+
+func (s *Source) set(v string) {
+	s.mu.Lock()
+	changed := v != s.version
+	s.version = v
+	s.mu.Unlock()
+	if changed {
+		select {
+		case s.changed <- struct{}{}:
+		default: // a notification is already pending; the reader reads the latest version
+		}
+	}
+}
+
+// Run runs the watch until ctx is done (a no-op for a static source).
+func (s *Source) Run(ctx context.Context) {
+	if s.informer != nil {
+		s.informer.RunWithContext(ctx)
+	}
+}
+
+// HasSynced reports whether the first list has been seen.
+func (s *Source) HasSynced() bool {
+	return s.informer == nil || s.informer.HasSynced()
+}
+
+// Version returns the current target version ("" when unknown).
+func (s *Source) Version() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.version
+}
+
+// Changed signals (coalesced, never blocking the watch) that Version changed.
+func (s *Source) Changed() <-chan struct{} { return s.changed }
