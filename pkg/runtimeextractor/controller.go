@@ -124,6 +124,9 @@ func NewRuntimeExtractorController(
 	})
 	ownWrite := c.manager.IsOwnWrite
 	ri.ownWrite.Store(&ownWrite)
+	if c.metrics != nil {
+		c.metrics.SetState(c.machine.State())
+	}
 	c.machine.OnTransition(c.observeTransition)
 	return c
 }

@@ -1,0 +1,205 @@
+// Package metrics holds the Prometheus collectors that expose what the runtime
+// extractor controller is doing: its current state, the transitions and actions it
+// took, the drift it saw and how long it is backing off.
+//
+// The collectors are created unregistered, so an embedding operator can put them in
+// its own registry (MustRegister or Collectors), while the standalone binary, which
+// serves component-base's legacy registry on /metrics through library-go's
+// controllercmd, uses RegisterLegacy.
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+)
+
+// Namespace is the prefix of every metric name.
+const Namespace = "runtime_extractor"
+
+// Drift kinds, the values of the drift_events_total "kind" label.
+const (
+	// DriftModified is a spec change made by someone else.
+	DriftModified = "modified"
+	// DriftDeleted is a deletion of the managed DaemonSet.
+	DriftDeleted = "deleted"
+	// DriftMetadata is an owned label or annotation removed or changed by someone else.
+	DriftMetadata = "metadata"
+)
+
+// Action results, the values of the actions_total "result" label.
+const (
+	// ResultSuccess marks an action that completed without error.
+	ResultSuccess = "success"
+	// ResultError marks an action that returned an error.
+	ResultError = "error"
+)
+
+// Metrics is the set of collectors of one controller. Its methods are safe for
+// concurrent use.
+type Metrics struct {
+	state              *prometheus.GaugeVec
+	transitions        *prometheus.CounterVec
+	driftEvents        *prometheus.CounterVec
+	actions            *prometheus.CounterVec
+	actionDuration     *prometheus.HistogramVec
+	retryBackoff       prometheus.Gauge
+	lastTransitionTime prometheus.Gauge
+
+	// stateMu keeps the one-hot state gauge consistent when two goroutines report
+	// transitions at the same time.
+	stateMu sync.Mutex
+	// now is the clock of the last-transition timestamp; tests replace it.
+	now func() time.Time
+
+	legacyOnce sync.Once
+}
+
+// New returns the controller's collectors, not yet registered. Every state series,
+// every drift kind and the Apply/Delete action series start at zero, so they are
+// present (and rate() works) before the first observation.
+func New() *Metrics {
+	m := &Metrics{
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "state",
+			Help:      "Current state of the runtime extractor state machine: 1 for the current state, 0 for the others.",
+		}, []string{"state"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "transitions_total",
+			Help:      "Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.",
+		}, []string{"from", "to", "event"}),
+		driftEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "drift_events_total",
+			Help:      "Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).",
+		}, []string{"kind"}),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "actions_total",
+			Help:      "Actions the controller executed against the cluster, by action and result (success, error).",
+		}, []string{"action", "result"}),
+		actionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace,
+			Name:      "action_duration_seconds",
+			Help:      "Time taken by the actions the controller executed against the cluster, by action.",
+			// API round trips: a few milliseconds when healthy, up to the client timeout when not.
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
+		}, []string{"action"}),
+		retryBackoff: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "retry_backoff_seconds",
+			Help:      "Delay before the next retry of a failed action; 0 when no retry is pending.",
+		}),
+		lastTransitionTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "last_transition_timestamp_seconds",
+			Help:      "Unix time of the last change of the state machine's state; 0 before the first change.",
+		}),
+		now: time.Now,
+	}
+	for _, s := range fsm.States {
+		m.state.WithLabelValues(string(s)).Set(0)
+	}
+	for _, kind := range []string{DriftModified, DriftDeleted, DriftMetadata} {
+		m.driftEvents.WithLabelValues(kind)
+	}
+	for _, a := range []fsm.Action{fsm.ActionApply, fsm.ActionDelete} {
+		m.actions.WithLabelValues(string(a), ResultSuccess)
+		m.actions.WithLabelValues(string(a), ResultError)
+		m.actionDuration.WithLabelValues(string(a))
+	}
+	return m
+}
+
+// Collectors returns every collector, for an embedding operator that registers them
+// itself.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		m.state,
+		m.transitions,
+		m.driftEvents,
+		m.actions,
+		m.actionDuration,
+		m.retryBackoff,
+		m.lastTransitionTime,
+	}
+}
+
+// MustRegister registers every collector with reg and panics if one is already
+// registered there.
+func (m *Metrics) MustRegister(reg prometheus.Registerer) {
+	reg.MustRegister(m.Collectors()...)
+}
+
+// RegisterLegacy registers every collector with component-base's legacy registry,
+// which library-go's controllercmd serves on /metrics. Calling it again on the same
+// Metrics is a no-op; registering a second Metrics there panics, as the names clash.
+func (m *Metrics) RegisterLegacy() {
+	m.legacyOnce.Do(func() {
+		// Registerer() is the legacy registry's Prometheus registry; unlike the
+		// deprecated RawMustRegister it does not mark the collectors resettable, so a
+		// DELETE on a reset-enabled /metrics cannot drop the pre-initialised series.
+		legacyregistry.Registerer().MustRegister(m.Collectors()...)
+	})
+}
+
+// SetState marks s as the current state without counting a transition, for the
+// machine's initial state.
+func (m *Metrics) SetState(s fsm.State) {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	m.setStateLocked(s)
+}
+
+// ObserveTransition records a processed event: it sets the state gauge to t.To,
+// counts t in transitions_total and, when the state changed, stamps the
+// last-transition time.
+func (m *Metrics) ObserveTransition(t fsm.Transition) {
+	event := ""
+	if t.Event != nil {
+		event = string(t.Event.Name())
+	}
+	m.transitions.WithLabelValues(string(t.From), string(t.To), event).Inc()
+
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	m.setStateLocked(t.To)
+	if t.Changed() {
+		m.lastTransitionTime.Set(float64(m.now().UnixNano()) / float64(time.Second))
+	}
+}
+
+func (m *Metrics) setStateLocked(current fsm.State) {
+	for _, s := range fsm.States {
+		v := 0.0
+		if s == current {
+			v = 1
+		}
+		m.state.WithLabelValues(string(s)).Set(v)
+	}
+}
+
+// ObserveDrift counts one drift event of the given kind (DriftModified,
+// DriftDeleted or DriftMetadata).
+func (m *Metrics) ObserveDrift(kind string) {
+	m.driftEvents.WithLabelValues(kind).Inc()
+}
+
+// ObserveAction counts one executed action with its result (ResultSuccess or
+// ResultError) and records how long it took.
+func (m *Metrics) ObserveAction(a fsm.Action, result string, d time.Duration) {
+	m.actions.WithLabelValues(string(a), result).Inc()
+	m.actionDuration.WithLabelValues(string(a)).Observe(d.Seconds())
+}
+
+// SetBackoff records the delay before the next retry; pass 0 once the retry ran or
+// an action succeeded.
+func (m *Metrics) SetBackoff(d time.Duration) {
+	m.retryBackoff.Set(d.Seconds())
+}

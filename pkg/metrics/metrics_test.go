@@ -1,0 +1,266 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+)
+
+var allNames = []string{
+	"runtime_extractor_state",
+	"runtime_extractor_transitions_total",
+	"runtime_extractor_drift_events_total",
+	"runtime_extractor_actions_total",
+	"runtime_extractor_action_duration_seconds",
+	"runtime_extractor_retry_backoff_seconds",
+	"runtime_extractor_last_transition_timestamp_seconds",
+}
+
+const stateHeader = `# HELP runtime_extractor_state Current state of the runtime extractor state machine: 1 for the current state, 0 for the others.
+# TYPE runtime_extractor_state gauge
+`
+
+// stateSeries renders the expected state gauge with current set to 1 ("" = none).
+func stateSeries(current fsm.State) string {
+	var b strings.Builder
+	b.WriteString(stateHeader)
+	for _, s := range fsm.States {
+		v := 0
+		if s == current {
+			v = 1
+		}
+		fmt.Fprintf(&b, "runtime_extractor_state{state=%q} %d\n", s, v)
+	}
+	return b.String()
+}
+
+func TestNewPresetsSeriesAtZero(t *testing.T) {
+	m := New()
+
+	require.NoError(t, testutil.CollectAndCompare(m.state, strings.NewReader(stateSeries(""))))
+	require.NoError(t, testutil.CollectAndCompare(m.driftEvents, strings.NewReader(`
+# HELP runtime_extractor_drift_events_total Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).
+# TYPE runtime_extractor_drift_events_total counter
+runtime_extractor_drift_events_total{kind="deleted"} 0
+runtime_extractor_drift_events_total{kind="metadata"} 0
+runtime_extractor_drift_events_total{kind="modified"} 0
+`)))
+	assert.Equal(t, 4, testutil.CollectAndCount(m.actions), "Apply and Delete × success and error")
+	assert.Equal(t, 0, testutil.CollectAndCount(m.transitions), "no transition is invented")
+	assert.Zero(t, testutil.ToFloat64(m.retryBackoff))
+	assert.Zero(t, testutil.ToFloat64(m.lastTransitionTime))
+}
+
+func TestSetStateMarksExactlyOneState(t *testing.T) {
+	m := New()
+	m.SetState(fsm.StateRunning)
+	require.NoError(t, testutil.CollectAndCompare(m.state, strings.NewReader(stateSeries(fsm.StateRunning))))
+	assert.Equal(t, 0, testutil.CollectAndCount(m.transitions), "SetState is not a transition")
+	assert.Zero(t, testutil.ToFloat64(m.lastTransitionTime))
+}
+
+func TestScriptedTransitions(t *testing.T) {
+	m := New()
+	clock := time.Unix(1700000000, 0)
+	m.now = func() time.Time { return clock }
+	m.SetState(fsm.StateDisabled)
+
+	steps := []struct {
+		tr       fsm.Transition
+		wantTime time.Time // last-transition timestamp after the step
+	}{
+		{fsm.Transition{From: fsm.StateDisabled, To: fsm.StateDeploying, Event: fsm.Enabled{}, Action: fsm.ActionApply}, time.Unix(1700000010, 0)},
+		{fsm.Transition{From: fsm.StateDeploying, To: fsm.StateDeploying, Event: fsm.Applied{Generation: 1}, Action: fsm.ActionNone}, time.Unix(1700000010, 0)},
+		{fsm.Transition{From: fsm.StateDeploying, To: fsm.StateRunning, Event: fsm.RolloutComplete{Generation: 1}, Action: fsm.ActionNone}, time.Unix(1700000030, 0)},
+		{fsm.Transition{From: fsm.StateRunning, To: fsm.StateDrifted, Event: fsm.Deleted{}, Action: fsm.ActionApply}, time.Unix(1700000040, 0)},
+		{fsm.Transition{From: fsm.StateDrifted, To: fsm.StateDrifted, Event: fsm.ApplyFailed{Err: errors.New("forbidden")}, Action: fsm.ActionRetry}, time.Unix(1700000040, 0)},
+		{fsm.Transition{From: fsm.StateDrifted, To: fsm.StateDrifted, Event: fsm.ApplyFailed{Err: errors.New("forbidden")}, Action: fsm.ActionRetry}, time.Unix(1700000040, 0)},
+		{fsm.Transition{From: fsm.StateDrifted, To: fsm.StateRunning, Event: fsm.RolloutComplete{Generation: 2}, Action: fsm.ActionNone}, time.Unix(1700000070, 0)},
+	}
+	for i, step := range steps {
+		clock = time.Unix(1700000000+int64(i+1)*10, 0)
+		m.ObserveTransition(step.tr)
+		require.NoError(t, testutil.CollectAndCompare(m.state, strings.NewReader(stateSeries(step.tr.To))), "step %d", i)
+		assert.Equal(t, float64(step.wantTime.Unix()), testutil.ToFloat64(m.lastTransitionTime), "step %d", i)
+	}
+
+	require.NoError(t, testutil.CollectAndCompare(m.transitions, strings.NewReader(`
+# HELP runtime_extractor_transitions_total Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.
+# TYPE runtime_extractor_transitions_total counter
+runtime_extractor_transitions_total{event="Applied",from="Deploying",to="Deploying"} 1
+runtime_extractor_transitions_total{event="ApplyFailed",from="Drifted",to="Drifted"} 2
+runtime_extractor_transitions_total{event="Deleted",from="Running",to="Drifted"} 1
+runtime_extractor_transitions_total{event="Enabled",from="Disabled",to="Deploying"} 1
+runtime_extractor_transitions_total{event="RolloutComplete",from="Deploying",to="Running"} 1
+runtime_extractor_transitions_total{event="RolloutComplete",from="Drifted",to="Running"} 1
+`)))
+}
+
+// The gauge must follow the real machine whatever its table says, when wired the
+// way the controller wires it.
+func TestStateFollowsMachine(t *testing.T) {
+	m := New()
+	machine := fsm.New(fsm.StateDisabled)
+	m.SetState(machine.State())
+	machine.OnTransition(m.ObserveTransition)
+
+	events := []fsm.Event{
+		fsm.Enabled{}, fsm.Applied{Generation: 1}, fsm.RolloutComplete{Generation: 1},
+		fsm.Modified{Generation: 2}, fsm.Applied{Generation: 3}, fsm.RolloutComplete{Generation: 3},
+		fsm.Disabled{}, fsm.DeleteDone{},
+	}
+	for _, ev := range events {
+		_, err := machine.Fire(context.Background(), ev)
+		require.NoError(t, err, "fire %s", fsm.Describe(ev))
+		require.NoError(t, testutil.CollectAndCompare(m.state, strings.NewReader(stateSeries(machine.State()))),
+			"after %s", fsm.Describe(ev))
+	}
+	assert.Positive(t, testutil.CollectAndCount(m.transitions))
+}
+
+func TestConcurrentTransitionsKeepOneStateSet(t *testing.T) {
+	m := New()
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			to := fsm.States[i%len(fsm.States)]
+			m.ObserveTransition(fsm.Transition{From: fsm.StateRunning, To: to, Event: fsm.Enabled{}})
+		}()
+	}
+	wg.Wait()
+
+	ones := 0
+	for _, s := range fsm.States {
+		if testutil.ToFloat64(m.state.WithLabelValues(string(s))) == 1 {
+			ones++
+		}
+	}
+	assert.Equal(t, 1, ones)
+}
+
+func TestObserveDrift(t *testing.T) {
+	m := New()
+	m.ObserveDrift(DriftModified)
+	m.ObserveDrift(DriftModified)
+	m.ObserveDrift(DriftDeleted)
+
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.driftEvents.WithLabelValues(DriftModified)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.driftEvents.WithLabelValues(DriftDeleted)))
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.driftEvents.WithLabelValues(DriftMetadata)))
+}
+
+func TestObserveAction(t *testing.T) {
+	m := New()
+	m.ObserveAction(fsm.ActionApply, ResultSuccess, 20*time.Millisecond)
+	m.ObserveAction(fsm.ActionApply, ResultError, 3*time.Second)
+	m.ObserveAction(fsm.ActionApply, ResultSuccess, 10*time.Millisecond)
+	m.ObserveAction(fsm.ActionDelete, ResultSuccess, 5*time.Millisecond)
+
+	require.NoError(t, testutil.CollectAndCompare(m.actions, strings.NewReader(`
+# HELP runtime_extractor_actions_total Actions the controller executed against the cluster, by action and result (success, error).
+# TYPE runtime_extractor_actions_total counter
+runtime_extractor_actions_total{action="Apply",result="error"} 1
+runtime_extractor_actions_total{action="Apply",result="success"} 2
+runtime_extractor_actions_total{action="Delete",result="error"} 0
+runtime_extractor_actions_total{action="Delete",result="success"} 1
+`)))
+
+	apply := histogram(t, m.actionDuration, "Apply")
+	assert.Equal(t, uint64(3), apply.GetSampleCount())
+	assert.InDelta(t, 3.03, apply.GetSampleSum(), 1e-9)
+	assert.Equal(t, uint64(2), cumulativeCount(apply, 0.02), "two applies took at most 20ms")
+
+	del := histogram(t, m.actionDuration, "Delete")
+	assert.Equal(t, uint64(1), del.GetSampleCount())
+	assert.InDelta(t, 0.005, del.GetSampleSum(), 1e-9)
+}
+
+func TestSetBackoff(t *testing.T) {
+	m := New()
+	m.SetBackoff(8 * time.Second)
+	assert.Equal(t, 8.0, testutil.ToFloat64(m.retryBackoff))
+	m.SetBackoff(1500 * time.Millisecond)
+	assert.Equal(t, 1.5, testutil.ToFloat64(m.retryBackoff))
+	m.SetBackoff(0)
+	assert.Equal(t, 0.0, testutil.ToFloat64(m.retryBackoff))
+}
+
+func TestRegisterOnFreshRegistryAndLint(t *testing.T) {
+	m := New()
+	reg := prometheus.NewPedanticRegistry()
+	m.MustRegister(reg)
+	// transitions_total has no series before the first transition; give it one.
+	m.ObserveTransition(fsm.Transition{From: fsm.StateDisabled, To: fsm.StateDeploying, Event: fsm.Enabled{}, Action: fsm.ActionApply})
+
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var got []string
+	for _, f := range families {
+		got = append(got, f.GetName())
+	}
+	assert.ElementsMatch(t, allNames, got)
+
+	for _, c := range m.Collectors() {
+		problems, err := testutil.CollectAndLint(c)
+		require.NoError(t, err)
+		assert.Empty(t, problems)
+	}
+
+	assert.Panics(t, func() { m.MustRegister(reg) }, "a second registration in the same registry must clash")
+	assert.NotPanics(t, func() { New().MustRegister(prometheus.NewRegistry()) }, "each registry takes its own set")
+}
+
+func TestRegisterLegacyIsIdempotent(t *testing.T) {
+	m := New()
+	m.SetBackoff(2 * time.Second)
+	m.ObserveTransition(fsm.Transition{From: fsm.StateDisabled, To: fsm.StateDeploying, Event: fsm.Enabled{}, Action: fsm.ActionApply})
+	require.NotPanics(t, m.RegisterLegacy)
+	require.NotPanics(t, m.RegisterLegacy)
+
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	served := map[string]*dto.MetricFamily{}
+	var names []string
+	for _, f := range families {
+		served[f.GetName()] = f
+		names = append(names, f.GetName())
+	}
+	assert.Subset(t, names, allNames)
+	backoff := served["runtime_extractor_retry_backoff_seconds"]
+	require.NotNil(t, backoff)
+	assert.Equal(t, 2.0, backoff.GetMetric()[0].GetGauge().GetValue())
+}
+
+func histogram(t *testing.T, vec *prometheus.HistogramVec, action string) *dto.Histogram {
+	t.Helper()
+	obs, err := vec.GetMetricWithLabelValues(action)
+	require.NoError(t, err)
+	var out dto.Metric
+	require.NoError(t, obs.(prometheus.Metric).Write(&out))
+	require.NotNil(t, out.GetHistogram())
+	return out.GetHistogram()
+}
+
+func cumulativeCount(h *dto.Histogram, upperBound float64) uint64 {
+	for _, b := range h.GetBucket() {
+		if b.GetUpperBound() == upperBound {
+			return b.GetCumulativeCount()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,137 @@
+package resources
+
+import (
+	_ "embed"
+	"fmt"
+	"maps"
+	"sync"
+
+	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/insights-runtime-extractor/controller/pkg/config"
+)
+
+//go:embed manifests/daemonset.yaml
+var daemonSetManifest []byte
+
+// parsedManifest parses the embedded manifest once; strict, so a misspelt
+// field in the manifest is an error rather than a silently dropped setting.
+var parsedManifest = sync.OnceValues(func() (*appsv1.DaemonSet, error) {
+	ds := &appsv1.DaemonSet{}
+	if err := yaml.UnmarshalStrict(daemonSetManifest, ds); err != nil {
+		return nil, fmt.Errorf("parse embedded daemonset manifest: %w", err)
+	}
+	return ds, nil
+})
+
+// Desired is everything the desired DaemonSet depends on. An apply always
+// computes the DaemonSet from a complete Desired, never from a diff.
+type Desired struct {
+	// Images of the three containers; each must be a fully qualified reference.
+	Images Images
+	// Version is the target release version, recorded in VersionAnnotation on
+	// the DaemonSet and its pod template. Empty records no version.
+	Version string
+	// TLSProfile is the cluster TLS security profile for kube-rbac-proxy;
+	// nil means Intermediate.
+	TLSProfile *configv1.TLSSecurityProfile
+	// Scheduling holds the optional settings from config.yaml.
+	Scheduling config.RuntimeExtractor
+}
+
+// DesiredDaemonSet returns the DaemonSet for d: the embedded manifest with
+// d's images, kube-rbac-proxy TLS arguments, version annotation and
+// scheduling settings. Invalid images are an error.
+//
+// Scheduling: tolerations are appended to the manifest's; the node selector
+// is merged into the manifest's, and kubernetes.io/os stays linux whatever
+// the configuration says; a priority class name replaces the default
+// openshift-user-critical; resources replace a container's requirements
+// as a whole.
+func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
+	if err := d.Images.validate(); err != nil {
+		return nil, fmt.Errorf("desired daemonset: %w", err)
+	}
+	manifest, err := parsedManifest()
+	if err != nil {
+		return nil, fmt.Errorf("desired daemonset: %w", err)
+	}
+	ds := manifest.DeepCopy()
+	podSpec := &ds.Spec.Template.Spec
+
+	overrides := d.Scheduling.Resources
+	for name, setting := range map[string]struct {
+		image     string
+		resources *corev1.ResourceRequirements
+		extraArgs []string
+	}{
+		ContainerExtractor:     {d.Images.Extractor, overrides.Extractor, nil},
+		ContainerExporter:      {d.Images.Exporter, overrides.Exporter, nil},
+		ContainerKubeRBACProxy: {d.Images.KubeRBACProxy, overrides.KubeRBACProxy, KubeRBACProxyTLSArgs(d.TLSProfile)},
+	} {
+		c := findContainer(podSpec, name)
+		if c == nil {
+			return nil, fmt.Errorf("desired daemonset: embedded manifest has no container %q", name)
+		}
+		c.Image = setting.image
+		c.Args = append(c.Args, setting.extraArgs...)
+		if setting.resources != nil {
+			c.Resources = *setting.resources.DeepCopy()
+		}
+	}
+
+	if d.Version != "" {
+		setAnnotation(&ds.ObjectMeta.Annotations, VersionAnnotation, d.Version)
+		setAnnotation(&ds.Spec.Template.Annotations, VersionAnnotation, d.Version)
+	}
+	applyScheduling(podSpec, d.Scheduling)
+	return ds, nil
+}
+
+// applyScheduling applies the config.yaml settings other than resources.
+func applyScheduling(podSpec *corev1.PodSpec, s config.RuntimeExtractor) {
+	for _, t := range s.Tolerations {
+		podSpec.Tolerations = append(podSpec.Tolerations, *t.DeepCopy())
+	}
+	if podSpec.NodeSelector == nil {
+		podSpec.NodeSelector = map[string]string{}
+	}
+	maps.Copy(podSpec.NodeSelector, s.NodeSelector)
+	// Written last: the extractor only runs on Linux, whatever the config says.
+	podSpec.NodeSelector[OSNodeSelectorKey] = OSNodeSelectorValue
+	if s.PriorityClassName != "" {
+		podSpec.PriorityClassName = s.PriorityClassName
+	}
+}
+
+func findContainer(podSpec *corev1.PodSpec, name string) *corev1.Container {
+	for i := range podSpec.Containers {
+		if podSpec.Containers[i].Name == name {
+			return &podSpec.Containers[i]
+		}
+	}
+	return nil
+}
+
+func setAnnotation(annotations *map[string]string, key, value string) {
+	if *annotations == nil {
+		*annotations = map[string]string{}
+	}
+	(*annotations)[key] = value
+}
+
+// RolloutComplete reports whether ds's controller has seen its current spec
+// and every desired pod runs that spec and is available. A DaemonSet that
+// wants no pods (no matching node) is complete once observed.
+func RolloutComplete(ds *appsv1.DaemonSet) bool {
+	if ds == nil {
+		return false
+	}
+	s := ds.Status
+	return s.ObservedGeneration == ds.Generation &&
+		s.UpdatedNumberScheduled == s.DesiredNumberScheduled &&
+		s.NumberAvailable == s.DesiredNumberScheduled
+}

@@ -1,0 +1,320 @@
+package resources
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/diff"
+	"sigs.k8s.io/yaml"
+
+	"github.com/insights-runtime-extractor/controller/pkg/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/resources")
+
+var fakeNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// goldenDir is the repository's top-level testdata/resources.
+var goldenDir = filepath.Join("..", "..", "testdata", "resources")
+
+const testVersion = "4.21.3"
+
+func defaultDesired() Desired {
+	return Desired{Images: DefaultImages(), Version: testVersion}
+}
+
+// schedulingDesired uses every scheduling setting, release-style digest
+// images and the Modern TLS profile.
+func schedulingDesired() Desired {
+	return Desired{
+		Images: Images{
+			Extractor:     "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:1111111111111111111111111111111111111111111111111111111111111111",
+			Exporter:      "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:2222222222222222222222222222222222222222222222222222222222222222",
+			KubeRBACProxy: "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:3333333333333333333333333333333333333333333333333333333333333333",
+		},
+		Version:    testVersion,
+		TLSProfile: &configv1.TLSSecurityProfile{Type: configv1.TLSProfileModernType, Modern: &configv1.ModernTLSProfile{}},
+		Scheduling: config.RuntimeExtractor{
+			Tolerations: []corev1.Toleration{{
+				Key:      "node-role.kubernetes.io/infra",
+				Operator: corev1.TolerationOpExists,
+				Effect:   corev1.TaintEffectNoSchedule,
+			}},
+			NodeSelector: map[string]string{
+				"node-role.kubernetes.io/worker": "",
+				OSNodeSelectorKey:                "windows", // must not win
+			},
+			PriorityClassName: "system-node-critical",
+			Resources: config.ContainerResources{
+				Extractor: &corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+				},
+			},
+		},
+	}
+}
+
+func TestDesiredDaemonSetGolden(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		desired Desired
+	}{
+		{"daemonset-default.yaml", defaultDesired()},
+		{"daemonset-scheduling.yaml", schedulingDesired()},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			ds, err := DesiredDaemonSet(tc.desired)
+			if err != nil {
+				t.Fatalf("DesiredDaemonSet: %v", err)
+			}
+			got, err := yaml.Marshal(ds)
+			if err != nil {
+				t.Fatalf("marshal: %v", err)
+			}
+			path := filepath.Join(goldenDir, tc.file)
+			if *update {
+				if err := os.MkdirAll(goldenDir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (regenerate with go test ./pkg/resources -update): %v", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("desired DaemonSet differs from %s (regenerate with -update and review the diff):\n%s",
+					path, diff.Diff(string(want), string(got)))
+			}
+		})
+	}
+}
+
+func TestDesiredDaemonSetShape(t *testing.T) {
+	ds, err := DesiredDaemonSet(defaultDesired())
+	if err != nil {
+		t.Fatalf("DesiredDaemonSet: %v", err)
+	}
+	if ds.Namespace != Namespace || ds.Name != DaemonSetName {
+		t.Errorf("object = %s/%s, want %s/%s", ds.Namespace, ds.Name, Namespace, DaemonSetName)
+	}
+	for k, v := range OwnedLabels() {
+		if ds.Labels[k] != v || ds.Spec.Template.Labels[k] != v {
+			t.Errorf("label %s=%s missing on the DaemonSet or its pod template", k, v)
+		}
+	}
+	if got := ds.Spec.Selector.MatchLabels; len(got) != 1 || got[LabelName] != NameValue {
+		t.Errorf("selector = %v, want only %s=%s", got, LabelName, NameValue)
+	}
+	ru := ds.Spec.UpdateStrategy.RollingUpdate
+	if ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType || ru == nil || ru.MaxUnavailable.String() != "33%" {
+		t.Errorf("update strategy = %+v, want RollingUpdate with maxUnavailable 33%%", ds.Spec.UpdateStrategy)
+	}
+	pod := ds.Spec.Template.Spec
+	if pod.ServiceAccountName != ServiceAccountName || pod.PriorityClassName != PriorityClassName {
+		t.Errorf("serviceAccount/priorityClass = %q/%q", pod.ServiceAccountName, pod.PriorityClassName)
+	}
+	if pod.NodeSelector[OSNodeSelectorKey] != OSNodeSelectorValue {
+		t.Errorf("nodeSelector = %v, want %s=%s", pod.NodeSelector, OSNodeSelectorKey, OSNodeSelectorValue)
+	}
+
+	images := map[string]string{
+		ContainerExtractor:     DefaultExtractorImage,
+		ContainerExporter:      DefaultExporterImage,
+		ContainerKubeRBACProxy: DefaultKubeRBACProxyImage,
+	}
+	if len(pod.Containers) != len(images) {
+		t.Fatalf("%d containers, want %d", len(pod.Containers), len(images))
+	}
+	for _, c := range pod.Containers {
+		if c.Image != images[c.Name] {
+			t.Errorf("container %s image = %q, want %q", c.Name, c.Image, images[c.Name])
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+			t.Errorf("container %s has no cpu/memory requests", c.Name)
+		}
+		if c.LivenessProbe == nil && c.ReadinessProbe == nil {
+			t.Errorf("container %s has no probe", c.Name)
+		}
+	}
+	proxy := findContainer(&pod, ContainerKubeRBACProxy)
+	args := strings.Join(proxy.Args, " ")
+	for _, want := range KubeRBACProxyTLSArgs(nil) {
+		if !strings.Contains(args, want) {
+			t.Errorf("kube-rbac-proxy args %q lack %q", args, want)
+		}
+	}
+
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	if v := volumes["crio-socket"]; v.HostPath == nil || v.HostPath.Path != "/run/crio/crio.sock" {
+		t.Errorf("crio-socket volume = %+v, want hostPath /run/crio/crio.sock", v)
+	}
+	if v := volumes["data-volume"]; v.EmptyDir == nil {
+		t.Errorf("data-volume = %+v, want emptyDir", v)
+	}
+	if v := volumes["kube-rbac-proxy-config"]; v.ConfigMap == nil || v.ConfigMap.Name != KubeRBACProxyConfigMapName {
+		t.Errorf("kube-rbac-proxy-config volume = %+v, want ConfigMap %s", v, KubeRBACProxyConfigMapName)
+	}
+	if v := volumes[TLSSecretName]; v.Secret == nil || v.Secret.SecretName != TLSSecretName {
+		t.Errorf("TLS volume = %+v, want Secret %s", v, TLSSecretName)
+	}
+
+	if ds.Annotations[VersionAnnotation] != testVersion || ds.Spec.Template.Annotations[VersionAnnotation] != testVersion {
+		t.Errorf("version annotation missing on the DaemonSet or its template")
+	}
+	unversioned, err := DesiredDaemonSet(Desired{Images: DefaultImages()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := unversioned.Annotations[VersionAnnotation]; ok {
+		t.Errorf("empty version recorded as annotation")
+	}
+}
+
+func TestDesiredDaemonSetScheduling(t *testing.T) {
+	d := schedulingDesired()
+	ds, err := DesiredDaemonSet(d)
+	if err != nil {
+		t.Fatalf("DesiredDaemonSet: %v", err)
+	}
+	pod := ds.Spec.Template.Spec
+	if !equality.Semantic.DeepEqual(pod.Tolerations, d.Scheduling.Tolerations) {
+		t.Errorf("tolerations = %v, want %v", pod.Tolerations, d.Scheduling.Tolerations)
+	}
+	want := map[string]string{"node-role.kubernetes.io/worker": "", OSNodeSelectorKey: OSNodeSelectorValue}
+	if !equality.Semantic.DeepEqual(pod.NodeSelector, want) {
+		t.Errorf("nodeSelector = %v, want %v", pod.NodeSelector, want)
+	}
+	if pod.PriorityClassName != "system-node-critical" {
+		t.Errorf("priorityClassName = %q", pod.PriorityClassName)
+	}
+	if got := findContainer(&pod, ContainerExtractor).Resources; !equality.Semantic.DeepEqual(got, *d.Scheduling.Resources.Extractor) {
+		t.Errorf("extractor resources = %v, want the override", got)
+	}
+	defaults, err := DesiredDaemonSet(defaultDesired())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{ContainerExporter, ContainerKubeRBACProxy} {
+		got := findContainer(&pod, name).Resources
+		if !equality.Semantic.DeepEqual(got, findContainer(&defaults.Spec.Template.Spec, name).Resources) {
+			t.Errorf("container %s resources = %v, want the defaults", name, got)
+		}
+	}
+	if got := findContainer(&pod, ContainerKubeRBACProxy).Args; got[len(got)-1] != "--tls-min-version=VersionTLS13" {
+		t.Errorf("kube-rbac-proxy args = %v, want the Modern profile", got)
+	}
+
+	// The result owns its memory: changing it changes neither the input nor
+	// the next result.
+	pod.Tolerations[0].Key = "changed"
+	pod.NodeSelector["changed"] = "yes"
+	findContainer(&ds.Spec.Template.Spec, ContainerExtractor).Resources.Requests[corev1.ResourceCPU] = resource.MustParse("9")
+	if d.Scheduling.Tolerations[0].Key == "changed" || d.Scheduling.Resources.Extractor.Requests.Cpu().String() == "9" {
+		t.Errorf("DesiredDaemonSet shares memory with its input")
+	}
+	again, err := DesiredDaemonSet(schedulingDesired())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.Spec.Template.Spec.NodeSelector["changed"]; ok {
+		t.Errorf("DesiredDaemonSet shares memory between calls")
+	}
+}
+
+func TestDesiredDaemonSetDeterministic(t *testing.T) {
+	a, err := DesiredDaemonSet(schedulingDesired())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DesiredDaemonSet(schedulingDesired())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(a, b) {
+		t.Errorf("two calls with the same input differ:\n%s", diff.Diff(a, b))
+	}
+}
+
+func TestDesiredDaemonSetRejectsInvalidImage(t *testing.T) {
+	d := defaultDesired()
+	d.Images.Exporter = "quay.io/openshift/origin-insights-runtime-exporter:not a tag"
+	_, err := DesiredDaemonSet(d)
+	if err == nil {
+		t.Fatal("DesiredDaemonSet accepted an invalid image")
+	}
+	if !strings.Contains(err.Error(), ContainerExporter) {
+		t.Errorf("error %q does not name the container", err)
+	}
+	d.Images = Images{}
+	if _, err := DesiredDaemonSet(d); err == nil {
+		t.Error("DesiredDaemonSet accepted empty images")
+	}
+}
+
+func TestRolloutComplete(t *testing.T) {
+	ds := func(generation, observed int64, desired, updated, available int32) *appsv1.DaemonSet {
+		d := &appsv1.DaemonSet{}
+		d.Generation = generation
+		d.Status = appsv1.DaemonSetStatus{
+			ObservedGeneration:     observed,
+			DesiredNumberScheduled: desired,
+			UpdatedNumberScheduled: updated,
+			NumberAvailable:        available,
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name string
+		ds   *appsv1.DaemonSet
+		want bool
+	}{
+		{"nil", nil, false},
+		{"all updated and available", ds(2, 2, 3, 3, 3), true},
+		{"no node wants a pod", ds(2, 2, 0, 0, 0), true},
+		{"spec not yet observed", ds(3, 2, 3, 3, 3), false},
+		{"rolling: not all updated", ds(2, 2, 3, 2, 3), false},
+		{"updated but not available", ds(2, 2, 3, 3, 2), false},
+		{"not observed, nothing desired", ds(1, 0, 0, 0, 0), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RolloutComplete(tc.ds); got != tc.want {
+				t.Errorf("RolloutComplete = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The names in the embedded manifest must be the ones the rest of the
+// controller uses.
+func TestManifestUsesSharedNames(t *testing.T) {
+	ds, err := parsedManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.Name != DaemonSetName || ds.Namespace != Namespace {
+		t.Errorf("manifest object %s/%s", ds.Namespace, ds.Name)
+	}
+	if ds.Spec.Template.Spec.ServiceAccountName != ServiceAccountName {
+		t.Errorf("manifest service account %q", ds.Spec.Template.Spec.ServiceAccountName)
+	}
+	if ds.Spec.Template.Spec.PriorityClassName != PriorityClassName {
+		t.Errorf("manifest priority class %q", ds.Spec.Template.Spec.PriorityClassName)
+	}
+}

@@ -1,0 +1,112 @@
+package resources
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/distribution/reference"
+)
+
+// Environment variables that carry the images, following the
+// cluster-version-operator convention: the release payload rewrites the
+// operator's RELATED_IMAGE_* variables to the digests of the release.
+const (
+	EnvExtractorImage     = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXTRACTOR"
+	EnvExporterImage      = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXPORTER"
+	EnvKubeRBACProxyImage = "RELATED_IMAGE_KUBE_RBAC_PROXY"
+)
+
+// Default images, used when the matching environment variable is unset or
+// empty. They are the OKD (origin) builds of the same components, the images
+// the insights operator itself falls back to outside a release payload.
+//
+//	container        environment variable                        default
+//	extractor        RELATED_IMAGE_INSIGHTS_RUNTIME_EXTRACTOR    quay.io/openshift/origin-insights-runtime-extractor:latest
+//	exporter         RELATED_IMAGE_INSIGHTS_RUNTIME_EXPORTER     quay.io/openshift/origin-insights-runtime-exporter:latest
+//	kube-rbac-proxy  RELATED_IMAGE_KUBE_RBAC_PROXY               quay.io/openshift/origin-kube-rbac-proxy:latest
+const (
+	DefaultExtractorImage     = "quay.io/openshift/origin-insights-runtime-extractor:latest"
+	DefaultExporterImage      = "quay.io/openshift/origin-insights-runtime-exporter:latest"
+	DefaultKubeRBACProxyImage = "quay.io/openshift/origin-kube-rbac-proxy:latest"
+)
+
+// Images are the container images of the DaemonSet, one per container.
+type Images struct {
+	Extractor     string
+	Exporter      string
+	KubeRBACProxy string
+}
+
+// DefaultImages returns the default images (see DefaultExtractorImage and
+// its siblings for the table of variables and defaults).
+func DefaultImages() Images {
+	return Images{
+		Extractor:     DefaultExtractorImage,
+		Exporter:      DefaultExporterImage,
+		KubeRBACProxy: DefaultKubeRBACProxyImage,
+	}
+}
+
+// ImagesFromEnv reads the images from the RELATED_IMAGE_* variables through
+// getenv (os.Getenv in production). An unset or empty variable selects the
+// default. A value that is not a fully qualified image reference is an
+// error naming the variable; no partial result is returned then, so an
+// invalid image can never reach the cluster.
+func ImagesFromEnv(getenv func(string) string) (Images, error) {
+	images := DefaultImages()
+	var errs []error
+	for _, v := range []struct {
+		env    string
+		target *string
+	}{
+		{EnvExtractorImage, &images.Extractor},
+		{EnvExporterImage, &images.Exporter},
+		{EnvKubeRBACProxyImage, &images.KubeRBACProxy},
+	} {
+		value := getenv(v.env)
+		if value == "" {
+			continue
+		}
+		if err := ValidateImage(value); err != nil {
+			errs = append(errs, fmt.Errorf("environment variable %s: %w", v.env, err))
+			continue
+		}
+		*v.target = value
+	}
+	if len(errs) > 0 {
+		return Images{}, errors.Join(errs...)
+	}
+	return images, nil
+}
+
+// ValidateImage accepts a fully qualified image reference
+// (registry/repository with an optional :tag and/or @digest). Short names
+// such as "busybox" are refused: the node would resolve them through its own
+// registry search list, so the image run would depend on node configuration.
+func ValidateImage(image string) error {
+	if image == "" {
+		return errors.New("image reference is empty")
+	}
+	if _, err := reference.ParseNamed(image); err != nil {
+		if errors.Is(err, reference.ErrNameNotCanonical) {
+			return fmt.Errorf("image reference %q is not fully qualified (want registry/repository[:tag][@digest]): %w", image, err)
+		}
+		return fmt.Errorf("invalid image reference %q: %w", image, err)
+	}
+	return nil
+}
+
+// validate checks every image of i, naming the container of a bad one.
+func (i Images) validate() error {
+	var errs []error
+	for _, c := range []struct{ container, image string }{
+		{ContainerExtractor, i.Extractor},
+		{ContainerExporter, i.Exporter},
+		{ContainerKubeRBACProxy, i.KubeRBACProxy},
+	} {
+		if err := ValidateImage(c.image); err != nil {
+			errs = append(errs, fmt.Errorf("container %s: %w", c.container, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,337 @@
+package resources
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/operator/events"
+	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/util/retry"
+)
+
+// applyBackoff bounds the in-call retries of an apply that lost a race
+// (Conflict, or AlreadyExists after a stale cache): 5 attempts, 10 ms
+// doubling, 10 % jitter. Anything longer is the executor's rate-limited
+// retry, which re-computes the desired state first.
+var applyBackoff = wait.Backoff{Steps: 5, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1}
+
+// Result describes one apply.
+type Result struct {
+	// Generation is the DaemonSet's metadata.generation after the apply.
+	Generation int64
+	// Changed is true when the apply created or updated the DaemonSet.
+	Changed bool
+	// Object is the DaemonSet after the apply.
+	Object *appsv1.DaemonSet
+}
+
+// Manager creates, updates and deletes the runtime extractor DaemonSet.
+// It reads through an informer lister, so an apply or delete that finds
+// nothing to do sends no API request at all.
+//
+// It implements the seed's ResourceManager (ApplyRuntimeExtractorResources,
+// DeleteRuntimeExtractorResources, ResourcesExists) and, for the state
+// machine's executor, Apply/Delete with their outcome.
+type Manager struct {
+	client   kubernetes.Interface
+	lister   appslisters.DaemonSetLister
+	recorder events.Recorder
+	base     Desired
+	backoff  wait.Backoff
+
+	mu sync.Mutex
+	// owned is the object this manager last wrote, or adopted as already
+	// desired: its generation is the expected generation of the next apply.
+	owned ownedObject
+}
+
+// ownedObject identifies one incarnation of the DaemonSet: a generation is
+// only meaningful for the same UID (a recreated object restarts at 1).
+type ownedObject struct {
+	uid        types.UID
+	generation int64
+}
+
+// NewManager returns a Manager. lister must come from an informer that
+// watches the DaemonSet's namespace (its cache is never written here);
+// base is the desired state the seed's ResourceManager methods apply.
+func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister, recorder events.Recorder, base Desired) *Manager {
+	return &Manager{
+		client:   client,
+		lister:   lister,
+		recorder: recorder,
+		base:     base,
+		backoff:  applyBackoff,
+	}
+}
+
+// Apply makes the DaemonSet match d with library-go's ApplyDaemonSet.
+//
+// ApplyDaemonSet writes when the metadata it owns differs (the spec-hash
+// annotation stands for the spec) or when the object's generation is not
+// the expected one. The expected generation is that of this manager's last
+// write, so a drift that bumped the generation is corrected and an
+// unchanged desired state writes nothing. After a restart, an object whose
+// spec-hash and spec already match d is adopted without a write.
+//
+// The first attempt reads the lister; a retry after a Conflict or
+// AlreadyExists (a stale cache) reads the API server. An Event is recorded
+// only when the DaemonSet was created or updated.
+func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
+	required, err := DesiredDaemonSet(d)
+	if err != nil {
+		return Result{}, fmt.Errorf("apply daemonset: %w", err)
+	}
+
+	var result Result
+	attempt := 0
+	err = retry.OnError(m.backoff, isLostRace, func() error {
+		attempt++
+		existing, err := m.read(ctx, attempt > 1)
+		if err != nil {
+			return err
+		}
+		expected, adopt := m.expectedGeneration(existing, required)
+		client := prefetchedDaemonSets{
+			getter:   m.client.AppsV1(),
+			existing: existing,
+		}
+		actual, changed, err := resourceapply.ApplyDaemonSet(ctx, client, writeEventsOnly{m.recorder}, required, expected)
+		if err != nil {
+			return err
+		}
+		if changed || adopt {
+			m.own(actual)
+		}
+		result = Result{Generation: actual.Generation, Changed: changed, Object: actual}
+		return nil
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("apply daemonset %s/%s: %w", Namespace, DaemonSetName, err)
+	}
+	return result, nil
+}
+
+// Delete deletes the DaemonSet. deleted is true only when this call removed
+// it; NotFound is success. When the cache shows no DaemonSet, no DELETE is
+// sent, unless this manager wrote one the cache may not show yet.
+func (m *Manager) Delete(ctx context.Context) (deleted bool, err error) {
+	_, err = m.lister.DaemonSets(Namespace).Get(DaemonSetName)
+	switch {
+	case apierrors.IsNotFound(err):
+		if !m.ownsSomething() {
+			return false, nil
+		}
+	case err != nil:
+		return false, fmt.Errorf("delete daemonset %s/%s: read cache: %w", Namespace, DaemonSetName, err)
+	}
+
+	target := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}}
+	// DeleteDaemonSet maps NotFound to (false, nil) and records an Event only
+	// for a real deletion.
+	_, deleted, err = resourceapply.DeleteDaemonSet(ctx, m.client.AppsV1(), m.recorder, target)
+	if err != nil {
+		return false, fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)
+	}
+	m.disown()
+	return deleted, nil
+}
+
+// Current returns the DaemonSet as the informer cache has it (a copy).
+func (m *Manager) Current() (*appsv1.DaemonSet, bool) {
+	ds, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
+	if err != nil {
+		return nil, false
+	}
+	return ds.DeepCopy(), true
+}
+
+// LastWrittenGeneration returns the generation of the DaemonSet this
+// manager last wrote, or adopted after a restart as already matching the
+// desired state; 0 before that and after a delete. An informer event whose
+// generation is not newer is the controller's own write, not drift. Safe
+// for concurrent use.
+func (m *Manager) LastWrittenGeneration() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owned.generation
+}
+
+// ApplyRuntimeExtractorResources applies the base desired state with the
+// given TLS profile (the seed's ResourceManager).
+func (m *Manager) ApplyRuntimeExtractorResources(ctx context.Context, tlsProfile *configv1.TLSSecurityProfile) error {
+	d := m.base
+	d.TLSProfile = tlsProfile
+	_, err := m.Apply(ctx, d)
+	return err
+}
+
+// DeleteRuntimeExtractorResources deletes the DaemonSet (the seed's
+// ResourceManager).
+func (m *Manager) DeleteRuntimeExtractorResources(ctx context.Context) error {
+	_, err := m.Delete(ctx)
+	return err
+}
+
+// ResourcesExists reports whether the informer cache holds the DaemonSet
+// (the seed's ResourceManager). It sends no API request.
+func (m *Manager) ResourcesExists(_ context.Context) bool {
+	_, ok := m.Current()
+	return ok
+}
+
+// read returns the existing DaemonSet or nil. It reads the lister unless
+// live is set or the cache has not caught up with this manager's last write;
+// then it GETs from the API server.
+func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error) {
+	if !live {
+		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("read cache: %w", err)
+		case !m.cacheBehind(cached):
+			return cached.DeepCopy(), nil
+		}
+	}
+	ds, err := m.client.AppsV1().DaemonSets(Namespace).Get(ctx, DaemonSetName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get: %w", err)
+	}
+	return ds, nil
+}
+
+// expectedGeneration returns the generation ApplyDaemonSet should expect
+// of existing, and whether existing is adopted (already desired, not
+// written by this process).
+func (m *Manager) expectedGeneration(existing, required *appsv1.DaemonSet) (int64, bool) {
+	if existing == nil {
+		return 0, false // ApplyDaemonSet creates; the value is unused.
+	}
+	m.mu.Lock()
+	owned := m.owned
+	m.mu.Unlock()
+	if owned.uid != "" && owned.uid == existing.UID {
+		return owned.generation, false
+	}
+	if alreadyDesired(existing, required) {
+		return existing.Generation, true
+	}
+	return -1, false // no generation matches: write.
+}
+
+// alreadyDesired reports whether existing carries required's spec hash and a
+// spec that is a superset of required's (the API server adds defaults). The
+// hash alone is not enough: whoever edits the spec may leave it in place.
+func alreadyDesired(existing, required *appsv1.DaemonSet) bool {
+	// Let library-go write its spec-hash annotation on a scratch object, so
+	// the key and hashing stay library-go's.
+	var scratch metav1.ObjectMeta
+	if err := resourceapply.SetSpecHashAnnotation(&scratch, required.Spec); err != nil {
+		return false
+	}
+	for key, hash := range scratch.Annotations {
+		if existing.Annotations[key] != hash {
+			return false
+		}
+	}
+	return equality.Semantic.DeepDerivative(required.Spec, existing.Spec)
+}
+
+// cacheBehind reports whether cached is an older generation of the object
+// this manager last wrote.
+func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owned.uid != "" && m.owned.uid == cached.UID && cached.Generation < m.owned.generation
+}
+
+func (m *Manager) own(ds *appsv1.DaemonSet) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.owned = ownedObject{uid: ds.UID, generation: ds.Generation}
+}
+
+func (m *Manager) disown() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.owned = ownedObject{}
+}
+
+func (m *Manager) ownsSomething() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owned.uid != "" || m.owned.generation != 0
+}
+
+// isLostRace reports the errors a fresh read fixes: Conflict (the object
+// changed since it was read) and AlreadyExists (the cache had not seen it).
+func isLostRace(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+}
+
+// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet that was already
+// read (from the cache, usually), so its Get costs no request, and stamps
+// the field manager on its writes. Everything else is the real client.
+type prefetchedDaemonSets struct {
+	getter   appsclientv1.DaemonSetsGetter
+	existing *appsv1.DaemonSet // nil: known not to exist
+}
+
+func (p prefetchedDaemonSets) DaemonSets(namespace string) appsclientv1.DaemonSetInterface {
+	return prefetchedDaemonSet{
+		DaemonSetInterface: p.getter.DaemonSets(namespace),
+		namespace:          namespace,
+		existing:           p.existing,
+	}
+}
+
+type prefetchedDaemonSet struct {
+	appsclientv1.DaemonSetInterface
+	namespace string
+	existing  *appsv1.DaemonSet
+}
+
+func (p prefetchedDaemonSet) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error) {
+	if p.namespace != Namespace || name != DaemonSetName {
+		return p.DaemonSetInterface.Get(ctx, name, opts)
+	}
+	if p.existing == nil {
+		return nil, apierrors.NewNotFound(appsv1.Resource("daemonsets"), name)
+	}
+	return p.existing.DeepCopy(), nil
+}
+
+func (p prefetchedDaemonSet) Create(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.CreateOptions) (*appsv1.DaemonSet, error) {
+	opts.FieldManager = FieldManager
+	return p.DaemonSetInterface.Create(ctx, ds, opts)
+}
+
+func (p prefetchedDaemonSet) Update(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.UpdateOptions) (*appsv1.DaemonSet, error) {
+	opts.FieldManager = FieldManager
+	return p.DaemonSetInterface.Update(ctx, ds, opts)
+}
+
+// writeEventsOnly drops the warnings ApplyDaemonSet records for a failed
+// write: a lost race is retried here and a final failure is returned to
+// the caller, which reports it. Created/Updated events pass through.
+type writeEventsOnly struct{ events.Recorder }
+
+func (writeEventsOnly) Warning(string, string)                  {}
+func (writeEventsOnly) Warningf(string, string, ...interface{}) {}

@@ -1,0 +1,458 @@
+package resources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+func newTestManager(fc *fakeCluster) *Manager {
+	return NewManager(fc.client, fc.lister, fc.recorder, defaultDesired())
+}
+
+// apply runs m.Apply and fails the test on error.
+func apply(t *testing.T, m *Manager, d Desired) Result {
+	t.Helper()
+	res, err := m.Apply(context.Background(), d)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	return res
+}
+
+func expectRequests(t *testing.T, fc *fakeCluster, step string, reads, writes int) {
+	t.Helper()
+	got := fc.requests()
+	t.Logf("%s: %d reads, %d writes %v", step, got.Reads, got.Writes, got.Verbs)
+	if got.Reads != reads || got.Writes != writes {
+		t.Errorf("%s: %d reads, %d writes (%v), want %d reads, %d writes", step, got.Reads, got.Writes, got.Verbs, reads, writes)
+	}
+	fc.client.ClearActions()
+}
+
+func expectEvents(t *testing.T, fc *fakeCluster, step string, want ...string) {
+	t.Helper()
+	if got := fc.reasons(); !slices.Equal(got, want) {
+		t.Errorf("%s: events %v, want %v", step, got, want)
+	}
+}
+
+// summary prints a Result without its object.
+func summary(r Result) string {
+	return fmt.Sprintf("{changed:%v generation:%d}", r.Changed, r.Generation)
+}
+
+func image(ds *appsv1.DaemonSet, container string) string {
+	return findContainer(&ds.Spec.Template.Spec, container).Image
+}
+
+// TestApplyLifecycle walks create, no-op, drift correction and a
+// desired-state change, counting the API requests of each step: these
+// counts are the baseline of the performance goal.
+func TestApplyLifecycle(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+
+	// First apply: the cache shows nothing, so create without a GET.
+	res := apply(t, m, defaultDesired())
+	expectRequests(t, fc, "first apply", 0, 1)
+	expectEvents(t, fc, "first apply", EventReasonCreated)
+	if !res.Changed || res.Generation != 1 || fc.stored() == nil {
+		t.Fatalf("first apply: result %s, stored %v; want a created object at generation 1", summary(res), fc.stored() != nil)
+	}
+	if m.LastWrittenGeneration() != 1 {
+		t.Errorf("LastWrittenGeneration = %d, want 1", m.LastWrittenGeneration())
+	}
+	fc.sync()
+
+	// Same desired state: nothing read from the API server, nothing written.
+	res = apply(t, m, defaultDesired())
+	expectRequests(t, fc, "no-op apply", 0, 0)
+	expectEvents(t, fc, "no-op apply", EventReasonCreated)
+	if res.Changed || res.Generation != 1 {
+		t.Errorf("no-op apply: result %s, want unchanged at generation 1", summary(res))
+	}
+
+	// Someone changes an image: one update restores it.
+	fc.edit(func(ds *appsv1.DaemonSet) {
+		findContainer(&ds.Spec.Template.Spec, ContainerExporter).Image = "quay.io/evil/exporter:latest"
+	})
+	res = apply(t, m, defaultDesired())
+	expectRequests(t, fc, "drift-correcting apply", 0, 1)
+	expectEvents(t, fc, "drift-correcting apply", EventReasonCreated, EventReasonUpdated)
+	if got := image(fc.stored(), ContainerExporter); got != DefaultExporterImage {
+		t.Errorf("drift-correcting apply: exporter image %q, want %q", got, DefaultExporterImage)
+	}
+	if !res.Changed || res.Generation != 3 || m.LastWrittenGeneration() != 3 {
+		t.Errorf("drift-correcting apply: result %s, last written %d; want changed at generation 3", summary(res), m.LastWrittenGeneration())
+	}
+	fc.sync()
+
+	// A new version with new images: one update.
+	next := defaultDesired()
+	next.Version = "4.22.0"
+	next.Images.Extractor = "quay.io/openshift/origin-insights-runtime-extractor:4.22"
+	res = apply(t, m, next)
+	expectRequests(t, fc, "upgrade apply", 0, 1)
+	expectEvents(t, fc, "upgrade apply", EventReasonCreated, EventReasonUpdated, EventReasonUpdated)
+	stored := fc.stored()
+	if stored.Annotations[VersionAnnotation] != "4.22.0" || stored.Spec.Template.Annotations[VersionAnnotation] != "4.22.0" {
+		t.Errorf("upgrade apply: version annotations %q / %q", stored.Annotations[VersionAnnotation], stored.Spec.Template.Annotations[VersionAnnotation])
+	}
+	if image(stored, ContainerExtractor) != next.Images.Extractor || !res.Changed || res.Generation != 4 {
+		t.Errorf("upgrade apply: extractor %q, result %s", image(stored, ContainerExtractor), summary(res))
+	}
+	fc.sync()
+
+	// And the upgrade applied again is a no-op.
+	apply(t, m, next)
+	expectRequests(t, fc, "no-op apply after upgrade", 0, 0)
+}
+
+func TestApplyRestoresRemovedLabel(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	fc.client.ClearActions()
+
+	// Metadata edits do not move the generation, but are drift all the same.
+	fc.edit(func(ds *appsv1.DaemonSet) { delete(ds.Labels, LabelManagedBy) })
+	if fc.stored().Generation != 1 {
+		t.Fatalf("label edit moved the generation")
+	}
+	res := apply(t, m, defaultDesired())
+	expectRequests(t, fc, "label restore", 0, 1)
+	if fc.stored().Labels[LabelManagedBy] != ManagedByValue || !res.Changed {
+		t.Errorf("label not restored: labels %v, result %s", fc.stored().Labels, summary(res))
+	}
+}
+
+func TestApplyAfterRestartAdoptsMatchingObject(t *testing.T) {
+	fc := newFakeCluster(t)
+	apply(t, newTestManager(fc), defaultDesired())
+	fc.sync()
+	fc.client.ClearActions()
+
+	restarted := newTestManager(fc) // no memory of the write
+	res := apply(t, restarted, defaultDesired())
+	expectRequests(t, fc, "apply after restart", 0, 0)
+	if res.Changed || res.Generation != 1 || restarted.LastWrittenGeneration() != 1 {
+		t.Errorf("result %s, last written %d; want the existing object adopted at generation 1", summary(res), restarted.LastWrittenGeneration())
+	}
+	apply(t, restarted, defaultDesired())
+	expectRequests(t, fc, "second apply after restart", 0, 0)
+}
+
+func TestApplyAfterRestartRewritesEditedObject(t *testing.T) {
+	fc := newFakeCluster(t)
+	apply(t, newTestManager(fc), defaultDesired())
+	fc.sync()
+	// Edited while the controller was down; the spec-hash annotation stays.
+	fc.edit(func(ds *appsv1.DaemonSet) {
+		findContainer(&ds.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/evil/extractor:latest"
+	})
+
+	restarted := newTestManager(fc)
+	res := apply(t, restarted, defaultDesired())
+	expectRequests(t, fc, "apply after restart", 0, 1)
+	if image(fc.stored(), ContainerExtractor) != DefaultExtractorImage || !res.Changed {
+		t.Errorf("edited object not restored: result %s", summary(res))
+	}
+	if restarted.LastWrittenGeneration() != fc.stored().Generation {
+		t.Errorf("LastWrittenGeneration = %d, want %d", restarted.LastWrittenGeneration(), fc.stored().Generation)
+	}
+}
+
+func TestApplyRecreatedObjectIsNotTrustedByGeneration(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+
+	// Someone deletes it and creates their own at generation 1, copying the
+	// metadata: same generation as the manager's write, different object.
+	own := fc.stored().DeepCopy()
+	findContainer(&own.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/evil/extractor:latest"
+	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
+		t.Fatal(err)
+	}
+	own.ResourceVersion = ""
+	if _, _, err := fc.create(clienttesting.NewCreateAction(daemonSetsResource, Namespace, own)); err != nil {
+		t.Fatal(err)
+	}
+	fc.sync()
+	fc.client.ClearActions()
+
+	res := apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply over a recreated object", 0, 1)
+	if image(fc.stored(), ContainerExtractor) != DefaultExtractorImage || !res.Changed {
+		t.Errorf("recreated object not corrected: result %s", summary(res))
+	}
+}
+
+func TestApplyWithStaleCache(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.client.ClearActions()
+
+	// The cache has not seen the create: the create collides, a live GET
+	// shows the manager's own object, nothing more is written.
+	res := apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply before the cache saw the create", 1, 1)
+	if res.Changed || res.Generation != 1 {
+		t.Errorf("result %s, want unchanged at generation 1", summary(res))
+	}
+	fc.sync()
+
+	// The cache holds an older generation than the manager's last write:
+	// read live rather than send an update that must conflict.
+	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
+	apply(t, m, defaultDesired()) // generation 3 written, cache at 2
+	fc.client.ClearActions()
+	res = apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply with the cache one write behind", 1, 0)
+	if res.Changed || res.Generation != 3 {
+		t.Errorf("result %s, want unchanged at generation 3", summary(res))
+	}
+	expectEvents(t, fc, "stale cache", EventReasonCreated, EventReasonUpdated)
+}
+
+func TestApplyRetriesConflict(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
+
+	conflicts := 1
+	fc.client.PrependReactor("update", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			return false, nil, nil
+		}
+		conflicts--
+		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+	})
+	res := apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply with one conflict", 1, 2)
+	if !res.Changed || fc.stored().Spec.MinReadySeconds != 0 {
+		t.Errorf("conflict not retried to success: result %s", summary(res))
+	}
+	// No warning for the lost race, one event for the update.
+	expectEvents(t, fc, "apply with one conflict", EventReasonCreated, EventReasonUpdated)
+}
+
+func TestApplyGivesUpAfterEndlessConflicts(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
+
+	fc.client.PrependReactor("update", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+	})
+	_, err := m.Apply(context.Background(), defaultDesired())
+	if err == nil {
+		t.Fatal("Apply succeeded against endless conflicts")
+	}
+	if !apierrors.IsConflict(err) {
+		t.Errorf("error %v does not wrap the Conflict", err)
+	}
+	steps := applyBackoff.Steps
+	expectRequests(t, fc, "endless conflicts", steps-1, steps)
+	expectEvents(t, fc, "endless conflicts", EventReasonCreated)
+	if m.LastWrittenGeneration() != 1 {
+		t.Errorf("LastWrittenGeneration = %d after failed writes, want 1", m.LastWrittenGeneration())
+	}
+}
+
+func TestApplyStopsOnOtherErrors(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	fc.client.PrependReactor("create", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+	})
+	_, err := m.Apply(context.Background(), defaultDesired())
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("Apply error = %v, want the wrapped Forbidden", err)
+	}
+	expectRequests(t, fc, "forbidden create", 0, 1)
+	expectEvents(t, fc, "forbidden create")
+}
+
+func TestApplyRefusesInvalidImage(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	d := defaultDesired()
+	d.Images.KubeRBACProxy = "kube-rbac-proxy"
+	if _, err := m.Apply(context.Background(), d); err == nil {
+		t.Fatal("Apply accepted an image that is not fully qualified")
+	}
+	expectRequests(t, fc, "invalid image", 0, 0)
+	if fc.stored() != nil {
+		t.Error("an invalid image reached the cluster")
+	}
+}
+
+func TestApplyStampsFieldManager(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	create := fc.client.Actions()[0].(clienttesting.CreateActionImpl)
+	if create.CreateOptions.FieldManager != FieldManager {
+		t.Errorf("create field manager %q, want %q", create.CreateOptions.FieldManager, FieldManager)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	ctx := context.Background()
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	fc.client.ClearActions()
+
+	deleted, err := m.Delete(ctx)
+	if err != nil || !deleted {
+		t.Fatalf("Delete = %v, %v; want true, nil", deleted, err)
+	}
+	expectRequests(t, fc, "delete", 0, 1)
+	expectEvents(t, fc, "delete", EventReasonCreated, EventReasonDeleted)
+	if fc.stored() != nil || m.LastWrittenGeneration() != 0 {
+		t.Errorf("after delete: stored %v, last written %d", fc.stored() != nil, m.LastWrittenGeneration())
+	}
+
+	// The cache still shows it: the DELETE finds nothing, which is success.
+	deleted, err = m.Delete(ctx)
+	if err != nil || deleted {
+		t.Errorf("Delete of a missing object = %v, %v; want false, nil", deleted, err)
+	}
+	expectRequests(t, fc, "delete with stale cache", 0, 1)
+
+	// The cache shows nothing: no request at all.
+	fc.sync()
+	deleted, err = m.Delete(ctx)
+	if err != nil || deleted {
+		t.Errorf("Delete when absent = %v, %v; want false, nil", deleted, err)
+	}
+	expectRequests(t, fc, "delete when absent", 0, 0)
+	expectEvents(t, fc, "deletes of a missing object", EventReasonCreated, EventReasonDeleted)
+}
+
+func TestDeleteRightAfterCreate(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.client.ClearActions()
+
+	// The cache has not seen the create, but the manager knows it wrote one.
+	deleted, err := m.Delete(context.Background())
+	if err != nil || !deleted || fc.stored() != nil {
+		t.Fatalf("Delete = %v, %v (stored %v); want the fresh object deleted", deleted, err, fc.stored() != nil)
+	}
+	expectRequests(t, fc, "delete right after create", 0, 1)
+}
+
+func TestDeleteError(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	fc.client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+	})
+	deleted, err := m.Delete(context.Background())
+	if !apierrors.IsForbidden(err) || deleted {
+		t.Fatalf("Delete = %v, %v; want false and the wrapped Forbidden", deleted, err)
+	}
+	expectEvents(t, fc, "failed delete", EventReasonCreated)
+	if m.LastWrittenGeneration() != 1 {
+		t.Errorf("a failed delete forgot the written generation")
+	}
+}
+
+func TestCurrentAndExistsReadTheCache(t *testing.T) {
+	ctx := context.Background()
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	if _, ok := m.Current(); ok || m.ResourcesExists(ctx) {
+		t.Fatal("empty cache reported a DaemonSet")
+	}
+	apply(t, m, defaultDesired())
+	if m.ResourcesExists(ctx) {
+		t.Error("ResourcesExists answered from the API server, not the cache")
+	}
+	fc.sync()
+	fc.client.ClearActions()
+	ds, ok := m.Current()
+	if !ok || !m.ResourcesExists(ctx) || ds.Generation != 1 {
+		t.Fatalf("Current found=%v after sync, want the cached object at generation 1", ok)
+	}
+	ds.Labels["mutated"] = "yes"
+	if again, _ := m.Current(); again.Labels["mutated"] != "" {
+		t.Error("Current returned the cache's own object")
+	}
+	expectRequests(t, fc, "Current/ResourcesExists", 0, 0)
+}
+
+func TestResourceManagerMethods(t *testing.T) {
+	ctx := context.Background()
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	modern := &configv1.TLSSecurityProfile{Type: configv1.TLSProfileModernType}
+	if err := m.ApplyRuntimeExtractorResources(ctx, modern); err != nil {
+		t.Fatalf("ApplyRuntimeExtractorResources: %v", err)
+	}
+	args := findContainer(&fc.stored().Spec.Template.Spec, ContainerKubeRBACProxy).Args
+	if !slices.Contains(args, "--tls-min-version=VersionTLS13") {
+		t.Errorf("TLS profile not applied: args %v", args)
+	}
+	fc.sync()
+	if !m.ResourcesExists(ctx) {
+		t.Error("ResourcesExists = false after apply")
+	}
+	if err := m.DeleteRuntimeExtractorResources(ctx); err != nil || fc.stored() != nil {
+		t.Errorf("DeleteRuntimeExtractorResources: %v (stored %v)", err, fc.stored() != nil)
+	}
+}
+
+// LastWrittenGeneration is read by the informer goroutine while the
+// executor applies; run with -race.
+func TestLastWrittenGenerationConcurrentReads(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = m.LastWrittenGeneration()
+			}
+		}
+	})
+	for i := range 5 {
+		d := defaultDesired()
+		d.Version = string(rune('a' + i))
+		apply(t, m, d)
+		fc.sync()
+	}
+	close(stop)
+	wg.Wait()
+	if m.LastWrittenGeneration() != 5 {
+		t.Errorf("LastWrittenGeneration = %d, want 5", m.LastWrittenGeneration())
+	}
+}

@@ -1,0 +1,97 @@
+package resources
+
+import (
+	"crypto/tls"
+	"slices"
+	"strings"
+
+	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/crypto"
+)
+
+// KubeRBACProxyTLSArgs returns kube-rbac-proxy's --tls-min-version and
+// --tls-cipher-suites arguments for the cluster TLS security profile.
+//
+// nil, an unknown type and a Custom type without its custom spec all mean
+// Intermediate (the platform default). Ciphers are converted from the
+// profile's OpenSSL names to the IANA names Go understands; ciphers Go cannot
+// configure are dropped, and TLS 1.3 suites are left out because Go does not
+// let them be configured (with a TLS 1.3 minimum only the version is passed).
+// When a profile leaves no usable cipher, or names an unknown TLS version,
+// the Intermediate profile is used instead: kube-rbac-proxy must never start
+// with an empty cipher list.
+func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
+	if args, ok := tlsArgsForSpec(tlsProfileSpec(p)); ok {
+		return args
+	}
+	args, _ := tlsArgsForSpec(configv1.TLSProfiles[configv1.TLSProfileIntermediateType])
+	return args
+}
+
+// tlsProfileSpec resolves a profile to its spec; nil when it has none.
+func tlsProfileSpec(p *configv1.TLSSecurityProfile) *configv1.TLSProfileSpec {
+	if p == nil {
+		return nil
+	}
+	if p.Type == configv1.TLSProfileCustomType {
+		if p.Custom == nil {
+			return nil
+		}
+		return &p.Custom.TLSProfileSpec
+	}
+	// Old, Intermediate and Modern are predefined; anything else has no entry.
+	return configv1.TLSProfiles[p.Type]
+}
+
+// tlsArgsForSpec builds the arguments for spec; false when spec is unusable.
+func tlsArgsForSpec(spec *configv1.TLSProfileSpec) ([]string, bool) {
+	if spec == nil {
+		return nil, false
+	}
+	minVersion, err := crypto.TLSVersion(string(spec.MinTLSVersion))
+	if err != nil {
+		return nil, false
+	}
+	args := []string{"--tls-min-version=" + crypto.TLSVersionToNameOrDie(minVersion)}
+	if minVersion >= tls.VersionTLS13 {
+		return args, true
+	}
+	suites := configurableCipherSuites(spec.Ciphers, minVersion)
+	if len(suites) == 0 {
+		return nil, false
+	}
+	return append(args, "--tls-cipher-suites="+strings.Join(suites, ",")), true
+}
+
+// configurableCipherSuites converts OpenSSL cipher names to the IANA names
+// of the suites Go can use below TLS 1.3 at or above minVersion, keeping the
+// profile's order (it is the server's preference) and dropping duplicates.
+func configurableCipherSuites(openSSLNames []string, minVersion uint16) []string {
+	var out []string
+	for _, name := range crypto.OpenSSLToIANACipherSuites(openSSLNames) {
+		id, err := crypto.CipherSuite(name)
+		if err != nil || !negotiableBelowTLS13(id, minVersion) {
+			continue
+		}
+		// The canonical name: some suites have a legacy alias.
+		canonical := crypto.CipherSuiteToNameOrDie(id)
+		if !slices.Contains(out, canonical) {
+			out = append(out, canonical)
+		}
+	}
+	return out
+}
+
+// negotiableBelowTLS13 reports whether Go implements suite id for some
+// protocol version in [minVersion, TLS 1.3).
+func negotiableBelowTLS13(id, minVersion uint16) bool {
+	for _, suite := range slices.Concat(tls.CipherSuites(), tls.InsecureCipherSuites()) {
+		if suite.ID != id {
+			continue
+		}
+		return slices.ContainsFunc(suite.SupportedVersions, func(v uint16) bool {
+			return v >= minVersion && v < tls.VersionTLS13
+		})
+	}
+	return false
+}
