@@ -168,7 +168,9 @@ func (c *Controller) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-configCh:
-			c.reassert(ctx)
+			if !c.configRejected() {
+				c.reassert(ctx)
+			}
 		case <-c.updateCh:
 			c.onVersion(ctx)
 		case <-c.versions.Changed():
@@ -208,6 +210,14 @@ func (c *Controller) level() fsm.Event {
 }
 
 func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
+
+// configRejected: the notifier reports that the latest config was refused. The
+// last good config stays in force and the machine hears nothing; only status
+// changes (Degraded), after the loop's report.
+func (c *Controller) configRejected() bool {
+	r, ok := c.configNotifier.(configErrorReporter)
+	return ok && r.LastError() != nil
+}
 
 func (c *Controller) onVersion(ctx context.Context) {
 	v := c.versions.Version()

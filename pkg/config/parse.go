@@ -1,0 +1,322 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// Namespace is the namespace of the insights-config ConfigMap.
+	Namespace = "openshift-insights"
+	// ConfigMapName is the name of the ConfigMap holding config.yaml.
+	ConfigMapName = "insights-config"
+	// ConfigKey is the ConfigMap data key holding the configuration.
+	ConfigKey = "config.yaml"
+)
+
+// Field names of config.yaml. The runtimeExtractor section is decoded
+// strictly: a misspelt scheduling setting must not be silently dropped.
+const (
+	fieldDataReporting           = "dataReporting"
+	fieldDisableRuntimeExtractor = "disableRuntimeExtractor"
+	fieldRuntimeExtractor        = "runtimeExtractor"
+	fieldTolerations             = "tolerations"
+	fieldNodeSelector            = "nodeSelector"
+	fieldPriorityClassName       = "priorityClassName"
+	fieldResources               = "resources"
+	fieldExtractor               = "extractor"
+	fieldExporter                = "exporter"
+	fieldKubeRBACProxy           = "kube-rbac-proxy"
+	fieldLimits                  = "limits"
+	fieldRequests                = "requests"
+)
+
+var (
+	runtimeExtractorFields = []string{fieldNodeSelector, fieldPriorityClassName, fieldResources, fieldTolerations}
+	resourcesFields        = []string{fieldExporter, fieldExtractor, fieldKubeRBACProxy}
+	requirementsFields     = []string{fieldLimits, fieldRequests}
+	tolerationFields       = []string{"effect", "key", "operator", "tolerationSeconds", "value"}
+)
+
+// FromConfigMap reads the configuration from the insights-config ConfigMap.
+// A nil ConfigMap or a missing config.yaml key means the defaults. The error
+// names the ConfigMap and every offending field.
+func FromConfigMap(cm *corev1.ConfigMap) (*InsightsConfiguration, error) {
+	if cm == nil {
+		return Default(), nil
+	}
+	data, ok := cm.Data[ConfigKey]
+	if !ok {
+		return Default(), nil
+	}
+	cfg, err := Parse([]byte(data))
+	if err != nil {
+		return nil, fmt.Errorf("invalid %s in ConfigMap %s/%s: %w", ConfigKey, cm.Namespace, cm.Name, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates config.yaml. Empty input, or input without a
+// dataReporting section, yields Default(). Sections other than dataReporting,
+// and unknown keys of dataReporting itself, belong to the insights operator
+// and are ignored; unknown keys under dataReporting.runtimeExtractor are
+// errors. Field errors are returned together as a field.ErrorList aggregate,
+// each naming its full path (e.g. dataReporting.runtimeExtractor.tolerations[1].effect).
+//
+// YAML is read as Kubernetes tooling and the insights operator read it
+// (YAML 1.1 through sigs.k8s.io/yaml), so an unquoted yes/no/on/off is a bool.
+func Parse(data []byte) (*InsightsConfiguration, error) {
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not valid YAML: %w", ConfigKey, err)
+	}
+	// Numbers stay json.Number so quantities and integers keep their exact text.
+	dec := json.NewDecoder(bytes.NewReader(jsonData))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ConfigKey, err)
+	}
+
+	cfg, errs := decodeDocument(doc)
+	if len(errs) == 0 {
+		errs = cfg.Validate()
+	}
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return cfg, nil
+}
+
+// decoder turns the generic JSON tree into typed values, collecting one field
+// error per offending value instead of stopping at the first.
+type decoder struct {
+	errs field.ErrorList
+}
+
+func decodeDocument(doc any) (*InsightsConfiguration, field.ErrorList) {
+	cfg := Default()
+	d := &decoder{}
+	root, ok := d.mapping(doc, field.NewPath(ConfigKey))
+	if !ok || root == nil {
+		return cfg, d.errs
+	}
+	drPath := field.NewPath(fieldDataReporting)
+	dr, ok := d.mapping(root[fieldDataReporting], drPath)
+	if !ok || dr == nil {
+		return cfg, d.errs
+	}
+	cfg.DataReporting.DisableRuntimeExtractor = d.flag(dr[fieldDisableRuntimeExtractor], drPath.Child(fieldDisableRuntimeExtractor))
+	cfg.DataReporting.RuntimeExtractor = d.runtimeExtractor(dr[fieldRuntimeExtractor], drPath.Child(fieldRuntimeExtractor))
+	return cfg, d.errs
+}
+
+// flag accepts a bool or the strings "true"/"false" in any case; null is unset.
+func (d *decoder) flag(v any, p *field.Path) bool {
+	switch t := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return t
+	case string:
+		switch {
+		case strings.EqualFold(t, "true"):
+			return true
+		case strings.EqualFold(t, "false"):
+			return false
+		}
+	}
+	d.errs = append(d.errs, field.TypeInvalid(p, v, `must be a boolean or the string "true" or "false"`))
+	return false
+}
+
+func (d *decoder) runtimeExtractor(v any, p *field.Path) RuntimeExtractor {
+	var out RuntimeExtractor
+	m, ok := d.mapping(v, p)
+	if !ok || m == nil {
+		return out
+	}
+	d.unknownFields(m, p, runtimeExtractorFields)
+	out.Tolerations = d.tolerations(m[fieldTolerations], p.Child(fieldTolerations))
+	out.NodeSelector = d.stringMap(m[fieldNodeSelector], p.Child(fieldNodeSelector))
+	out.PriorityClassName = d.string(m[fieldPriorityClassName], p.Child(fieldPriorityClassName))
+	out.Resources = d.resources(m[fieldResources], p.Child(fieldResources))
+	return out
+}
+
+func (d *decoder) tolerations(v any, p *field.Path) []corev1.Toleration {
+	if v == nil {
+		return nil
+	}
+	items, ok := v.([]any)
+	if !ok {
+		d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a list"))
+		return nil
+	}
+	var out []corev1.Toleration
+	for i, item := range items {
+		ip := p.Index(i)
+		m, ok := d.mapping(item, ip)
+		if !ok {
+			continue
+		}
+		if m == nil {
+			d.errs = append(d.errs, field.Required(ip, "must be a toleration, not null"))
+			continue
+		}
+		d.unknownFields(m, ip, tolerationFields)
+		out = append(out, corev1.Toleration{
+			Key:               d.string(m["key"], ip.Child("key")),
+			Operator:          corev1.TolerationOperator(d.string(m["operator"], ip.Child("operator"))),
+			Value:             d.string(m["value"], ip.Child("value")),
+			Effect:            corev1.TaintEffect(d.string(m["effect"], ip.Child("effect"))),
+			TolerationSeconds: d.int64(m["tolerationSeconds"], ip.Child("tolerationSeconds")),
+		})
+	}
+	return out
+}
+
+func (d *decoder) resources(v any, p *field.Path) ContainerResources {
+	var out ContainerResources
+	m, ok := d.mapping(v, p)
+	if !ok || m == nil {
+		return out
+	}
+	d.unknownFields(m, p, resourcesFields)
+	out.Extractor = d.requirements(m[fieldExtractor], p.Child(fieldExtractor))
+	out.Exporter = d.requirements(m[fieldExporter], p.Child(fieldExporter))
+	out.KubeRBACProxy = d.requirements(m[fieldKubeRBACProxy], p.Child(fieldKubeRBACProxy))
+	return out
+}
+
+// requirements returns nil for an absent or null entry so that the
+// container keeps its defaults.
+func (d *decoder) requirements(v any, p *field.Path) *corev1.ResourceRequirements {
+	m, ok := d.mapping(v, p)
+	if !ok || m == nil {
+		return nil
+	}
+	d.unknownFields(m, p, requirementsFields)
+	return &corev1.ResourceRequirements{
+		Limits:   d.resourceList(m[fieldLimits], p.Child(fieldLimits)),
+		Requests: d.resourceList(m[fieldRequests], p.Child(fieldRequests)),
+	}
+}
+
+func (d *decoder) resourceList(v any, p *field.Path) corev1.ResourceList {
+	m, ok := d.mapping(v, p)
+	if !ok || len(m) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for _, name := range sortedKeys(m) {
+		qp := p.Key(name)
+		var text string
+		switch t := m[name].(type) {
+		case string:
+			text = t
+		case json.Number:
+			text = t.String()
+		default:
+			d.errs = append(d.errs, field.TypeInvalid(qp, t, `must be a quantity, e.g. "100m", "64Mi" or 2`))
+			continue
+		}
+		q, err := resource.ParseQuantity(text)
+		if err != nil {
+			d.errs = append(d.errs, field.Invalid(qp, text, err.Error()))
+			continue
+		}
+		out[corev1.ResourceName(name)] = q
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// stringMap decodes a mapping of strings; a null value stands for "" because
+// YAML writes `key:` for an empty label value.
+func (d *decoder) stringMap(v any, p *field.Path) map[string]string {
+	m, ok := d.mapping(v, p)
+	if !ok || len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for _, k := range sortedKeys(m) {
+		switch t := m[k].(type) {
+		case nil:
+			out[k] = ""
+		case string:
+			out[k] = t
+		default:
+			d.errs = append(d.errs, field.TypeInvalid(p.Key(k), t, "must be a string"))
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// mapping returns (nil, true) for an absent or null value and (nil, false)
+// after recording an error for anything that is not a mapping.
+func (d *decoder) mapping(v any, p *field.Path) (map[string]any, bool) {
+	switch t := v.(type) {
+	case nil:
+		return nil, true
+	case map[string]any:
+		return t, true
+	}
+	d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a mapping"))
+	return nil, false
+}
+
+func (d *decoder) string(v any, p *field.Path) string {
+	switch t := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return t
+	}
+	d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a string"))
+	return ""
+}
+
+func (d *decoder) int64(v any, p *field.Path) *int64 {
+	switch t := v.(type) {
+	case nil:
+		return nil
+	case json.Number:
+		if n, err := t.Int64(); err == nil {
+			return &n
+		}
+	}
+	d.errs = append(d.errs, field.TypeInvalid(p, v, "must be an integer"))
+	return nil
+}
+
+func (d *decoder) unknownFields(m map[string]any, p *field.Path, known []string) {
+	for _, k := range sortedKeys(m) {
+		if !slices.Contains(known, k) {
+			d.errs = append(d.errs, field.Forbidden(p.Child(k),
+				"unknown field, supported fields: "+strings.Join(known, ", ")))
+		}
+	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,160 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// requiredOS is the only value the nodeSelector may give kubernetes.io/os:
+// the extractor's images are Linux-only.
+const requiredOS = "linux"
+
+var (
+	supportedOperators = []corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists}
+	supportedEffects   = []corev1.TaintEffect{
+		corev1.TaintEffectNoExecute, corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule,
+	}
+	// supportedResources are the container resources the DaemonSet may set.
+	// Extended resources (GPUs and the like) have no use here, and rejecting
+	// them catches typos such as "memroy".
+	supportedResources = []corev1.ResourceName{
+		corev1.ResourceCPU, corev1.ResourceEphemeralStorage, corev1.ResourceMemory,
+	}
+)
+
+// Validate checks the configuration with the Kubernetes validation rules that
+// the API server would apply to the same values in a pod spec, so that a bad
+// setting is refused here rather than by the DaemonSet update.
+func (c *InsightsConfiguration) Validate() field.ErrorList {
+	return c.DataReporting.RuntimeExtractor.Validate(field.NewPath(fieldDataReporting, fieldRuntimeExtractor))
+}
+
+// Validate checks the scheduling settings; p is the path of the section.
+func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i := range r.Tolerations {
+		errs = append(errs, validateToleration(&r.Tolerations[i], p.Child(fieldTolerations).Index(i))...)
+	}
+	errs = append(errs, validateNodeSelector(r.NodeSelector, p.Child(fieldNodeSelector))...)
+	if r.PriorityClassName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(r.PriorityClassName) {
+			errs = append(errs, field.Invalid(p.Child(fieldPriorityClassName), r.PriorityClassName, msg))
+		}
+	}
+	rp := p.Child(fieldResources)
+	errs = append(errs, validateRequirements(r.Resources.Extractor, rp.Child(fieldExtractor))...)
+	errs = append(errs, validateRequirements(r.Resources.Exporter, rp.Child(fieldExporter))...)
+	errs = append(errs, validateRequirements(r.Resources.KubeRBACProxy, rp.Child(fieldKubeRBACProxy))...)
+	return errs
+}
+
+// validateToleration applies the pod-spec rules for tolerations.
+func validateToleration(t *corev1.Toleration, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t.Key != "" {
+		errs = append(errs, metav1validation.ValidateLabelName(t.Key, p.Child("key"))...)
+	}
+	switch t.Operator {
+	case corev1.TolerationOpEqual, "": // empty means Equal
+		if t.Key == "" {
+			errs = append(errs, field.Invalid(p.Child("operator"), string(t.Operator),
+				`must be "Exists" when key is empty, which means "match all values and all keys"`))
+		}
+		for _, msg := range validation.IsValidLabelValue(t.Value) {
+			errs = append(errs, field.Invalid(p.Child("value"), t.Value, msg))
+		}
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			errs = append(errs, field.Invalid(p.Child("value"), t.Value, `must be empty when operator is "Exists"`))
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("operator"), string(t.Operator), supportedOperators))
+	}
+	if t.Effect != "" && !slices.Contains(supportedEffects, t.Effect) {
+		errs = append(errs, field.NotSupported(p.Child("effect"), string(t.Effect), supportedEffects))
+	}
+	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+		errs = append(errs, field.Invalid(p.Child("effect"), string(t.Effect),
+			`must be "NoExecute" when tolerationSeconds is set`))
+	}
+	return errs
+}
+
+// validateNodeSelector checks label syntax key by key, in sorted order so the
+// message is stable, and keeps the DaemonSet on Linux nodes.
+func validateNodeSelector(selector map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	keys := make([]string, 0, len(selector))
+	for k := range selector {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := selector[k]
+		errs = append(errs, metav1validation.ValidateLabelName(k, p.Key(k))...)
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(p.Key(k), v, msg))
+		}
+		if k == corev1.LabelOSStable && v != requiredOS {
+			errs = append(errs, field.Invalid(p.Key(k), v,
+				fmt.Sprintf("must be %q: the runtime extractor runs only on Linux nodes", requiredOS)))
+		}
+	}
+	return errs
+}
+
+func validateRequirements(req *corev1.ResourceRequirements, p *field.Path) field.ErrorList {
+	if req == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	errs = append(errs, validateResourceList(req.Limits, p.Child(fieldLimits))...)
+	errs = append(errs, validateResourceList(req.Requests, p.Child(fieldRequests))...)
+	for _, name := range sortedResourceNames(req.Requests) {
+		limit, ok := req.Limits[name]
+		request := req.Requests[name]
+		// Unsupported or negative values are reported above; comparing
+		// them would only repeat the error.
+		if !ok || !slices.Contains(supportedResources, name) || limit.Sign() < 0 || request.Sign() < 0 {
+			continue
+		}
+		if request.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(p.Child(fieldRequests).Key(string(name)), request.String(),
+				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+		}
+	}
+	if len(req.Claims) > 0 {
+		errs = append(errs, field.Forbidden(p.Child("claims"), "resource claims are not supported"))
+	}
+	return errs
+}
+
+func validateResourceList(list corev1.ResourceList, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range sortedResourceNames(list) {
+		rp := p.Key(string(name))
+		if !slices.Contains(supportedResources, name) {
+			errs = append(errs, field.NotSupported(rp, string(name), supportedResources))
+			continue
+		}
+		if q := list[name]; q.Sign() < 0 {
+			errs = append(errs, field.Invalid(rp, q.String(), apivalidation.IsNegativeErrorMsg))
+		}
+	}
+	return errs
+}
+
+func sortedResourceNames(list corev1.ResourceList) []corev1.ResourceName {
+	names := make([]corev1.ResourceName, 0, len(list))
+	for name := range list {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}

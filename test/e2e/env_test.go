@@ -1,0 +1,304 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	configclient "github.com/openshift/client-go/config/clientset/versioned"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+const (
+	ns   = resources.Namespace
+	name = resources.DaemonSetName
+	// convergeTimeout bounds every wait; kwok rolls a DaemonSet out in seconds,
+	// but the machine is small and shared.
+	convergeTimeout = 90 * time.Second
+)
+
+// env is one test's view of the shared cluster, reset to a known start.
+type env struct {
+	t      *testing.T
+	kube   kubernetes.Interface
+	config configclient.Interface
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+	e := &env{t: t, kube: cluster.Client()}
+	var err error
+	if e.config, err = configclient.NewForConfig(cluster.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	e.reset()
+	return e
+}
+
+// reset removes what earlier tests left: the DaemonSet, the config, the lease,
+// taints, and puts the ClusterVersion back.
+func (e *env) reset() {
+	e.t.Helper()
+	ctx := context.Background()
+	_ = e.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	_ = e.kube.CoreV1().ConfigMaps(ns).Delete(ctx, resources.ConfigMapName, metav1.DeleteOptions{})
+	_ = e.kube.CoordinationV1().Leases(ns).Delete(ctx, "runtime-extractor-controller-lock", metav1.DeleteOptions{})
+	e.setClusterVersion(testcluster.DefaultVersion)
+	e.waitDaemonSet("no DaemonSet left from an earlier test", func(ds *appsv1.DaemonSet) bool { return ds == nil })
+}
+
+func (e *env) eventually(what string, cond func(ctx context.Context) (bool, error)) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, convergeTimeout, true, cond)
+	if err != nil {
+		e.t.Fatalf("timed out waiting for %s: %v", what, err)
+	}
+}
+
+func (e *env) daemonSet() *appsv1.DaemonSet {
+	e.t.Helper()
+	ds, err := e.kube.AppsV1().DaemonSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		e.t.Fatalf("get daemonset: %v", err)
+	}
+	return ds
+}
+
+func (e *env) waitDaemonSet(what string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
+	e.t.Helper()
+	var ds *appsv1.DaemonSet
+	e.eventually(what, func(ctx context.Context) (bool, error) {
+		ds = e.daemonSet()
+		return cond(ds), nil
+	})
+	return ds
+}
+
+// rolledOut: observed, updated and available on every node.
+func rolledOut(ds *appsv1.DaemonSet) bool {
+	return ds != nil && resources.RolloutComplete(ds) && ds.Status.DesiredNumberScheduled == int32(len(cluster.Nodes))
+}
+
+func (e *env) waitRolledOut() *appsv1.DaemonSet {
+	e.t.Helper()
+	return e.waitDaemonSet("the DaemonSet rolled out on all nodes", rolledOut)
+}
+
+func (e *env) setConfig(yaml string) {
+	e.t.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resources.ConfigMapName},
+		Data:       map[string]string{resources.ConfigMapKey: yaml},
+	}
+	_, err := e.kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = e.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		e.t.Fatalf("set config: %v", err)
+	}
+}
+
+func (e *env) setClusterVersion(v string) {
+	e.t.Helper()
+	ctx := context.Background()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		cv, err := e.config.ConfigV1().ClusterVersions().Get(ctx, "version", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if cv.Status.Desired.Version == v {
+			return true, nil
+		}
+		cv.Status.Desired.Version = v
+		_, err = e.config.ConfigV1().ClusterVersions().UpdateStatus(ctx, cv, metav1.UpdateOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		e.t.Fatalf("set ClusterVersion to %s: %v", v, err)
+	}
+}
+
+func (e *env) condition(t configv1.ClusterStatusConditionType) *configv1.ClusterOperatorStatusCondition {
+	co, err := e.config.ConfigV1().ClusterOperators().Get(context.Background(), "insights", metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	for i := range co.Status.Conditions {
+		if co.Status.Conditions[i].Type == t {
+			return &co.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func (e *env) waitCondition(t configv1.ClusterStatusConditionType, status configv1.ConditionStatus, reason string) *configv1.ClusterOperatorStatusCondition {
+	e.t.Helper()
+	var c *configv1.ClusterOperatorStatusCondition
+	e.eventually(fmt.Sprintf("%s=%s (%s)", t, status, reason), func(context.Context) (bool, error) {
+		c = e.condition(t)
+		return c != nil && c.Status == status && (reason == "" || c.Reason == reason), nil
+	})
+	return c
+}
+
+// events returns the Events in openshift-insights with reason.
+func (e *env) events(reason string) []corev1.Event {
+	e.t.Helper()
+	list, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatalf("list events: %v", err)
+	}
+	var out []corev1.Event
+	for _, ev := range list.Items {
+		if ev.Reason == reason {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// controller is one running controller process.
+type controller struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	log    string
+	listen string
+	done   chan struct{}
+	mu     sync.Mutex
+	exited bool
+}
+
+type controllerOpts struct {
+	env        []string
+	args       []string
+	kubeconfig string
+}
+
+// startController runs the real binary against the cluster. It is stopped (by
+// PID) when the test ends, and its log is shown if the test failed.
+func (e *env) startController(o controllerOpts) *controller {
+	e.t.Helper()
+	port, err := freePort()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kubeconfig := o.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = cluster.Kubeconfig
+	}
+	c := &controller{t: e.t, listen: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{})}
+	c.log = filepath.Join(e.t.TempDir(), fmt.Sprintf("controller-%d.log", port))
+	logFile, err := os.Create(c.log)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	args := append([]string{
+		"--kubeconfig", kubeconfig, "--namespace", ns, "--listen", c.listen,
+		"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s",
+		"--resync", "20s",
+	}, o.args...)
+	c.cmd = exec.Command(binary, args...)
+	c.cmd.Env = append(append(os.Environ(), "RELEASE_VERSION=0.0.0-local"), o.env...)
+	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		e.t.Fatalf("start controller: %v", err)
+	}
+	go func() {
+		_ = c.cmd.Wait()
+		logFile.Close()
+		c.mu.Lock()
+		c.exited = true
+		c.mu.Unlock()
+		close(c.done)
+	}()
+	e.t.Cleanup(func() {
+		c.stop()
+		if e.t.Failed() {
+			e.t.Logf("controller %d log (tail):\n%s", c.cmd.Process.Pid, tail(c.log, 40))
+		}
+	})
+	return c
+}
+
+// stop sends SIGTERM to exactly this process and waits; SIGKILL after a grace.
+func (c *controller) stop() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		c.t.Errorf("controller %d ignored SIGTERM for 20s; killing it", c.cmd.Process.Pid)
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// kill sends SIGKILL, as a crash would.
+func (c *controller) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.done
+}
+
+func (c *controller) logContains(s string) bool {
+	raw, err := os.ReadFile(c.log)
+	return err == nil && strings.Contains(string(raw), s)
+}
+
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		lines = append(lines, s.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
