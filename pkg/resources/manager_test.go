@@ -187,7 +187,7 @@ func TestApplyRecreatedObjectIsNotTrustedByGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	own.ResourceVersion = ""
-	if _, _, err := fc.create(clienttesting.NewCreateAction(daemonSetsResource, Namespace, own)); err != nil {
+	if _, err := fc.srv.Create(own); err != nil {
 		t.Fatal(err)
 	}
 	fc.sync()

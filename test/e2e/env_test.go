@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
@@ -65,6 +69,7 @@ func (e *env) reset() {
 	_ = e.kube.CoreV1().ConfigMaps(ns).Delete(ctx, resources.ConfigMapName, metav1.DeleteOptions{})
 	_ = e.kube.CoordinationV1().Leases(ns).Delete(ctx, "runtime-extractor-controller-lock", metav1.DeleteOptions{})
 	e.setClusterVersion(testcluster.DefaultVersion)
+	e.clearConditions()
 	e.waitDaemonSet("no DaemonSet left from an earlier test", func(ds *appsv1.DaemonSet) bool { return ds == nil })
 }
 
@@ -183,6 +188,30 @@ func (e *env) events(reason string) []corev1.Event {
 	return out
 }
 
+// clearConditions removes the RuntimeExtractor* conditions an earlier test's
+// controller wrote, so no test reads a stale one.
+func (e *env) clearConditions() {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		co, err := e.config.ConfigV1().ClusterOperators().Get(context.Background(), "insights", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var kept []configv1.ClusterOperatorStatusCondition
+		for _, c := range co.Status.Conditions {
+			if !strings.HasPrefix(string(c.Type), "RuntimeExtractor") {
+				kept = append(kept, c)
+			}
+		}
+		co.Status.Conditions = kept
+		_, err = e.config.ConfigV1().ClusterOperators().UpdateStatus(context.Background(), co, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		e.t.Fatalf("clear ClusterOperator conditions: %v", err)
+	}
+}
+
 // controller is one running controller process.
 type controller struct {
 	t      *testing.T
@@ -273,6 +302,32 @@ func (c *controller) kill() {
 func (c *controller) logContains(s string) bool {
 	raw, err := os.ReadFile(c.log)
 	return err == nil && strings.Contains(string(raw), s)
+}
+
+// metrics scrapes the controller's /metrics with the admin client certificate
+// (delegated authentication; anonymous requests are refused).
+func (c *controller) metrics() string {
+	c.t.Helper()
+	tlsConfig, err := rest.TLSConfigFor(cluster.RESTConfig)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	tlsConfig.RootCAs, tlsConfig.InsecureSkipVerify = nil, true // the serving cert is self-signed
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}, Timeout: 10 * time.Second}
+	var body []byte
+	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		resp, err := client.Get("https://" + c.listen + "/metrics")
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, err = io.ReadAll(resp.Body)
+		return err == nil && resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		c.t.Fatalf("scrape /metrics: %v (last body %.200q)", err, body)
+	}
+	return string(body)
 }
 
 func tail(path string, n int) string {

@@ -87,6 +87,25 @@ func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, erro
 	return true, ds.DeepCopy(), nil
 }
 
+// Create stores ds as a create request would, without recording an action:
+// for tests that stage what another actor did.
+func (s *Server) Create(ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	_, obj, err := s.create(clienttesting.NewCreateAction(DaemonSets, ds.Namespace, ds))
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*appsv1.DaemonSet), nil
+}
+
+// Update stores ds as an update request would, without recording an action.
+func (s *Server) Update(ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	_, obj, err := s.update(clienttesting.NewUpdateAction(DaemonSets, ds.Namespace, ds))
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*appsv1.DaemonSet), nil
+}
+
 // Stored returns the DaemonSet the server holds, or nil.
 func (s *Server) Stored(namespace, name string) (*appsv1.DaemonSet, error) {
 	obj, err := s.Client.Tracker().Get(DaemonSets, namespace, name)

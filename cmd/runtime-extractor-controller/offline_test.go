@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/cmd")
+
+func runCLI(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCommand(context.Background())
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// TestGoldenOutputs compares simulate and diagram output with testdata/cmd;
+// -update rewrites them (review the diff).
+func TestGoldenOutputs(t *testing.T) {
+	cases := []struct {
+		golden string
+		stdin  string
+		args   []string
+	}{
+		{"simulate-upgrade.golden", "", []string{"simulate", "../../testdata/fsm/upgrade.txt"}},
+		{"simulate-args.golden", "", []string{"simulate", "--initial", "Running", "Modified 2", "ApplyFailed forbidden", "Enabled", "Applied 3", "RolloutComplete 2", "RolloutComplete 3"}},
+		{"simulate-stdin.golden", "initial Deleting\nEnabled\nApplied 1\n", []string{"simulate", "-"}},
+		{"diagram-mermaid.golden", "", []string{"diagram", "--format", "mermaid"}},
+		{"diagram-dot.golden", "", []string{"diagram", "--format", "dot"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.golden, func(t *testing.T) {
+			got, err := runCLI(t, tc.stdin, tc.args...)
+			if err != nil {
+				t.Fatalf("%v: %v\n%s", tc.args, err, got)
+			}
+			path := filepath.Join("../../testdata/cmd", tc.golden)
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./cmd/... -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%v: output differs from %s:\n%s", tc.args, path, got)
+			}
+		})
+	}
+}
+
+func TestOfflineCommandErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"diagram", "--format", "png"},
+		{"simulate"},
+		{"simulate", "Bogus"},
+		{"simulate", "--initial", "Nowhere", "Enabled"},
+	} {
+		if out, err := runCLI(t, "", args...); err == nil {
+			t.Errorf("%v succeeded:\n%s", args, out)
+		}
+	}
+}

@@ -1,0 +1,437 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+const (
+	enabledConfig  = "dataReporting:\n  disableRuntimeExtractor: false\n"
+	disabledConfig = "dataReporting:\n  disableRuntimeExtractor: true\n"
+
+	// outageDuration is how long kube-apiserver stays down in each outage.
+	outageDuration = 15 * time.Second
+	// retryLine is what the controller logs each time it schedules a retry.
+	retryLine = "retrying in"
+	// reflectorFailure is what client-go logs when an informer's list or
+	// watch fails.
+	reflectorFailure = "Failed to watch"
+)
+
+// outage is what the controller did while kube-apiserver was down.
+type outage struct {
+	connections int64 // TCP connections it opened to reach the API server
+	retries     int   // action retries it scheduled
+	informer    int   // informer list/watch failures it logged
+}
+
+func (o outage) String() string {
+	return fmt.Sprintf("%d connection attempts, %d action retries scheduled, %d informer list/watch failures in %s",
+		o.connections, o.retries, o.informer, outageDuration)
+}
+
+// apiServerDown keeps kube-apiserver down for outageDuration from stoppedAt,
+// checks that the controller lived through it, starts the API server again and
+// returns what the controller did meanwhile, counted from before.
+func (e *env) apiServerDown(c *controller, proxy *countingProxy, stoppedAt time.Time, before outage) outage {
+	e.t.Helper()
+	time.Sleep(time.Until(stoppedAt.Add(outageDuration))) // the fault itself: a fixed outage
+	if !c.alive() {
+		e.t.Fatalf("controller %d exited during the API server outage:\n%s", c.pid(), tail(c.log, 30))
+	}
+	during := outage{
+		connections: proxy.conns.Load() - before.connections,
+		retries:     c.logCount(retryLine) - before.retries,
+		informer:    c.logCount(reflectorFailure) - before.informer,
+	}
+	e.startAPIServer()
+	return during
+}
+
+func (c *controller) outageCounters(proxy *countingProxy) outage {
+	return outage{connections: proxy.conns.Load(), retries: c.logCount(retryLine), informer: c.logCount(reflectorFailure)}
+}
+
+// checkBackoff fails when the controller hammered the API server during an
+// outage: an exponential backoff from 100 ms schedules about 8 retries in 15 s,
+// and client-go's informers back off from 800 ms to 30 s. A hot loop would make
+// hundreds or thousands of attempts.
+func (e *env) checkBackoff(phase string, o outage, wantRetries bool) {
+	e.t.Helper()
+	e.t.Logf("%s: during the outage the controller made %s", phase, o)
+	if wantRetries && o.retries == 0 {
+		e.t.Errorf("%s: the failed action was never retried during the outage", phase)
+	}
+	if o.retries > 15 {
+		e.t.Errorf("%s: %d retries in %s: no backoff", phase, o.retries, outageDuration)
+	}
+	if o.connections > 300 {
+		e.t.Errorf("%s: %d connection attempts in %s: no backoff", phase, o.connections, outageDuration)
+	}
+}
+
+// TestAPIServerOutage stops kube-apiserver for 15 s three times: right after
+// the controller created the DaemonSet (Deploying, waiting for the rollout),
+// while it creates the DaemonSet (Deploying, the create failing), and while it
+// deletes it (Deleting, the delete failing). Each time the process must stay
+// up, back off, and converge once the API server is back, without help.
+//
+// The controller runs with --disable-leader-election: with leader election
+// (the 6 s test lease, or OpenShift's 137 s one for a longer outage) it cannot
+// renew its lease while the API server is down, and library-go then exits the
+// process on purpose; in a cluster the Deployment restarts it. That is the
+// normal behaviour, but it would hide what this test observes: one process
+// that keeps running and backs off. Restarts are covered by the kill tests.
+//
+// The controller talks to the API server through a counting TCP proxy: while
+// the API server is down, every attempt to reach it opens a connection.
+func TestAPIServerOutage(t *testing.T) {
+	e := newEnv(t)
+	proxy := startCountingProxy(t, cluster.RESTConfig.Host)
+	ctx := context.Background()
+
+	// Phase 1: the DaemonSet was just created; the rollout has not been seen.
+	list, err := e.kube.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.kube.AppsV1().DaemonSets(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.startController(controllerOpts{kubeconfig: proxy.kubeconfig(t), args: []string{"--disable-leader-election"}})
+	waitAdded(t, w)
+	before := c.outageCounters(proxy)
+	stoppedAt := e.stopAPIServer()
+	reachedRunning := c.logContains("-> Running")
+	o := e.apiServerDown(c, proxy, stoppedAt, before)
+	restarted := time.Now()
+	e.checkBackoff("after create", o, false)
+	if reachedRunning {
+		t.Logf("after create: the rollout completed before the API server stopped; the outage hit Running, not Deploying")
+	}
+	e.waitRolledOut()
+	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
+	t.Logf("after create: converged %s after the API server was back", time.Since(restarted).Round(time.Millisecond))
+
+	// Back to Disabled, so the next phase starts with a create.
+	e.setConfig(disabledConfig)
+	e.waitDaemonSet("the DaemonSet gone", func(ds *appsv1.DaemonSet) bool { return ds == nil })
+	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonDisabled)
+
+	// Phase 2: Deploying, the create fails. The controller is paused while the
+	// config is enabled, so the change sits in its socket when the API server
+	// goes away: it acts on it only when the API server is unreachable.
+	restarted = e.faultDuringAction(c, proxy, "create", enabledConfig, "-> Deploying")
+	e.waitRolledOut()
+	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
+	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
+	t.Logf("create: converged %s after the API server was back", time.Since(restarted).Round(time.Millisecond))
+
+	// Phase 3: Deleting, the delete fails.
+	restarted = e.faultDuringAction(c, proxy, "delete", disabledConfig, "-> Deleting")
+	e.waitDaemonSet("the DaemonSet gone", func(ds *appsv1.DaemonSet) bool { return ds == nil })
+	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonDisabled)
+	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
+	t.Logf("delete: converged %s after the API server was back", time.Since(restarted).Round(time.Millisecond))
+
+	if !c.alive() {
+		t.Fatalf("controller %d exited", c.pid())
+	}
+	if c.logContainsFold("giving up") {
+		t.Error("the controller logged that it gave up")
+	}
+}
+
+// faultDuringAction makes the controller carry out its next action (the one
+// config asks for) while kube-apiserver is down, and checks it backs off and
+// stays up; transition is the log text of the state it must enter. It returns
+// when the API server was back.
+func (e *env) faultDuringAction(c *controller, proxy *countingProxy, phase, config, transition string) time.Time {
+	e.t.Helper()
+	entered := c.logCount(transition)
+	c.pause()
+	sent := proxy.down.Load()
+	e.setConfig(config)
+	proxy.waitDownstreamBytes(e.t, sent, 10*time.Second) // the watch event is in its socket
+	before := c.outageCounters(proxy)
+	stoppedAt := e.stopAPIServer()
+	c.resume()
+	waitLogCount(e.t, c, transition, entered+1, 10*time.Second)
+	waitLogCount(e.t, c, retryLine, before.retries+1, 10*time.Second)
+	o := e.apiServerDown(c, proxy, stoppedAt, before)
+	restarted := time.Now()
+	e.checkBackoff(phase, o, true)
+	return restarted
+}
+
+func waitLogCount(t *testing.T, c *controller, s string, n int, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return c.logCount(s) >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("controller %d logged %q %d time(s) within %s, want %d:\n%s", c.pid(), s, c.logCount(s), timeout, n, tail(c.log, 30))
+	}
+}
+
+func waitAdded(t *testing.T, w watch.Interface) {
+	t.Helper()
+	defer w.Stop()
+	timeout := time.After(convergeTimeout)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch closed before the DaemonSet was created")
+			}
+			if ev.Type == watch.Added {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the DaemonSet was not created")
+		}
+	}
+}
+
+// killSeedEnv overrides the seed of TestRandomKillsConverge, to replay a run.
+const killSeedEnv = "FAULT_SEED"
+
+// TestRandomKillsConverge SIGKILLs the controller at a random point after a
+// random perturbation (config toggle, DaemonSet delete, version bump), 20
+// times, and checks that the restarted controller converges every time: the
+// DaemonSet rolled out at the current version when enabled, none when
+// disabled. The seed is logged; FAULT_SEED=<seed> replays a run.
+//
+// Leader election is off so that each restart acts at once instead of waiting
+// out the killed process's lease (TestLeaderFailoverWithinLease covers that).
+func TestRandomKillsConverge(t *testing.T) {
+	seed := uint64(20260429)
+	if s := os.Getenv(killSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", killSeedEnv, s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay with %s=%d)", seed, killSeedEnv, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+
+	e := newEnv(t)
+	opts := controllerOpts{args: []string{"--disable-leader-election"}}
+	c := e.startController(opts)
+	e.waitRolledOut()
+	enabled, patch := true, 0
+	version := testcluster.DefaultVersion
+	began := time.Now()
+	for run := 1; run <= 20; run++ {
+		var what string
+		switch rng.IntN(3) {
+		case 0:
+			enabled = !enabled
+			what = "enable"
+			config := enabledConfig
+			if !enabled {
+				what, config = "disable", disabledConfig
+			}
+			e.setConfig(config)
+		case 1:
+			what = "delete the DaemonSet"
+			err := e.kube.AppsV1().DaemonSets(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		case 2:
+			patch++
+			version = fmt.Sprintf("4.22.%d", patch)
+			what = "bump the version to " + version
+			e.setClusterVersion(version)
+		}
+		delay := time.Duration(rng.IntN(1500)) * time.Millisecond
+		time.Sleep(delay) // the random kill point
+		c.kill()
+		killed := time.Now()
+		c = e.startController(opts)
+		if enabled {
+			e.waitDaemonSet(fmt.Sprintf("run %d: the DaemonSet rolled out at %s", run, version), func(ds *appsv1.DaemonSet) bool {
+				return rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == version &&
+					ds.Spec.Template.Annotations[resources.VersionAnnotation] == version
+			})
+		} else {
+			e.waitDaemonSet(fmt.Sprintf("run %d: the DaemonSet gone", run), func(ds *appsv1.DaemonSet) bool { return ds == nil })
+		}
+		t.Logf("run %2d: %-28s killed after %4dms, converged (enabled=%v) %s after the kill",
+			run, what, delay.Milliseconds(), enabled, time.Since(killed).Round(time.Millisecond))
+	}
+	// The last controller must also stay converged: no late action of a stale
+	// decision may remove or resurrect the DaemonSet.
+	ds := e.daemonSet()
+	rv := "0"
+	if ds != nil {
+		rv = ds.ResourceVersion
+	} else if list, err := e.kube.AppsV1().DaemonSets(ns).List(context.Background(), metav1.ListOptions{}); err == nil {
+		rv = list.ResourceVersion
+	}
+	for _, ev := range e.quietFor(rv, 3*time.Second) {
+		if ev.Type == watch.Deleted || ev.Type == watch.Added {
+			t.Fatalf("the DaemonSet was %s after convergence (enabled=%v)", ev.Type, enabled)
+		}
+	}
+	t.Logf("20 kills converged in %s", time.Since(began).Round(time.Second))
+}
+
+// TestConcurrentImageWriter: another writer sets the DaemonSet's image 50 times
+// a second for 10 s. Once it stops, the controller restores the image within a
+// few seconds, the rollout completes, and it never gives up.
+func TestConcurrentImageWriter(t *testing.T) {
+	const (
+		rate     = 50
+		duration = 10 * time.Second
+		// restoreBound is "a few seconds": a retry backoff that grew during the
+		// fight must not delay the restore longer than this.
+		restoreBound = 10 * time.Second
+	)
+	e := newEnv(t)
+	c, ds := e.deployed(controllerOpts{})
+	want := ds.Spec.Template.Spec.Containers[0].Image
+	m0 := c.metrics()
+
+	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	defer cancel()
+	var writes, conflicts, failures atomic.Int64
+	ticker := time.NewTicker(time.Second / rate)
+	defer ticker.Stop()
+	cur := ds.DeepCopy()
+	for i := 0; ctx.Err() == nil; i++ {
+		select {
+		case <-ctx.Done():
+			continue
+		case <-ticker.C:
+		}
+		cur.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/intruder/extractor:%d", i)
+		upd, err := e.kube.AppsV1().DaemonSets(ns).Update(context.Background(), cur, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			writes.Add(1)
+			cur = upd
+		case apierrors.IsConflict(err):
+			// The controller won this round; write over its version next tick.
+			conflicts.Add(1)
+			if fresh := e.daemonSet(); fresh != nil {
+				cur = fresh
+			}
+		default:
+			failures.Add(1)
+		}
+	}
+	stopped := time.Now()
+	var restored time.Duration
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, restoreBound, true, func(context.Context) (bool, error) {
+		cur := e.daemonSet()
+		restored = time.Since(stopped)
+		return cur != nil && cur.Spec.Template.Spec.Containers[0].Image == want, nil
+	})
+	if err != nil {
+		t.Fatalf("the image was not restored within %s after the writer stopped", restoreBound)
+	}
+	e.waitRolledOut()
+	rolled := time.Since(stopped)
+	m1 := c.metrics()
+	t.Logf("writer: %d writes (%.0f/s), %d conflicts, %d other errors in %s",
+		writes.Load(), float64(writes.Load())/duration.Seconds(), conflicts.Load(), failures.Load(), duration)
+	t.Logf("controller: %.0f applies (%.0f failed), %.0f drift events; image restored %s and rolled out %s after the writer stopped",
+		metricSum(m1, "runtime_extractor_actions_total", `action="Apply"`)-metricSum(m0, "runtime_extractor_actions_total", `action="Apply"`),
+		metricSum(m1, "runtime_extractor_actions_total", `action="Apply"`, `result="error"`)-metricSum(m0, "runtime_extractor_actions_total", `action="Apply"`, `result="error"`),
+		metricSum(m1, "runtime_extractor_drift_events_total")-metricSum(m0, "runtime_extractor_drift_events_total"),
+		restored.Round(time.Millisecond), rolled.Round(time.Millisecond))
+	if writes.Load() < int64(duration.Seconds()) {
+		t.Fatalf("the writer managed only %d writes: the test did not fight", writes.Load())
+	}
+	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
+	if !c.alive() {
+		t.Fatalf("controller %d exited", c.pid())
+	}
+	if c.logContainsFold("giving up") {
+		t.Fatal("the controller logged that it gave up")
+	}
+}
+
+// TestLeaderFailoverWithinLease kills the leader and measures how long the
+// standby takes to acquire the Lease: at most the lease duration after the
+// leader's last renewal, plus the standby's polling (retry period with
+// library-go's jitter of 1.2, twice: it must first see the record unchanged).
+// Then the standby must repair drift made while nobody led.
+func TestLeaderFailoverWithinLease(t *testing.T) {
+	const (
+		lease = 6 * time.Second // startController's --leader-elect-lease-duration
+		retry = time.Second     // and --leader-elect-retry-period
+		lock  = "runtime-extractor-controller-lock"
+	)
+	e := newEnv(t)
+	a := e.startController(controllerOpts{})
+	b := e.startController(controllerOpts{})
+	e.waitRolledOut()
+	const started = "runtime extractor controller started"
+	leader, standby := a, b
+	if !a.logContains(started) {
+		leader, standby = b, a
+	}
+	if !leader.logContains(started) || standby.logContains(started) {
+		t.Fatalf("want exactly one active controller (a: %v, b: %v)", a.logContains(started), b.logContains(started))
+	}
+	ctx := context.Background()
+	old, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, lock, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader.kill()
+	killed := time.Now()
+	last, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, lock, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	standby.waitLog(started, 3*lease)
+	cur, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, lock, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Spec.HolderIdentity == nil || old.Spec.HolderIdentity == nil || *cur.Spec.HolderIdentity == *old.Spec.HolderIdentity {
+		t.Fatalf("the Lease holder did not change: %v", cur.Spec.HolderIdentity)
+	}
+	if cur.Spec.AcquireTime == nil || last.Spec.RenewTime == nil {
+		t.Fatalf("the Lease lacks acquire or renew times: %+v / %+v", cur.Spec, last.Spec)
+	}
+	acquired := cur.Spec.AcquireTime.Time
+	expired := last.Spec.RenewTime.Add(lease)
+	afterKill, afterExpiry := acquired.Sub(killed), acquired.Sub(expired)
+	t.Logf("takeover %s after the kill, %s after the lease expired (lease %s, retry period %s)",
+		afterKill.Round(time.Millisecond), afterExpiry.Round(time.Millisecond), lease, retry)
+	if bound := time.Duration(2 * 2.2 * float64(retry)); afterExpiry > bound {
+		t.Errorf("the standby took over %s after the lease expired, want at most %s", afterExpiry, bound)
+	}
+	if bound := lease + time.Duration(2*2.2*float64(retry)); afterKill > bound {
+		t.Errorf("the standby took over %s after the kill, want at most %s", afterKill, bound)
+	}
+	e.waitRolledOut()
+	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
+}
