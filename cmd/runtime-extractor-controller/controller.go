@@ -24,8 +24,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/version"
-	"k8s.io/component-base/version/verflag"
 	kversion "k8s.io/apimachinery/pkg/version"
+	"k8s.io/component-base/version/verflag"
 )
 
 // componentName names the Lease (<component>-lock) and the Events' source.

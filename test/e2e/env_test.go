@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -356,4 +356,3 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
-

@@ -103,7 +103,9 @@ func TestMissingPriorityClassIsVisibleAndRecovers(t *testing.T) {
 	e := newEnv(t)
 	const class = "runtime-extractor-e2e-missing"
 	_ = e.kube.SchedulingV1().PriorityClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
-	t.Cleanup(func() { _ = e.kube.SchedulingV1().PriorityClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.kube.SchedulingV1().PriorityClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
 	e.deployed(controllerOpts{})
 
 	e.setConfig("dataReporting:\n  runtimeExtractor:\n    priorityClassName: " + class + "\n")
