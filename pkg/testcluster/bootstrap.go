@@ -1,0 +1,442 @@
+package testcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	configclient "github.com/openshift/client-go/config/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+// Objects the local cluster provides because OpenShift's platform does.
+const (
+	InsightsNamespace      = "openshift-insights"
+	InsightsServiceAccount = "insights-runtime-extractor-sa"
+	UserCriticalPriority   = "openshift-user-critical"
+	InsightsOperator       = "insights"
+	clusterVersionName     = "version"
+	clusterConfigName      = "cluster"
+	openshiftAPIModule     = "github.com/openshift/api"
+	crdManifestDir         = "config/v1/zz_generated.crd-manifests"
+	fakeNodePrefix         = "kwok-node-"
+)
+
+// openshiftCRDs are the manifests installed, in the Default feature set, from the
+// openshift/api module this repository depends on.
+var openshiftCRDs = []string{
+	"0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml",
+	"0000_00_cluster-version-operator_01_clusteroperators.crd.yaml",
+	"0000_10_config-operator_01_apiservers-Default.crd.yaml",
+	"0000_10_config-operator_01_infrastructures-Default.crd.yaml",
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// bootstrap creates what OpenShift's platform would already have: the config CRDs
+// and their singletons, the insights namespace, ServiceAccount, PriorityClass and
+// ClusterOperator, and the fake nodes. Every step tolerates objects that exist, so
+// a reused Dir starts again. apiDir resolves the openshift/api module directory.
+func (c *Cluster) bootstrap(ctx context.Context, apiDir func() (string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	// The two halves are independent; CRDs take a moment to be established.
+	return parallel(
+		func() error {
+			if err := c.createNodes(ctx); err != nil {
+				return err
+			}
+			return c.createPlatformObjects(ctx)
+		},
+		func() error {
+			dir, err := apiDir()
+			if err != nil {
+				return err
+			}
+			if err := c.installOpenShiftCRDs(ctx, dir); err != nil {
+				return err
+			}
+			return c.createOpenShiftConfig(ctx)
+		},
+	)
+}
+
+// parallel runs fns concurrently and joins their errors.
+func parallel(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// createNodes registers kwok fake Linux worker nodes, shaped as kwok documents them
+// except for its NoSchedule taint: the DaemonSets under test carry no kwok
+// toleration, and they must run on these nodes.
+func (c *Cluster) createNodes(ctx context.Context) error {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	c.Nodes = nil
+	for i := range c.opts.Nodes {
+		name := fmt.Sprintf("%s%d", fakeNodePrefix, i)
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name,
+				Labels: map[string]string{
+					"kubernetes.io/hostname":         name,
+					"kubernetes.io/os":               "linux",
+					"kubernetes.io/arch":             "amd64",
+					"beta.kubernetes.io/os":          "linux",
+					"beta.kubernetes.io/arch":        "amd64",
+					"node-role.kubernetes.io/worker": "",
+					"type":                           "kwok",
+				},
+				Annotations: map[string]string{
+					"kwok.x-k8s.io/node":           "fake",
+					"node.alpha.kubernetes.io/ttl": "0",
+				},
+			},
+			Status: corev1.NodeStatus{
+				Capacity:    capacity,
+				Allocatable: capacity,
+				NodeInfo: corev1.NodeSystemInfo{
+					Architecture:    "amd64",
+					OperatingSystem: "linux",
+					KubeletVersion:  "fake",
+				},
+				Phase: corev1.NodeRunning,
+			},
+		}
+		if _, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create node %s: %w", name, err)
+		}
+		c.Nodes = append(c.Nodes, name)
+	}
+	return nil
+}
+
+func (c *Cluster) createPlatformObjects(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: InsightsNamespace,
+		Labels: map[string]string{
+			"openshift.io/cluster-monitoring":    "true",
+			"pod-security.kubernetes.io/enforce": "privileged",
+			"pod-security.kubernetes.io/audit":   "privileged",
+			"pod-security.kubernetes.io/warn":    "privileged",
+		},
+		Annotations: map[string]string{"openshift.io/node-selector": ""},
+	}}
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); ignoreExists(err) != nil {
+		return fmt.Errorf("create namespace %s: %w", InsightsNamespace, err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: InsightsServiceAccount, Namespace: InsightsNamespace}}
+	if _, err := c.client.CoreV1().ServiceAccounts(InsightsNamespace).Create(ctx, sa, metav1.CreateOptions{}); ignoreExists(err) != nil {
+		return fmt.Errorf("create serviceaccount %s: %w", InsightsServiceAccount, err)
+	}
+	preempt := corev1.PreemptLowerPriority
+	pc := &schedulingv1.PriorityClass{
+		ObjectMeta:       metav1.ObjectMeta{Name: UserCriticalPriority},
+		Value:            1000000000,
+		PreemptionPolicy: &preempt,
+		Description:      "This priority class should be used for user facing OpenShift workload pods only.",
+	}
+	if _, err := c.client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); ignoreExists(err) != nil {
+		return fmt.Errorf("create priorityclass %s: %w", UserCriticalPriority, err)
+	}
+	return c.ensureAuthenticationConfigMap(ctx)
+}
+
+// ensureAuthenticationConfigMap makes sure kube-system/extension-apiserver-authentication
+// carries the client CA, as delegated authentication expects. kube-apiserver
+// publishes it itself from --client-ca-file; this only fills the gap if it did not.
+func (c *Cluster) ensureAuthenticationConfigMap(ctx context.Context) error {
+	const ns, name, key = "kube-system", "extension-apiserver-authentication", "client-ca-file"
+	cms := c.client.CoreV1().ConfigMaps(ns)
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Data:       map[string]string{key: string(c.pki.caPEM)},
+		}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); ignoreExists(err) != nil {
+			return fmt.Errorf("create configmap %s/%s: %w", ns, name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("get configmap %s/%s: %w", ns, name, err)
+	case cm.Data[key] == "":
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[key] = string(c.pki.caPEM)
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update configmap %s/%s: %w", ns, name, err)
+		}
+	}
+	return nil
+}
+
+// installOpenShiftCRDs creates the CRDs and waits until each is Established.
+func (c *Cluster) installOpenShiftCRDs(ctx context.Context, dir string) error {
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return fmt.Errorf("create dynamic client: %w", err)
+	}
+	crds := dyn.Resource(crdResource)
+	var names []string
+	for _, file := range openshiftCRDs {
+		crd, err := readManifest(filepath.Join(dir, crdManifestDir, file))
+		if err != nil {
+			return err
+		}
+		if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); ignoreExists(err) != nil {
+			return fmt.Errorf("create CRD %s: %w", crd.GetName(), err)
+		}
+		names = append(names, crd.GetName())
+	}
+	for _, name := range names {
+		if err := c.waitFor(ctx, "CRD "+name+" established", time.Minute, func(ctx context.Context) (bool, error) {
+			crd, err := crds.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return crdEstablished(crd), nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func crdEstablished(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, raw := range conds {
+		cond, ok := raw.(map[string]any)
+		if ok && cond["type"] == "Established" && cond["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// openshiftAPIDir finds the openshift/api module in the module cache, at the
+// version go.mod selects, by asking the go command from the module root.
+func openshiftAPIDir(ctx context.Context) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	goList := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = root
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	dir, err := goList("list", "-m", "-f", "{{.Dir}}", openshiftAPIModule)
+	if err != nil {
+		return "", fmt.Errorf("locate %s: %w", openshiftAPIModule, err)
+	}
+	if dir == "" { // listed but not yet downloaded
+		if _, err := goList("mod", "download", openshiftAPIModule); err != nil {
+			return "", fmt.Errorf("download %s: %w", openshiftAPIModule, err)
+		}
+		if dir, err = goList("list", "-m", "-f", "{{.Dir}}", openshiftAPIModule); err != nil || dir == "" {
+			return "", fmt.Errorf("locate %s after download: %w", openshiftAPIModule, errors.Join(err, errors.New("empty module dir")))
+		}
+	}
+	return dir, nil
+}
+
+func readManifest(path string) (*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open manifest: %w", err)
+	}
+	defer f.Close()
+	obj := &unstructured.Unstructured{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&obj.Object); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("decode %s: %w", filepath.Base(path), err)
+	}
+	if obj.GetName() == "" {
+		return nil, fmt.Errorf("decode %s: no object", filepath.Base(path))
+	}
+	return obj, nil
+}
+
+// createOpenShiftConfig creates the singletons an OpenShift cluster has: the
+// ClusterVersion "version" (with the desired release in its status), the
+// APIServer and Infrastructure "cluster", and the insights ClusterOperator.
+func (c *Cluster) createOpenShiftConfig(ctx context.Context) error {
+	// The typed objects carry fields of other feature sets (spec.signatureStores),
+	// which the Default CRDs prune with a warning each time: expected, not news.
+	quiet := rest.CopyConfig(c.RESTConfig)
+	quiet.WarningHandler = rest.NoWarnings{}
+	client, err := configclient.NewForConfig(quiet)
+	if err != nil {
+		return fmt.Errorf("create config client: %w", err)
+	}
+	cfg := client.ConfigV1()
+
+	cv := &configv1.ClusterVersion{
+		ObjectMeta: metav1.ObjectMeta{Name: clusterVersionName},
+		Spec: configv1.ClusterVersionSpec{
+			ClusterID: configv1.ClusterID("00000000-0000-4000-8000-000000000001"),
+			Channel:   "stable-" + minorOf(c.opts.Version),
+		},
+	}
+	created, err := cfg.ClusterVersions().Create(ctx, cv, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = cfg.ClusterVersions().Get(ctx, clusterVersionName, metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("create clusterversion %s: %w", clusterVersionName, err)
+	}
+	if created.Status.Desired.Version == "" {
+		release := configv1.Release{
+			Version: c.opts.Version,
+			Image:   "quay.io/openshift-release-dev/ocp-release:" + c.opts.Version + "-x86_64",
+		}
+		now := metav1.Now()
+		created.Status = configv1.ClusterVersionStatus{
+			Desired:            release,
+			ObservedGeneration: created.Generation,
+			VersionHash:        "testcluster",
+			AvailableUpdates:   nil,
+			History: []configv1.UpdateHistory{{
+				State: configv1.CompletedUpdate, StartedTime: now, CompletionTime: &now,
+				Version: release.Version, Image: release.Image,
+			}},
+		}
+		if _, err := cfg.ClusterVersions().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("set clusterversion %s status: %w", clusterVersionName, err)
+		}
+	}
+
+	api := &configv1.APIServer{ObjectMeta: metav1.ObjectMeta{Name: clusterConfigName}}
+	if _, err := cfg.APIServers().Create(ctx, api, metav1.CreateOptions{}); ignoreExists(err) != nil {
+		return fmt.Errorf("create apiserver %s: %w", clusterConfigName, err)
+	}
+
+	infra := &configv1.Infrastructure{
+		ObjectMeta: metav1.ObjectMeta{Name: clusterConfigName},
+		Spec: configv1.InfrastructureSpec{
+			PlatformSpec: configv1.PlatformSpec{Type: configv1.NonePlatformType},
+		},
+	}
+	infra, err = cfg.Infrastructures().Create(ctx, infra, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		infra, err = cfg.Infrastructures().Get(ctx, clusterConfigName, metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("create infrastructure %s: %w", clusterConfigName, err)
+	}
+	infra.Status = configv1.InfrastructureStatus{
+		InfrastructureName:     "testcluster",
+		Platform:               configv1.NonePlatformType,
+		PlatformStatus:         &configv1.PlatformStatus{Type: configv1.NonePlatformType},
+		APIServerURL:           c.RESTConfig.Host,
+		APIServerInternalURL:   c.RESTConfig.Host,
+		ControlPlaneTopology:   configv1.HighlyAvailableTopologyMode,
+		InfrastructureTopology: configv1.HighlyAvailableTopologyMode,
+		CPUPartitioning:        configv1.CPUPartitioningNone,
+	}
+	if _, err := cfg.Infrastructures().UpdateStatus(ctx, infra, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("set infrastructure %s status: %w", clusterConfigName, err)
+	}
+
+	co := &configv1.ClusterOperator{ObjectMeta: metav1.ObjectMeta{Name: InsightsOperator}}
+	if _, err := cfg.ClusterOperators().Create(ctx, co, metav1.CreateOptions{}); ignoreExists(err) != nil {
+		return fmt.Errorf("create clusteroperator %s: %w", InsightsOperator, err)
+	}
+	return nil
+}
+
+// minorOf turns "4.22.0" into "4.22".
+func minorOf(version string) string {
+	parts := strings.SplitN(version, ".", 3)
+	if len(parts) < 2 {
+		return version
+	}
+	return parts[0] + "." + parts[1]
+}
+
+func (c *Cluster) nodesReady(ctx context.Context) (bool, error) {
+	for _, name := range c.Nodes {
+		node, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if !NodeReady(node) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// NodeReady reports whether a node is Ready and free of the not-ready and
+// unreachable taints, that is, whether it accepts DaemonSet pods.
+func NodeReady(node *corev1.Node) bool {
+	ready := false
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			ready = cond.Status == corev1.ConditionTrue
+		}
+	}
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	return ready
+}
+
+func (c *Cluster) defaultServiceAccountsExist(ctx context.Context) (bool, error) {
+	for _, ns := range []string{metav1.NamespaceDefault, InsightsNamespace} {
+		if _, err := c.client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func ignoreExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,521 @@
+package testcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+const (
+	// serviceClusterIPRange is the Service network; its first address is the
+	// kubernetes Service's ClusterIP, which the serving certificate must name.
+	serviceClusterIPRange = "10.96.0.0/16"
+	serviceClusterIP      = "10.96.0.1"
+	serviceAccountIssuer  = "https://kubernetes.default.svc.cluster.local"
+
+	pollInterval = 100 * time.Millisecond
+)
+
+// Cluster is a running local cluster: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok, as OS processes.
+type Cluster struct {
+	// Kubeconfig is the path of an admin (system:masters) kubeconfig.
+	Kubeconfig string
+	// RESTConfig is the admin client configuration.
+	RESTConfig *rest.Config
+	// Dir holds certificates, kubeconfigs, etcd data and <component>.log files.
+	Dir string
+	// Nodes are the names of the kwok fake nodes, all Ready when Start returns.
+	Nodes []string
+	// StartupDuration is how long Start took.
+	StartupDuration time.Duration
+
+	opts    Options
+	ownsDir bool
+	pki     *pki
+	client  kubernetes.Interface
+
+	mu        sync.Mutex
+	procs     []*process // in start order; stopped in reverse
+	apiserver *process
+	stopped   bool
+}
+
+// Start brings up a cluster and returns once the API server is ready, every node
+// is Ready, the default ServiceAccounts exist and the OpenShift objects are in
+// place. On error, everything it started is stopped again.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	began := time.Now()
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckBinaries(opts.BinDir); err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, Dir: opts.Dir}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "testcluster-"); err != nil {
+			return nil, fmt.Errorf("create cluster dir: %w", err)
+		}
+		c.ownsDir = true
+	} else if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cluster dir: %w", err)
+	}
+	if c.Dir, err = filepath.Abs(c.Dir); err != nil {
+		return nil, fmt.Errorf("resolve cluster dir: %w", err)
+	}
+
+	if err := c.start(ctx); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			err = fmt.Errorf("start local cluster: %w", err) // asked to stop: logs are no news
+		} else {
+			err = fmt.Errorf("start local cluster: %w\n%s", err, c.tailLogs(20))
+		}
+		if stopErr := c.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		return nil, err
+	}
+	c.StartupDuration = time.Since(began)
+	logf(opts.Log, "cluster ready in %s (%d nodes, kubeconfig %s)", c.StartupDuration.Round(10*time.Millisecond), len(c.Nodes), c.Kubeconfig)
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	log := c.opts.Log
+	// Asking the go command for the openshift/api module takes a moment; do it
+	// while the servers start. OnceValues makes the later call wait for this one.
+	resolveAPIDir := sync.OnceValues(func() (string, error) { return openshiftAPIDir(ctx) })
+	go func() { _, _ = resolveAPIDir() }()
+
+	step := time.Now()
+	p, err := generatePKI(filepath.Join(c.Dir, "pki"))
+	if err != nil {
+		return fmt.Errorf("generate certificates: %w", err)
+	}
+	c.pki = p
+	logf(log, "certificates generated in %s", since(step))
+
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	etcdClientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	etcdPeerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	apiURL := "https://127.0.0.1:" + strconv.Itoa(ports[2])
+
+	c.RESTConfig, err = adminRESTConfig(apiURL, p)
+	if err != nil {
+		return err
+	}
+	if c.client, err = kubernetes.NewForConfig(c.RESTConfig); err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	kcmKubeconfig := filepath.Join(c.Dir, "kube-controller-manager.kubeconfig")
+	schedKubeconfig := filepath.Join(c.Dir, "kube-scheduler.kubeconfig")
+	for _, kc := range []struct{ path, user, cert, key string }{
+		{c.Kubeconfig, "admin", p.adminCert, p.adminKey},
+		{kcmKubeconfig, "kube-controller-manager", p.kcmCert, p.kcmKey},
+		{schedKubeconfig, "kube-scheduler", p.schedulerCert, p.schedulerKey},
+	} {
+		if err := writeKubeconfig(kc.path, apiURL, p.caPEM, kc.user, kc.cert, kc.key); err != nil {
+			return err
+		}
+	}
+
+	// etcd
+	step = time.Now()
+	etcd := newProcess(binEtcd, c.bin(binEtcd), c.Dir,
+		"--name=testcluster",
+		"--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls="+etcdClientURL,
+		"--advertise-client-urls="+etcdClientURL,
+		"--listen-peer-urls="+etcdPeerURL,
+		"--initial-advertise-peer-urls="+etcdPeerURL,
+		"--initial-cluster=testcluster="+etcdPeerURL,
+		// Test data need not survive a power cut; fsync dominates etcd latency on
+		// a busy disk.
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	)
+	if err := c.launch(etcd); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "etcd healthy", time.Minute, func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, http.DefaultClient, etcdClientURL+"/health"), nil
+	}); err != nil {
+		return err
+	}
+	logf(log, "etcd (pid %d) healthy in %s", etcd.pid(), since(step))
+
+	// kube-apiserver
+	step = time.Now()
+	apiArgs := []string{
+		"--advertise-address=127.0.0.1",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(ports[2]),
+		"--etcd-servers=" + etcdClientURL,
+		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
+		"--tls-cert-file=" + p.servingCert,
+		"--tls-private-key-file=" + p.servingKey,
+		"--client-ca-file=" + p.caCert,
+		"--service-account-issuer=" + serviceAccountIssuer,
+		"--service-account-key-file=" + p.saPub,
+		"--service-account-signing-key-file=" + p.saKey,
+		"--service-cluster-ip-range=" + serviceClusterIPRange,
+		"--authorization-mode=Node,RBAC",
+		"--allow-privileged=true",
+		"--profiling=false",
+		// The endpoint reconciler would publish 127.0.0.1 for the kubernetes
+		// Service, which Endpoints validation rejects (loopback), every 10 s.
+		"--endpoint-reconciler-type=none",
+		// Flow control bootstraps its own configuration objects at every start;
+		// nothing here exercises it, and it costs seconds on two cores.
+		"--enable-priority-and-fairness=false",
+	}
+	if c.opts.AuditLog {
+		auditArgs, err := c.auditArgs()
+		if err != nil {
+			return err
+		}
+		apiArgs = append(apiArgs, auditArgs...)
+	}
+	c.apiserver = newProcess(binAPIServer, c.bin(binAPIServer), c.Dir, apiArgs...)
+	if err := c.launch(c.apiserver); err != nil {
+		return err
+	}
+	if err := c.waitAPIServerReady(ctx); err != nil {
+		return err
+	}
+	logf(log, "kube-apiserver (pid %d) ready at %s in %s", c.apiserver.pid(), apiURL, since(step))
+
+	// Controllers and kwok start together; the bootstrap objects are created
+	// while they come up.
+	step = time.Now()
+	kcm := newProcess(binControllerMgr, c.bin(binControllerMgr), c.Dir,
+		"--kubeconfig="+kcmKubeconfig,
+		"--authentication-kubeconfig="+kcmKubeconfig,
+		"--authorization-kubeconfig="+kcmKubeconfig,
+		"--secure-port=0",
+		"--leader-elect=false",
+		// The default set: node-lifecycle must run, or the not-ready taint stays
+		// on the nodes and DaemonSets schedule nothing.
+		"--controllers=*",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+p.saKey,
+		"--root-ca-file="+p.caCert,
+		"--cluster-signing-cert-file="+p.caCert,
+		"--cluster-signing-key-file="+p.caKey,
+		"--service-cluster-ip-range="+serviceClusterIPRange,
+	)
+	sched := newProcess(binScheduler, c.bin(binScheduler), c.Dir,
+		"--kubeconfig="+schedKubeconfig,
+		"--authentication-kubeconfig="+schedKubeconfig,
+		"--authorization-kubeconfig="+schedKubeconfig,
+		"--secure-port=0",
+		"--leader-elect=false",
+	)
+	kwok := newProcess(binKwok, c.bin(binKwok), c.Dir,
+		"--kubeconfig="+c.Kubeconfig,
+		"--manage-all-nodes=true",
+		"--config="+c.bin(kwokStagesFile),
+	)
+	for _, proc := range []*process{kcm, sched, kwok} {
+		if err := c.launch(proc); err != nil {
+			return err
+		}
+	}
+	if err := c.bootstrap(ctx, resolveAPIDir); err != nil {
+		return err
+	}
+	logf(log, "OpenShift CRDs, objects and %d nodes created in %s", len(c.Nodes), since(step))
+
+	step = time.Now()
+	if err := c.waitFor(ctx, "nodes Ready and untainted", 2*time.Minute, c.nodesReady); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "default ServiceAccounts", time.Minute, c.defaultServiceAccountsExist); err != nil {
+		return err
+	}
+	logf(log, "nodes Ready and default ServiceAccounts present in %s", since(step))
+	return nil
+}
+
+// launch starts proc and records it, so Stop finds it even if Start fails later.
+func (c *Cluster) launch(proc *process) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := proc.start(); err != nil {
+		return err
+	}
+	c.procs = append(c.procs, proc)
+	return nil
+}
+
+func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }
+
+// waitFor polls cond until it holds, a component exits, or timeout passes. Errors
+// from cond count as "not yet" (the API server may still be warming up); the last
+// one is reported on timeout.
+func (c *Cluster) waitFor(ctx context.Context, what string, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
+	var lastErr, exitErr error
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		if proc := c.exitedProcess(); proc != nil {
+			exitErr = proc.exitError()
+			return false, exitErr
+		}
+		ok, err := cond(ctx)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		return ok, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case exitErr != nil:
+		return fmt.Errorf("wait for %s: %w", what, exitErr)
+	case lastErr != nil:
+		return fmt.Errorf("wait for %s: %w (last error: %v)", what, err, lastErr)
+	default:
+		return fmt.Errorf("wait for %s: %w", what, err)
+	}
+}
+
+// exitedProcess returns a component that has exited although Stop was not called.
+func (c *Cluster) exitedProcess() *process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.done != nil && !p.running() {
+			return p
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) waitAPIServerReady(ctx context.Context) error {
+	client, err := readyzClient(c.pki.caPEM)
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, "kube-apiserver /readyz", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, client, c.RESTConfig.Host+"/readyz"), nil
+	})
+}
+
+// readyzClient calls the API server anonymously, which the default RBAC allows
+// for health endpoints, trusting only the cluster's CA.
+func readyzClient(caPEM []byte) (*http.Client, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("parse cluster CA")
+	}
+	return &http.Client{
+		Timeout:   5 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+	}, nil
+}
+
+func httpOK(ctx context.Context, client *http.Client, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// apiServerFaultGrace is short: with its clients still watching, kube-apiserver
+// drains for up to its request timeout (a minute) after SIGTERM. etcd holds the
+// data, so a SIGKILL loses nothing, and an abrupt end is the fault tests want.
+const apiServerFaultGrace = 2 * time.Second
+
+// StopAPIServer stops kube-apiserver only (SIGTERM, SIGKILL after a short grace);
+// etcd and its data stay, and so do the controllers and kwok, which retry until
+// it is back. For fault tests.
+func (c *Cluster) StopAPIServer() error {
+	c.mu.Lock()
+	api := c.apiserver
+	c.mu.Unlock()
+	if api == nil {
+		return errors.New("kube-apiserver was never started")
+	}
+	began := time.Now()
+	if err := api.stop(apiServerFaultGrace); err != nil {
+		return fmt.Errorf("stop kube-apiserver: %w", err)
+	}
+	logf(c.opts.Log, "kube-apiserver (pid %d) stopped in %s", api.pid(), since(began))
+	return nil
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the same
+// port, certificates and etcd, and waits for /readyz.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	old := c.apiserver
+	if c.stopped || old == nil {
+		c.mu.Unlock()
+		return errors.New("cluster is not running")
+	}
+	if old.running() {
+		c.mu.Unlock()
+		return errors.New("kube-apiserver is already running")
+	}
+	restarted := newProcess(old.name, old.bin, c.Dir, old.args...)
+	if err := restarted.start(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	for i, p := range c.procs {
+		if p == old {
+			c.procs[i] = restarted
+		}
+	}
+	c.apiserver = restarted
+	c.mu.Unlock()
+
+	began := time.Now()
+	if err := c.waitAPIServerReady(ctx); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w\n%s", err, tailFile(restarted.logPath, 20))
+	}
+	logf(c.opts.Log, "kube-apiserver (pid %d) ready again in %s", restarted.pid(), since(began))
+	return nil
+}
+
+// Processes lists the OS processes the cluster started and that are still
+// running, in start order.
+func (c *Cluster) Processes() []Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Process
+	for _, p := range c.procs {
+		if p.running() {
+			out = append(out, Process{Name: p.name, PID: p.pid()})
+		}
+	}
+	return out
+}
+
+// Client returns an admin clientset.
+func (c *Cluster) Client() kubernetes.Interface { return c.client }
+
+// Stop stops every process the cluster started, by PID, in reverse start order:
+// SIGTERM, then SIGKILL after a grace period. It removes Dir when Start created
+// it. Stop is idempotent.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return nil
+	}
+	c.stopped = true
+	procs := append([]*process(nil), c.procs...)
+	c.mu.Unlock()
+
+	began := time.Now()
+	var errs []error
+	// The clients of the API server go first, together; then the API server;
+	// etcd last, so nothing loses its storage mid-request.
+	var clients, servers []*process
+	for _, p := range procs {
+		if p.name == binEtcd || p.name == binAPIServer {
+			servers = append(servers, p)
+		} else {
+			clients = append(clients, p)
+		}
+	}
+	errs = append(errs, stopAll(clients)...)
+	for i := len(servers) - 1; i >= 0; i-- {
+		if err := servers[i].stop(stopGrace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.ownsDir {
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove cluster dir: %w", err))
+		}
+	}
+	logf(c.opts.Log, "stopped %d processes in %s", len(procs), since(began))
+	return errors.Join(errs...)
+}
+
+func stopAll(procs []*process) []error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.stop(stopGrace); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// TailLogs returns the last n lines of every component's log.
+func (c *Cluster) TailLogs(n int) string { return c.tailLogs(n) }
+
+func (c *Cluster) tailLogs(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, p := range c.procs {
+		b.WriteString(tailFile(p.logPath, n))
+	}
+	return b.String()
+}
+
+// freePorts asks the kernel for n distinct free loopback ports. The listeners stay
+// open until all are chosen, so the same port is never handed out twice.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Millisecond) }

@@ -1,0 +1,231 @@
+package testcluster_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	configclient "github.com/openshift/client-go/config/clientset/versioned"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+func TestClusterRunsDaemonSetOnEveryNode(t *testing.T) {
+	c := testcluster.ForTest(t, testcluster.Options{Nodes: 3})
+	t.Logf("warm cluster start: %s", c.StartupDuration.Round(10*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	kc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		t.Fatalf("load kubeconfig: %v", err)
+	}
+	client := kubernetes.NewForConfigOrDie(kc) // the written kubeconfig must work on its own
+	config := configclient.NewForConfigOrDie(c.RESTConfig).ConfigV1()
+
+	t.Run("nodes", func(t *testing.T) {
+		if len(c.Nodes) != 3 {
+			t.Fatalf("Nodes = %v, want 3 names", c.Nodes)
+		}
+		for _, name := range c.Nodes {
+			node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("get node: %v", err)
+			}
+			if !testcluster.NodeReady(node) {
+				t.Errorf("node %s not Ready: conditions %v taints %v", name, node.Status.Conditions, node.Spec.Taints)
+			}
+			if node.Labels["kubernetes.io/os"] != "linux" || node.Annotations["kwok.x-k8s.io/node"] != "fake" {
+				t.Errorf("node %s labels %v annotations %v: not a kwok Linux node", name, node.Labels, node.Annotations)
+			}
+			if _, ok := node.Labels["node-role.kubernetes.io/worker"]; !ok {
+				t.Errorf("node %s has no worker role label", name)
+			}
+		}
+	})
+
+	t.Run("openshift objects", func(t *testing.T) {
+		cv, err := config.ClusterVersions().Get(ctx, "version", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get clusterversion: %v", err)
+		}
+		if cv.Status.Desired.Version != testcluster.DefaultVersion {
+			t.Errorf("clusterversion desired version %q, want %q", cv.Status.Desired.Version, testcluster.DefaultVersion)
+		}
+		if _, err := config.APIServers().Get(ctx, "cluster", metav1.GetOptions{}); err != nil {
+			t.Errorf("get apiserver cluster: %v", err)
+		}
+		infra, err := config.Infrastructures().Get(ctx, "cluster", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get infrastructure: %v", err)
+		}
+		if infra.Status.ControlPlaneTopology != configv1.HighlyAvailableTopologyMode ||
+			infra.Status.InfrastructureTopology != configv1.HighlyAvailableTopologyMode {
+			t.Errorf("infrastructure topology %q/%q, want HighlyAvailable",
+				infra.Status.ControlPlaneTopology, infra.Status.InfrastructureTopology)
+		}
+		if _, err := config.ClusterOperators().Get(ctx, testcluster.InsightsOperator, metav1.GetOptions{}); err != nil {
+			t.Errorf("get clusteroperator: %v", err)
+		}
+		if _, err := client.CoreV1().ServiceAccounts(testcluster.InsightsNamespace).Get(ctx, testcluster.InsightsServiceAccount, metav1.GetOptions{}); err != nil {
+			t.Errorf("get serviceaccount: %v", err)
+		}
+		if _, err := client.SchedulingV1().PriorityClasses().Get(ctx, testcluster.UserCriticalPriority, metav1.GetOptions{}); err != nil {
+			t.Errorf("get priorityclass: %v", err)
+		}
+		cm, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get extension-apiserver-authentication: %v", err)
+		}
+		if cm.Data["client-ca-file"] == "" {
+			t.Errorf("extension-apiserver-authentication has no client-ca-file")
+		}
+	})
+
+	t.Run("daemonset rolls out on every node", func(t *testing.T) {
+		ds := trivialDaemonSet()
+		if _, err := client.AppsV1().DaemonSets(testcluster.InsightsNamespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create daemonset: %v", err)
+		}
+		var last *appsv1.DaemonSet
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := client.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			last = got
+			s := got.Status
+			return s.ObservedGeneration == got.Generation && s.DesiredNumberScheduled == 3 &&
+				s.UpdatedNumberScheduled == 3 && s.NumberAvailable == 3, nil
+		})
+		if err != nil {
+			t.Fatalf("daemonset not rolled out on 3 nodes: %v; last status %+v", err, last.Status)
+		}
+		pods, err := client.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=trivial"})
+		if err != nil {
+			t.Fatalf("list pods: %v", err)
+		}
+		onNode := map[string]bool{}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				onNode[p.Spec.NodeName] = true
+			}
+		}
+		for _, n := range c.Nodes {
+			if !onNode[n] {
+				t.Errorf("no running pod on node %s (pods on %v)", n, onNode)
+			}
+		}
+	})
+
+	t.Run("stop ends every process", func(t *testing.T) {
+		procs := c.Processes()
+		if len(procs) != 5 {
+			t.Fatalf("Processes() = %v, want etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok", procs)
+		}
+		if err := c.Stop(); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		for _, p := range procs {
+			if err := syscall.Kill(p.PID, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("%s (pid %d) still exists after Stop: kill(0) = %v", p.Name, p.PID, err)
+			}
+		}
+		if left := c.Processes(); len(left) != 0 {
+			t.Errorf("Processes() after Stop = %v, want none", left)
+		}
+	})
+}
+
+func TestAPIServerRestartKeepsData(t *testing.T) {
+	c := testcluster.ForTest(t, testcluster.Options{Nodes: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cms := c.Client().CoreV1().ConfigMaps(testcluster.InsightsNamespace)
+
+	before, err := cms.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "survivor"},
+		Data:       map[string]string{"key": "value"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create configmap: %v", err)
+	}
+	var oldPID int
+	for _, p := range c.Processes() {
+		if p.Name == "kube-apiserver" {
+			oldPID = p.PID
+		}
+	}
+
+	if err := c.StopAPIServer(); err != nil {
+		t.Fatalf("StopAPIServer: %v", err)
+	}
+	if err := syscall.Kill(oldPID, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kube-apiserver pid %d still exists: %v", oldPID, err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	_, err = cms.Get(short, "survivor", metav1.GetOptions{})
+	cancelShort()
+	if err == nil {
+		t.Fatalf("GET succeeded with kube-apiserver stopped")
+	}
+
+	if err := c.StartAPIServer(ctx); err != nil {
+		t.Fatalf("StartAPIServer: %v", err)
+	}
+	after, err := cms.Get(ctx, "survivor", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get configmap after restart: %v", err)
+	}
+	if after.UID != before.UID || after.Data["key"] != "value" {
+		t.Errorf("configmap after restart = uid %s data %v, want uid %s data key=value", after.UID, after.Data, before.UID)
+	}
+	if n := len(c.Processes()); n != 5 {
+		t.Errorf("Processes() after restart lists %d, want 5", n)
+	}
+}
+
+// BenchmarkStart measures a start of a 3-node cluster with cached binaries,
+// through readiness; stopping is not timed.
+func BenchmarkStart(b *testing.B) {
+	for b.Loop() {
+		c := testcluster.ForTest(b, testcluster.Options{})
+		b.StopTimer()
+		b.ReportMetric(c.StartupDuration.Seconds(), "s/start")
+		if err := c.Stop(); err != nil {
+			b.Fatalf("stop: %v", err)
+		}
+		b.StartTimer()
+	}
+}
+
+func trivialDaemonSet() *appsv1.DaemonSet {
+	labels := map[string]string{"app": "trivial"}
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "trivial", Namespace: testcluster.InsightsNamespace},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					PriorityClassName:  testcluster.UserCriticalPriority,
+					ServiceAccountName: testcluster.InsightsServiceAccount,
+					NodeSelector:       map[string]string{"kubernetes.io/os": "linux"},
+					Containers: []corev1.Container{{
+						Name:  "pause",
+						Image: "registry.k8s.io/pause:3.10", // never pulled: kwok only fakes the pod
+					}},
+				},
+			},
+		},
+	}
+}
