@@ -7,6 +7,7 @@ GO ?= go
 BIN := bin/runtime-extractor-controller
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME ?= 15s
+LISTEN ?= 127.0.0.1:8443
 
 .PHONY: all build tools test unit e2e fuzz verify docs run bench clean
 
@@ -43,14 +44,17 @@ verify:
 	  rm -f /tmp/rec-go.*.$$$$
 	$(GO) test -count=1 -run 'TestGeneratedDocsAreCurrent|TestScenarios' ./fsm
 	$(GO) test -count=1 -run 'Golden' ./cmd/... ./pkg/resources
+	$(GO) test -count=1 ./hack/readme-diagram ./manifests ./docs
 
 docs:
 	$(GO) run ./cmd/runtime-extractor-controller diagram --format markdown > docs/state-machine.md
 	$(GO) run ./cmd/runtime-extractor-controller diagram --format dot > docs/state-machine.dot
+	set -o pipefail; $(GO) run ./cmd/runtime-extractor-controller diagram --format mermaid | $(GO) run ./hack/readme-diagram README.md
 
 run: tools build
-	$(GO) run ./hack/localcluster --nodes 3 -- $(BIN) --kubeconfig {kubeconfig} \
-	  --namespace openshift-insights --listen 127.0.0.1:0 \
+	$(GO) build -o bin/localcluster ./hack/localcluster
+	bin/localcluster --nodes 3 -- $(BIN) --kubeconfig {kubeconfig} \
+	  --namespace openshift-insights --listen $(LISTEN) \
 	  --leader-elect-lease-duration 15s --leader-elect-renew-deadline 10s --leader-elect-retry-period 2s
 
 bench: tools build

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	goflag "flag"
 	"fmt"
 	"os"
 	"time"
@@ -51,6 +52,12 @@ func newControllerCommand(ctx context.Context) *cobra.Command {
 	cmd.Use = componentName
 	cmd.Short = "Keep the insights-runtime-extractor DaemonSet in its desired state"
 	flags := cmd.Flags()
+	// Outside a pod there is no namespace to auto-detect; the controller's home is
+	// known, so default to it.
+	if ns := flags.Lookup("namespace"); ns != nil {
+		_ = ns.Value.Set(resources.Namespace)
+		ns.DefValue = resources.Namespace
+	}
 	flags.DurationVar(&opts.resync, "resync", runtimeextractor.DefaultResync, "period of the level re-assert")
 	flags.StringVar(&opts.clusterOperator, "cluster-operator", status.DefaultClusterOperatorName, "ClusterOperator that receives the RuntimeExtractor* conditions (empty: none)")
 	flags.DurationVar(&cc.LeaseDuration.Duration, "leader-elect-lease-duration", cc.LeaseDuration.Duration, "leader election lease duration")
@@ -58,6 +65,10 @@ func newControllerCommand(ctx context.Context) *cobra.Command {
 	flags.DurationVar(&cc.RetryPeriod.Duration, "leader-elect-retry-period", cc.RetryPeriod.Duration, "leader election retry period")
 	flags.BoolVar(&cc.DisableLeaderElection, "disable-leader-election", false, "run without leader election (one replica only)")
 	verflag.AddFlags(flags)
+	// klog's flags (-v, --vmodule, ...) so the controller's V(2)/V(4) logs can be enabled.
+	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	flags.AddGoFlagSet(klogFlags)
 	return cmd
 }
 

@@ -91,7 +91,7 @@ func NewRuntimeExtractorController(
 		o(c)
 	}
 	if c.versions == nil {
-		c.versions = envVersionSource()
+		c.versions = envVersion{}
 	}
 	if c.images == nil {
 		images, err := resources.ImagesFromEnv(os.Getenv)
@@ -176,9 +176,9 @@ func (c *Controller) Run(ctx context.Context) {
 		case <-c.versions.Changed():
 			c.onVersion(ctx)
 		case <-c.informer.ResourceModified():
-			c.onDrift(ctx)
+			c.onDrift(ctx, false)
 		case <-c.extraDrift:
-			c.onDrift(ctx)
+			c.onDrift(ctx, true) // a caller's informer: no observations, only a hint
 		case <-c.informer.rollout:
 			c.onRollout(ctx)
 		case <-c.retryC:
@@ -232,19 +232,28 @@ func (c *Controller) onVersion(ctx context.Context) {
 	c.fire(ctx, fsm.VersionChanged{From: from, To: v})
 }
 
-func (c *Controller) onDrift(ctx context.Context) {
+// onDrift turns drift notifications into Modified or Deleted. It re-checks
+// each observation against the manager's own writes now, on the goroutine that
+// made them, so an own write whose watch event beat the bookkeeping is not
+// mistaken for drift.
+func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	state := c.machine.State()
-	for kind, n := range c.informer.drainDrift() {
-		// Our own delete while disabling is not drift.
-		if kind == DriftDeleted && (state == fsm.StateDeleting || state == fsm.StateDisabled) {
+	drifted := hint
+	for _, o := range c.informer.drainDrift() {
+		switch {
+		case o.kind != DriftDeleted && c.manager.IsOwnWrite(o.uid, o.generation):
 			continue
+		case o.kind == DriftDeleted && (state == fsm.StateDeleting || state == fsm.StateDisabled):
+			continue // our own delete while disabling
 		}
-		for i := 0; i < n; i++ {
-			if c.metrics != nil {
-				c.metrics.ObserveDrift(string(kind))
-			}
+		drifted = true
+		if c.metrics != nil {
+			c.metrics.ObserveDrift(string(o.kind))
 		}
-		c.recorder.Eventf(ReasonDriftDetected, "DaemonSet %s/%s was changed by someone else (%s); restoring it", resources.Namespace, resources.DaemonSetName, kind)
+		c.recorder.Eventf(ReasonDriftDetected, "DaemonSet %s/%s was changed by someone else (%s); restoring it", resources.Namespace, resources.DaemonSetName, o.kind)
+	}
+	if !drifted {
+		return
 	}
 	ds, ok := c.informer.current()
 	if !ok {

@@ -13,6 +13,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
@@ -49,10 +50,20 @@ type daemonSetInformer struct {
 	rollout  chan struct{} // status or generation moved, coalesced
 
 	// ownWrite tells the controller's own writes apart (set by the controller).
-	ownWrite atomic.Pointer[func(*appsv1.DaemonSet) bool]
+	ownWrite atomic.Pointer[func(types.UID, int64) bool]
 
 	mu      sync.Mutex
-	pending map[DriftKind]int // drift seen since the controller last drained it
+	pending []observation // drift seen since the controller last drained it
+}
+
+// observation is one candidate drift. The event-time own-write check can lose a
+// race (the watch event may arrive before the writer recorded its write), so the
+// controller checks UID and generation again when it drains, after its own
+// apply has returned.
+type observation struct {
+	kind       DriftKind
+	uid        types.UID
+	generation int64
 }
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
@@ -75,7 +86,6 @@ func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.
 		syncCtx:  factory.NewSyncContext("RuntimeExtractorResourceInformer", eventRecorder),
 		modified: make(chan struct{}, 1),
 		rollout:  make(chan struct{}, 1),
-		pending:  map[DriftKind]int{},
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    ri.onAdd,
@@ -128,7 +138,7 @@ func notify(ch chan struct{}) {
 
 func (ri *daemonSetInformer) isOwnWrite(ds *appsv1.DaemonSet) bool {
 	f := ri.ownWrite.Load()
-	return f != nil && (*f)(ds)
+	return f != nil && (*f)(ds.UID, ds.Generation)
 }
 
 func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
@@ -140,7 +150,7 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 	// Objects present at startup are the controller's first observation, not
 	// drift; a later Add it did not write (someone recreated it) is.
 	if !isInInitialList && !ri.isOwnWrite(ds) {
-		ri.drift(DriftModified)
+		ri.drift(observation{DriftModified, ds.UID, ds.Generation})
 	}
 }
 
@@ -154,7 +164,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		notify(ri.rollout)
 	}
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
-		ri.drift(kind)
+		ri.drift(observation{kind, cur.UID, cur.Generation})
 	}
 }
 
@@ -199,26 +209,27 @@ func (ri *daemonSetInformer) onDelete(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	if ds, ok := obj.(*appsv1.DaemonSet); !ok || ds.Name != resources.DaemonSetName {
+	ds, ok := obj.(*appsv1.DaemonSet)
+	if !ok || ds.Name != resources.DaemonSetName {
 		return
 	}
 	notify(ri.rollout)
-	ri.drift(DriftDeleted)
+	ri.drift(observation{DriftDeleted, ds.UID, ds.Generation})
 }
 
-func (ri *daemonSetInformer) drift(kind DriftKind) {
+func (ri *daemonSetInformer) drift(o observation) {
 	ri.mu.Lock()
-	ri.pending[kind]++
+	ri.pending = append(ri.pending, o)
 	ri.mu.Unlock()
 	ri.syncCtx.Queue().Add(factory.DefaultQueueKey)
 }
 
-// drainDrift returns and forgets the drift kinds seen since the last call.
-func (ri *daemonSetInformer) drainDrift() map[DriftKind]int {
+// drainDrift returns and forgets the drift seen since the last call.
+func (ri *daemonSetInformer) drainDrift() []observation {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
 	out := ri.pending
-	ri.pending = map[DriftKind]int{}
+	ri.pending = nil
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -15,7 +16,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-func newTestInformer(t *testing.T, own func(*appsv1.DaemonSet) bool) *daemonSetInformer {
+func newTestInformer(t *testing.T, own func(types.UID, int64) bool) *daemonSetInformer {
 	t.Helper()
 	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
 	ri, err := NewResourceInformer(rec, informers.NewSharedInformerFactory(fake.NewClientset(), 0))
@@ -40,13 +41,13 @@ func managed(gen int64, mutate ...func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
 }
 
 func TestInformerFiltering(t *testing.T) {
-	notOwn := func(*appsv1.DaemonSet) bool { return false }
-	ownUpTo := func(gen int64) func(*appsv1.DaemonSet) bool {
-		return func(ds *appsv1.DaemonSet) bool { return ds.UID == "uid-1" && ds.Generation <= gen }
+	notOwn := func(types.UID, int64) bool { return false }
+	ownUpTo := func(gen int64) func(types.UID, int64) bool {
+		return func(uid types.UID, g int64) bool { return uid == "uid-1" && g <= gen }
 	}
 	cases := []struct {
 		name string
-		own  func(*appsv1.DaemonSet) bool
+		own  func(types.UID, int64) bool
 		feed func(ri *daemonSetInformer)
 		want map[DriftKind]int
 	}{
@@ -92,7 +93,7 @@ func TestInformerFiltering(t *testing.T) {
 	for i, tc := range cases {
 		ri := newTestInformer(t, tc.own)
 		tc.feed(ri)
-		got := ri.drainDrift()
+		got := kinds(ri.drainDrift())
 		if len(got) != len(tc.want) {
 			t.Errorf("#%d %s: got %v, want %v", i, tc.name, got, tc.want)
 			continue
@@ -105,12 +106,20 @@ func TestInformerFiltering(t *testing.T) {
 	}
 }
 
+func kinds(obs []observation) map[DriftKind]int {
+	out := map[DriftKind]int{}
+	for _, o := range obs {
+		out[o.kind]++
+	}
+	return out
+}
+
 func TestNotificationsCoalesceAndNeverBlock(t *testing.T) {
-	ri := newTestInformer(t, func(*appsv1.DaemonSet) bool { return false })
+	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
 	for i := 0; i < 100; i++ {
 		ri.onDelete(managed(1)) // would block forever if a notification could block
 	}
-	if got := ri.drainDrift()[DriftDeleted]; got != 100 {
+	if got := kinds(ri.drainDrift())[DriftDeleted]; got != 100 {
 		t.Fatalf("counted %d deletions, want 100", got)
 	}
 	if len(ri.rollout) != 1 {

@@ -68,4 +68,9 @@ func defaultRateLimiter() workqueue.TypedRateLimiter[string] {
 	return jitteredExponential{workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultRetryBase, DefaultRetryMax)}
 }
 
-func envVersionSource() VersionSource { return version.NewStatic(os.Getenv(version.EnvReleaseVersion)) }
+// envVersion reads RELEASE_VERSION whenever asked, so a signal on the seed's
+// updateCh picks up a new value; it never signals by itself.
+type envVersion struct{}
+
+func (envVersion) Version() string          { return os.Getenv(version.EnvReleaseVersion) }
+func (envVersion) Changed() <-chan struct{} { return nil }

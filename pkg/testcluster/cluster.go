@@ -176,6 +176,13 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--tls-cert-file=" + p.servingCert,
 		"--tls-private-key-file=" + p.servingKey,
 		"--client-ca-file=" + p.caCert,
+		"--requestheader-client-ca-file=" + p.frontProxyCACert,
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + p.proxyClientCert,
+		"--proxy-client-key-file=" + p.proxyClientKey,
 		"--service-account-issuer=" + serviceAccountIssuer,
 		"--service-account-key-file=" + p.saPub,
 		"--service-account-signing-key-file=" + p.saKey,
@@ -300,7 +307,8 @@ func (c *Cluster) waitFor(ctx context.Context, what string, timeout time.Duratio
 	}
 }
 
-// exitedProcess returns a component that has exited although Stop was not called.
+// exitedProcess returns a component that has exited. While Start or
+// StartAPIServer waits, any exit is a failure worth reporting at once.
 func (c *Cluster) exitedProcess() *process {
 	c.mu.Lock()
 	defer c.mu.Unlock()

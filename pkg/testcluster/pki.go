@@ -20,6 +20,10 @@ import (
 // certValidity is long enough for any test run or local session.
 const certValidity = 7 * 24 * time.Hour
 
+// frontProxyClientName is the identity kube-apiserver presents to aggregated API
+// servers; the request-header allowed names list it.
+const frontProxyClientName = "front-proxy-client"
+
 // pki holds the paths of every key and certificate the cluster's components use.
 type pki struct {
 	caCert, caKey               string
@@ -28,6 +32,12 @@ type pki struct {
 	kcmCert, kcmKey             string // system:kube-controller-manager client
 	schedulerCert, schedulerKey string // system:kube-scheduler client
 	saKey, saPub                string // service-account token signing key pair
+	// The front-proxy (request-header) CA and the API server's aggregator client
+	// certificate, as kubeadm and OpenShift set them up: kube-apiserver then
+	// publishes requestheader-client-ca-file in extension-apiserver-authentication,
+	// which delegated authentication (library-go's controllercmd) insists on.
+	frontProxyCACert, frontProxyCAKey string
+	proxyClientCert, proxyClientKey   string
 
 	caPEM []byte
 }
@@ -53,13 +63,26 @@ func generatePKI(dir string) (*pki, error) {
 		kcmCert: filepath.Join(dir, "kube-controller-manager.crt"), kcmKey: filepath.Join(dir, "kube-controller-manager.key"),
 		schedulerCert: filepath.Join(dir, "kube-scheduler.crt"), schedulerKey: filepath.Join(dir, "kube-scheduler.key"),
 		saKey: filepath.Join(dir, "sa.key"), saPub: filepath.Join(dir, "sa.pub"),
+		frontProxyCACert: filepath.Join(dir, "front-proxy-ca.crt"), frontProxyCAKey: filepath.Join(dir, "front-proxy-ca.key"),
+		proxyClientCert: filepath.Join(dir, "front-proxy-client.crt"), proxyClientKey: filepath.Join(dir, "front-proxy-client.key"),
 	}
 
-	ca, caPEM, err := newCA(p.caCert, p.caKey)
+	ca, caPEM, err := newCA("testcluster-ca", p.caCert, p.caKey)
 	if err != nil {
 		return nil, err
 	}
 	p.caPEM = caPEM
+	frontProxyCA, _, err := newCA("testcluster-front-proxy-ca", p.frontProxyCACert, p.frontProxyCAKey)
+	if err != nil {
+		return nil, err
+	}
+	proxyClient := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: frontProxyClientName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if err := frontProxyCA.issue(proxyClient, p.proxyClientCert, p.proxyClientKey); err != nil {
+		return nil, fmt.Errorf("issue front-proxy client certificate: %w", err)
+	}
 
 	serving := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
@@ -101,7 +124,7 @@ func generatePKI(dir string) (*pki, error) {
 	return p, nil
 }
 
-func newCA(certPath, keyPath string) (*certAuthority, []byte, error) {
+func newCA(commonName, certPath, keyPath string) (*certAuthority, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate CA key: %w", err)
@@ -113,7 +136,7 @@ func newCA(certPath, keyPath string) (*certAuthority, []byte, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "testcluster-ca"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour), // tolerate small clock skew
 		NotAfter:              now.Add(certValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,

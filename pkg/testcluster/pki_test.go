@@ -57,6 +57,16 @@ func TestGeneratePKIChainsToCA(t *testing.T) {
 		}
 	}
 
+	frontProxyRoots := x509.NewCertPool()
+	frontProxyRoots.AddCert(readCert(t, p.frontProxyCACert))
+	proxyClient := readCert(t, p.proxyClientCert)
+	if _, err := proxyClient.Verify(x509.VerifyOptions{Roots: frontProxyRoots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("front-proxy client certificate does not chain to the front-proxy CA: %v", err)
+	}
+	if _, err := proxyClient.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		t.Errorf("front-proxy client certificate verifies against the cluster CA; the two CAs must be distinct")
+	}
+
 	if info, err := os.Stat(p.saKey); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("service-account key: %v, mode %v; want a 0600 file", err, info.Mode().Perm())
 	}

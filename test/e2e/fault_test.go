@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,8 +101,11 @@ func (e *env) checkBackoff(phase string, o outage, wantRetries bool) {
 // normal behaviour, but it would hide what this test observes: one process
 // that keeps running and backs off. Restarts are covered by the kill tests.
 //
-// The controller talks to the API server through a counting TCP proxy: while
-// the API server is down, every attempt to reach it opens a connection.
+// The controller reaches the API server through a counting TCP proxy, as it
+// reaches OpenShift's through a load balancer: while the API server is down,
+// every attempt opens a connection, which the proxy accepts and closes. The
+// client sees EOF (not "connection refused"), on which client-go retries a GET
+// up to 10 times, a second apart, before returning the error.
 func TestAPIServerOutage(t *testing.T) {
 	e := newEnv(t)
 	proxy := startCountingProxy(t, cluster.RESTConfig.Host)
@@ -117,7 +121,8 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := e.startController(controllerOpts{kubeconfig: proxy.kubeconfig(t), args: []string{"--disable-leader-election"}})
-	waitAdded(t, w)
+	c.keepLog()
+	waitAdded(t, w, c)
 	before := c.outageCounters(proxy)
 	stoppedAt := e.stopAPIServer()
 	reachedRunning := c.logContains("-> Running")
@@ -129,7 +134,7 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 	e.waitRolledOut()
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
-	t.Logf("after create: converged %s after the API server was back", time.Since(restarted).Round(time.Millisecond))
+	t.Logf("after create: Available %s after the API server was back", time.Since(restarted).Round(time.Millisecond))
 
 	// Back to Disabled, so the next phase starts with a create.
 	e.setConfig(disabledConfig)
@@ -140,17 +145,22 @@ func TestAPIServerOutage(t *testing.T) {
 	// config is enabled, so the change sits in its socket when the API server
 	// goes away: it acts on it only when the API server is unreachable.
 	restarted = e.faultDuringAction(c, proxy, "create", enabledConfig, "-> Deploying")
+	e.waitDaemonSet("the DaemonSet created", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	acted := time.Since(restarted)
 	e.waitRolledOut()
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
 	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
-	t.Logf("create: converged %s after the API server was back", time.Since(restarted).Round(time.Millisecond))
+	t.Logf("create: the DaemonSet was created %s and Available %s after the API server was back",
+		acted.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 
 	// Phase 3: Deleting, the delete fails.
 	restarted = e.faultDuringAction(c, proxy, "delete", disabledConfig, "-> Deleting")
 	e.waitDaemonSet("the DaemonSet gone", func(ds *appsv1.DaemonSet) bool { return ds == nil })
+	acted = time.Since(restarted)
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonDisabled)
 	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
-	t.Logf("delete: converged %s after the API server was back", time.Since(restarted).Round(time.Millisecond))
+	t.Logf("delete: the DaemonSet was deleted %s and Disabled reported %s after the API server was back",
+		acted.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 
 	if !c.alive() {
 		t.Fatalf("controller %d exited", c.pid())
@@ -192,12 +202,15 @@ func waitLogCount(t *testing.T, c *controller, s string, n int, timeout time.Dur
 	}
 }
 
-func waitAdded(t *testing.T, w watch.Interface) {
+// waitAdded waits for the watch to see the DaemonSet created by c.
+func waitAdded(t *testing.T, w watch.Interface, c *controller) {
 	t.Helper()
 	defer w.Stop()
 	timeout := time.After(convergeTimeout)
 	for {
 		select {
+		case <-c.done:
+			t.Fatalf("controller %d exited:\n%s", c.pid(), tail(c.log, 30))
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				t.Fatal("watch closed before the DaemonSet was created")
@@ -264,11 +277,22 @@ func TestRandomKillsConverge(t *testing.T) {
 			what = "bump the version to " + version
 			e.setClusterVersion(version)
 		}
-		delay := time.Duration(rng.IntN(1500)) * time.Millisecond
+		// The controller reacts within tens of milliseconds and kwok rolls out
+		// in about a second: most kill points fall inside the reaction.
+		delay := time.Duration(rng.IntN(600)) * time.Millisecond
 		time.Sleep(delay) // the random kill point
 		c.kill()
 		killed := time.Now()
 		c = e.startController(opts)
+		// The new process's own view first: it must settle in the right state...
+		want := `runtime_extractor_state{state="Running"} 1`
+		if !enabled {
+			want = `runtime_extractor_state{state="Disabled"} 1`
+		}
+		e.eventually(fmt.Sprintf("run %d: the restarted controller reports %s", run, want), func(context.Context) (bool, error) {
+			return strings.Contains(c.metrics(), want), nil
+		})
+		// ...and the cluster must agree.
 		if enabled {
 			e.waitDaemonSet(fmt.Sprintf("run %d: the DaemonSet rolled out at %s", run, version), func(ds *appsv1.DaemonSet) bool {
 				return rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == version &&
