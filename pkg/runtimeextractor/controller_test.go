@@ -200,3 +200,30 @@ func TestCancelStopsRun(t *testing.T) {
 		t.Fatal("Run did not return within 10s of cancel")
 	}
 }
+
+// TestOwnWriteSeenBeforeBookkeepingIsNotDrift: the watch event of the
+// controller's own write can reach the informer before the manager recorded the
+// write; the controller re-checks such observations when it drains them.
+func TestOwnWriteSeenBeforeBookkeepingIsNotDrift(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	h.stop() // drive onDrift by hand, on this goroutine
+	ds := h.stored()
+	ctx := context.Background()
+	var visited []fsm.State
+	h.ctrl.machine.OnTransition(func(tr fsm.Transition) { visited = append(visited, tr.To) })
+
+	h.ctrl.informer.drift(observation{DriftModified, ds.UID, ds.Generation})
+	h.ctrl.onDrift(ctx, false)
+	if len(visited) != 0 || h.eventCount(ReasonDriftDetected) != 0 {
+		t.Fatalf("own write treated as drift: visited %v, %d drift events", visited, h.eventCount(ReasonDriftDetected))
+	}
+
+	// Someone else's write: Drifted, the (no-op) apply, the rollout check, Running.
+	h.ctrl.informer.drift(observation{DriftModified, ds.UID, ds.Generation + 1})
+	h.ctrl.onDrift(ctx, false)
+	if len(visited) == 0 || visited[0] != fsm.StateDrifted || h.eventCount(ReasonDriftDetected) != 1 {
+		t.Fatalf("someone else's write not treated as drift: visited %v", visited)
+	}
+}
