@@ -390,7 +390,6 @@ func (c *Cluster) createInfrastructure(ctx context.Context, cfg configv1client.C
 	}
 	infra.Status = configv1.InfrastructureStatus{
 		InfrastructureName:     "testcluster",
-		Platform:               configv1.NonePlatformType,
 		PlatformStatus:         &configv1.PlatformStatus{Type: configv1.NonePlatformType},
 		APIServerURL:           c.RESTConfig.Host,
 		APIServerInternalURL:   c.RESTConfig.Host,

@@ -87,9 +87,6 @@ func (p *process) running() bool {
 	}
 }
 
-// exited returns a channel closed when the process exits.
-func (p *process) exited() <-chan struct{} { return p.done }
-
 // stop sends SIGTERM, waits up to grace, then SIGKILLs. Only this PID is
 // signalled; it is reaped before stop returns, so the PID no longer exists.
 func (p *process) stop(grace time.Duration) error {
