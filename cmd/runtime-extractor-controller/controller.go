@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -76,11 +77,11 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 	if cctx.OperatorNamespace == "" || cctx.OperatorNamespace == "openshift-config-managed" {
 		cctx.OperatorNamespace = resources.Namespace
 	}
-	kubeClient, err := kubernetes.NewForConfig(cctx.ProtoKubeConfig)
+	kubeClient, err := kubernetes.NewForConfig(withRateLimits(cctx.ProtoKubeConfig))
 	if err != nil {
 		return fmt.Errorf("kube client: %w", err)
 	}
-	configClient, err := configclient.NewForConfig(cctx.KubeConfig)
+	configClient, err := configclient.NewForConfig(withRateLimits(cctx.KubeConfig))
 	if err != nil {
 		return fmt.Errorf("config client: %w", err)
 	}
@@ -117,6 +118,21 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 	controller.Run(ctx)
 	klog.Info("runtime extractor controller stopped")
 	return nil
+}
+
+// Client-side rate limits. client-go's default (5 QPS, burst 10) spaces a
+// drift repair's few requests 200 ms apart once status writes share the budget;
+// the controller's traffic is a handful of requests per action, so a modest
+// allowance keeps reactions fast without letting a bug flood the API server.
+const (
+	clientQPS   = 20
+	clientBurst = 40
+)
+
+func withRateLimits(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	return cfg
 }
 
 // tlsProfile reads the cluster's TLS security profile from the APIServer

@@ -2,7 +2,6 @@ package runtimeextractor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -48,7 +47,7 @@ type Controller struct {
 	versions VersionSource
 	images   *resources.Images
 	metrics  *metrics.Metrics
-	status   *status.Reporter
+	status   *statusWriter
 
 	// Owned by the Run goroutine.
 	version   string
@@ -150,6 +149,12 @@ func (c *Controller) Run(ctx context.Context) {
 	configCh, stopConfig := c.configNotifier.ConfigChanged()
 	defer stopConfig()
 	defer c.stopRetry()
+	if c.status != nil {
+		statusCtx, stopStatus := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); c.status.run(statusCtx) }()
+		defer func() { stopStatus(); <-done }()
+	}
 
 	c.version = c.versions.Version()
 	if ds, ok := c.informer.current(); ok {
@@ -159,7 +164,7 @@ func (c *Controller) Run(ctx context.Context) {
 	// The first event is the observed level: Enabled applies (adopting or
 	// correcting what exists), Disabled deletes what the cache shows.
 	c.reassert(ctx)
-	c.report(ctx)
+	c.report()
 
 	resync := time.NewTicker(c.resync)
 	defer resync.Stop()
@@ -187,7 +192,7 @@ func (c *Controller) Run(ctx context.Context) {
 		case <-resync.C:
 			c.reassert(ctx)
 		}
-		c.report(ctx)
+		c.report()
 	}
 }
 
@@ -397,8 +402,9 @@ func (c *Controller) observeTransition(t fsm.Transition) {
 	c.recorder.Eventf(ReasonStateChanged, "runtime extractor %s -> %s on %s", t.From, t.To, t.Event.Name())
 }
 
-// report writes the status conditions; the reporter writes only on change.
-func (c *Controller) report(ctx context.Context) {
+// report hands the current snapshot to the status writer (which writes only on
+// change, off this goroutine).
+func (c *Controller) report() {
 	if c.status == nil {
 		return
 	}
@@ -415,9 +421,7 @@ func (c *Controller) report(ctx context.Context) {
 	if r, ok := c.configNotifier.(configErrorReporter); ok {
 		s.ConfigError = r.LastError()
 	}
-	if err := c.status.Report(ctx, s); err != nil && !errors.Is(err, context.Canceled) {
-		klog.Warningf("report status: %v", err)
-	}
+	c.status.offer(s)
 }
 
 func rng() float64 { return rand.Float64() }

@@ -51,7 +51,9 @@ func WithImages(images resources.Images) Option { return func(c *Controller) { c
 func WithMetrics(m *metrics.Metrics) Option { return func(c *Controller) { c.metrics = m } }
 
 // WithStatusReporter reports the RuntimeExtractor* conditions through r.
-func WithStatusReporter(r *status.Reporter) Option { return func(c *Controller) { c.status = r } }
+func WithStatusReporter(r *status.Reporter) Option {
+	return func(c *Controller) { c.status = newStatusWriter(r) }
+}
 
 // jitteredExponential is an exponential per-item backoff with up to 10% jitter,
 // so several controllers failing together do not retry in lockstep.

@@ -33,14 +33,6 @@ func (c *controller) alive() bool {
 
 func (c *controller) pid() int { return c.cmd.Process.Pid }
 
-// TEMPDEBUG
-func (c *controller) keepLog() {
-	c.t.Cleanup(func() {
-		raw, _ := os.ReadFile(c.log)
-		_ = os.WriteFile(filepath.Join("/tmp", "ctrl-"+strconv.Itoa(c.pid())+".log"), raw, 0o644)
-	})
-}
-
 // pause stops the process (SIGSTOP) without killing it: the kernel keeps
 // buffering what the API server sends it, so it reads that when resumed.
 func (c *controller) pause() {

@@ -1,0 +1,509 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	configclient "github.com/openshift/client-go/config/clientset/versioned"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/insights-runtime-extractor/controller/manifests"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+const (
+	ns   = resources.Namespace
+	name = resources.DaemonSetName
+	// controllerAccount is the shipped manifests' ServiceAccount; the bench runs
+	// the controller with its token, so the audit log tells its requests apart.
+	controllerAccount = "runtime-extractor-controller"
+	// waitTimeout bounds every wait for the cluster to converge.
+	waitTimeout = 2 * time.Minute
+)
+
+// bench is one run: the cluster, the controller under test and what was
+// measured so far.
+type bench struct {
+	o      options
+	work   string
+	binary string
+
+	cluster    *testcluster.Cluster
+	kube       kubernetes.Interface // admin
+	config     configclient.Interface
+	kubeconfig string // the controller's ServiceAccount kubeconfig
+	user       string // the controller's user name in the audit log
+
+	audit   *testcluster.AuditReader
+	markers int
+	// requests holds every request of the controller's user read from the
+	// audit log so far.
+	requests []testcluster.AuditEvent
+
+	ds   *dsWatcher
+	ctrl *controllerProcess
+	res  *results
+	// leaseWindow is the quiet window over which lease traffic is reported.
+	leaseWindow [2]time.Time
+}
+
+func setUp(ctx context.Context, o options, root, work string) (*bench, error) {
+	b := &bench{o: o, work: work, binary: o.binary, res: newResults(o)}
+	b.res.Commit = gitCommit(root)
+	if b.binary == "" {
+		b.binary = filepath.Join(work, "runtime-extractor-controller")
+		logf("building the controller")
+		build := exec.CommandContext(ctx, "go", "build", "-o", b.binary, "./cmd/runtime-extractor-controller")
+		build.Dir = root
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return nil, fmt.Errorf("build controller: %w", err)
+		}
+	}
+	logf("starting a %d-node local cluster with the audit log on", o.nodes)
+	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	var err error
+	b.cluster, err = testcluster.Start(startCtx, testcluster.Options{
+		Nodes: o.nodes, Dir: filepath.Join(work, "cluster"), AuditLog: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.res.Cluster = fmt.Sprintf("%d kwok nodes, started in %s", len(b.cluster.Nodes), b.cluster.StartupDuration.Round(100*time.Millisecond))
+	b.kube = b.cluster.Client()
+	if b.config, err = configclient.NewForConfig(b.cluster.RESTConfig); err != nil {
+		b.tearDown()
+		return nil, fmt.Errorf("config client: %w", err)
+	}
+	b.audit = testcluster.NewAuditReader(b.cluster.AuditLogPath())
+
+	if err := b.installRBAC(ctx); err != nil {
+		b.tearDown()
+		return nil, err
+	}
+	b.kubeconfig = filepath.Join(work, "controller.kubeconfig")
+	if _, err := b.cluster.ServiceAccountKubeconfig(ctx, ns, controllerAccount, b.kubeconfig, 2*time.Hour); err != nil {
+		b.tearDown()
+		return nil, err
+	}
+	b.user = testcluster.ServiceAccountUser(ns, controllerAccount)
+	if b.ds, err = watchDaemonSet(ctx, b.kube); err != nil {
+		b.tearDown()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *bench) tearDown() {
+	if b.ctrl != nil {
+		b.ctrl.stop()
+	}
+	if b.ds != nil {
+		b.ds.stop()
+	}
+	if b.cluster != nil {
+		if err := b.cluster.Stop(); err != nil {
+			logf("stop cluster: %v", err)
+		}
+	}
+}
+
+// installRBAC creates the shipped ServiceAccount and RBAC objects; not the
+// Deployment, as the bench runs the binary itself.
+func (b *bench) installRBAC(ctx context.Context) error {
+	objs, err := manifests.Objects()
+	if err != nil {
+		return fmt.Errorf("load manifests: %w", err)
+	}
+	var rbac []runtime.Object
+	for _, obj := range objs {
+		switch obj.(type) {
+		case *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
+			rbac = append(rbac, obj)
+		}
+	}
+	if err := manifests.CreateAll(ctx, b.kube, rbac); err != nil {
+		return fmt.Errorf("apply RBAC manifests: %w", err)
+	}
+	return nil
+}
+
+// controllerProcess is one run of the binary.
+type controllerProcess struct {
+	cmd    *exec.Cmd
+	log    string
+	listen string
+	done   chan struct{}
+	http   *http.Client
+}
+
+// startController runs the binary as the controller's ServiceAccount.
+func (b *bench) startController(resync time.Duration, label string) (*controllerProcess, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	c := &controllerProcess{
+		listen: fmt.Sprintf("127.0.0.1:%d", port),
+		log:    filepath.Join(b.work, "controller-"+label+".log"),
+		done:   make(chan struct{}),
+	}
+	logFile, err := os.Create(c.log)
+	if err != nil {
+		return nil, fmt.Errorf("create controller log: %w", err)
+	}
+	c.cmd = exec.Command(b.binary,
+		"--kubeconfig", b.kubeconfig, "--namespace", ns, "--listen", c.listen,
+		// make run's lease timings.
+		"--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "10s", "--leader-elect-retry-period", "2s",
+		"--resync", resync.String(),
+	)
+	c.cmd.Env = append(os.Environ(), "RELEASE_VERSION=0.0.0-local")
+	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start controller: %w", err)
+	}
+	go func() {
+		_ = c.cmd.Wait()
+		logFile.Close()
+		close(c.done)
+	}()
+	// /metrics authenticates with delegated authentication: the admin client
+	// certificate works; the serving certificate is self-signed.
+	tlsConfig, err := rest.TLSConfigFor(b.cluster.RESTConfig)
+	if err != nil {
+		c.stop()
+		return nil, fmt.Errorf("metrics client: %w", err)
+	}
+	tlsConfig.RootCAs, tlsConfig.InsecureSkipVerify = nil, true
+	c.http = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}, Timeout: 10 * time.Second}
+	return c, nil
+}
+
+// stop sends SIGTERM to exactly this process; SIGKILL after a grace period.
+func (c *controllerProcess) stop() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+func (c *controllerProcess) running() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// metrics scrapes /metrics once.
+func (c *controllerProcess) metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+c.listen+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return string(body), nil
+}
+
+// scrape retries until /metrics answers (it does once the process serves).
+func (c *controllerProcess) scrape(ctx context.Context) (string, error) {
+	var body string
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if !c.running() {
+			return false, errors.New("the controller exited")
+		}
+		body, last = c.metrics(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("scrape /metrics: %w (last error: %v)", err, last)
+	}
+	return body, nil
+}
+
+// metricSum adds up the samples of metric family name whose labels contain
+// every one of labels.
+func metricSum(body, name string, labels ...string) float64 {
+	var sum float64
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(rest, l)
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(fields) > 0 {
+			if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// rssBytes reads the process's resident set size from /proc.
+func (c *controllerProcess) rssBytes() (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			fields := strings.Fields(rest) // "12345 kB"
+			kb, err := strconv.ParseInt(fields[0], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse VmRSS %q: %w", rest, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
+func (b *bench) dumpControllerLog() {
+	if b.ctrl == nil {
+		return
+	}
+	raw, err := os.ReadFile(b.ctrl.log)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	fmt.Fprintf(os.Stderr, "controller log (tail):\n%s\n", strings.Join(lines, "\n"))
+}
+
+// waitState waits until the controller's /metrics shows the state.
+func (b *bench) waitState(ctx context.Context, state string) error {
+	want := fmt.Sprintf(`runtime_extractor_state{state=%q} 1`, state)
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		if !b.ctrl.running() {
+			return false, errors.New("the controller exited")
+		}
+		body, err := b.ctrl.metrics(ctx)
+		return err == nil && strings.Contains(body, want), nil
+	})
+}
+
+// waitSteady waits for the converged state: enabled, the DaemonSet rolled out
+// on every node and the controller Running; disabled, no DaemonSet and the
+// controller Disabled.
+func (b *bench) waitSteady(ctx context.Context, enabled bool) error {
+	if enabled {
+		if _, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return b.rolledOut(ds) }); err != nil {
+			return fmt.Errorf("wait for the rollout: %w", err)
+		}
+		return b.waitState(ctx, "Running")
+	}
+	if _, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds == nil }); err != nil {
+		return fmt.Errorf("wait for the DaemonSet to go: %w", err)
+	}
+	return b.waitState(ctx, "Disabled")
+}
+
+func (b *bench) rolledOut(ds *appsv1.DaemonSet) bool {
+	return ds != nil && resources.RolloutComplete(ds) && ds.Status.DesiredNumberScheduled == int32(len(b.cluster.Nodes))
+}
+
+// dsWatcher follows the managed DaemonSet with a watch that survives the API
+// server's watch timeouts. Each change is stamped with when it was received.
+type dsWatcher struct {
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	cur    *appsv1.DaemonSet
+	seen   chan struct{} // closed and replaced on every change
+	done   chan struct{}
+}
+
+type dsListWatch struct{ kube kubernetes.Interface }
+
+func (l dsListWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	o.FieldSelector = "metadata.name=" + name
+	return l.kube.AppsV1().DaemonSets(ns).Watch(ctx, o)
+}
+
+func watchDaemonSet(ctx context.Context, kube kubernetes.Interface) (*dsWatcher, error) {
+	list, err := kube.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		return nil, fmt.Errorf("list daemonsets: %w", err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	rw, err := watchtools.NewRetryWatcherWithContext(wctx, list.ResourceVersion, dsListWatch{kube})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watch daemonset: %w", err)
+	}
+	w := &dsWatcher{cancel: cancel, seen: make(chan struct{}), done: make(chan struct{})}
+	if len(list.Items) > 0 {
+		w.cur = list.Items[0].DeepCopy()
+	}
+	go func() {
+		defer close(w.done)
+		defer rw.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case ev, ok := <-rw.ResultChan():
+				if !ok {
+					return
+				}
+				ds, isDS := ev.Object.(*appsv1.DaemonSet)
+				if !isDS {
+					continue
+				}
+				w.mu.Lock()
+				if ev.Type == watch.Deleted {
+					w.cur = nil
+				} else {
+					w.cur = ds
+				}
+				close(w.seen)
+				w.seen = make(chan struct{})
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *dsWatcher) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// current returns the latest DaemonSet seen (nil: none) and a channel closed
+// at the next change.
+func (w *dsWatcher) current() (*appsv1.DaemonSet, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cur, w.seen
+}
+
+// waitFor returns when the watch shows a DaemonSet (nil: none) for which cond
+// holds, and when the watch delivered it.
+func (w *dsWatcher) waitFor(ctx context.Context, cond func(*appsv1.DaemonSet) bool) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	for {
+		ds, next := w.current()
+		if cond(ds) {
+			return time.Now(), nil
+		}
+		select {
+		case <-next:
+		case <-w.done:
+			return time.Time{}, errors.New("the DaemonSet watch ended")
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
+}
+
+// flushAudit makes a marker request and reads the audit log up to it, so every
+// request the API server finished before the marker has been read.
+func (b *bench) flushAudit(ctx context.Context) error {
+	b.markers++
+	marker := fmt.Sprintf("bench-audit-marker-%d", b.markers)
+	_, err := b.kube.CoreV1().ConfigMaps("default").Get(ctx, marker, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("audit marker: %w", err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		events, err := b.audit.Next()
+		if err != nil {
+			return false, err
+		}
+		found := false
+		for _, e := range events {
+			if e.User == b.user {
+				b.requests = append(b.requests, e)
+			}
+			found = found || (e.Name == marker && e.Resource == "configmaps")
+		}
+		return found, nil
+	})
+}
+
+// requestsBetween returns the controller's requests the API server received
+// in [from, to).
+func (b *bench) requestsBetween(from, to time.Time) []testcluster.AuditEvent {
+	var out []testcluster.AuditEvent
+	for _, e := range b.requests {
+		if !e.Received.Before(from) && e.Received.Before(to) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pick a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,125 @@
+// Command bench measures the controller on the local real cluster: reaction
+// latencies, API requests per action (from kube-apiserver's audit log), event
+// storms, memory with and without unrelated objects, and the state machine's
+// Fire. It starts one cluster and the real binary, prints one table and writes
+// the same figures as JSON to bench/results/<timestamp>.json, so runs can be
+// compared. It measures; it asserts nothing about speed. `make bench` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+type options struct {
+	nodes      int
+	trials     int // drift trials per kind
+	toggles    int // config toggle trials per direction, and version changes
+	noops      int
+	storm      int
+	burst      int
+	clutter    int
+	resyncWait time.Duration
+	binary     string
+	outDir     string
+	keep       bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.nodes, "nodes", testcluster.DefaultNodes, "kwok nodes in the local cluster")
+	flag.IntVar(&o.trials, "trials", 30, "drift-restore trials per kind (DaemonSet deleted, image changed)")
+	flag.IntVar(&o.toggles, "toggles", 10, "config toggle trials per direction, and version changes")
+	flag.IntVar(&o.noops, "noops", 10, "no-op applies (config changes that leave the DaemonSet as it is)")
+	flag.IntVar(&o.storm, "storm", 5000, "status-only updates of the DaemonSet in the event storm")
+	flag.IntVar(&o.burst, "burst", 500, "ConfigMap toggles in the config burst")
+	flag.IntVar(&o.clutter, "clutter", 1000, "unrelated DaemonSets, and ConfigMaps, created in openshift-insights")
+	flag.DurationVar(&o.resyncWait, "resync-window", 20*time.Second, "quiet window over which resyncs (every 2s) are counted")
+	flag.StringVar(&o.binary, "binary", "", "controller binary (default: build ./cmd/runtime-extractor-controller)")
+	flag.StringVar(&o.outDir, "out", "", "results directory (default: bench/results in the module)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (cluster and controller logs)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	began := time.Now()
+	root, err := testcluster.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	if o.outDir == "" {
+		o.outDir = filepath.Join(root, "bench", "results")
+	}
+	work, err := os.MkdirTemp("", "rec-bench-")
+	if err != nil {
+		return fmt.Errorf("create work dir: %w", err)
+	}
+	if o.keep {
+		logf("work directory (kept): %s", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+
+	b, err := setUp(ctx, o, root, work)
+	if err != nil {
+		return err
+	}
+	defer b.tearDown()
+
+	steps := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{"first apply", b.firstApply},
+		{"no-op applies", b.noopApplies},
+		{"drift: DaemonSet deleted", b.driftDeleted},
+		{"drift: image changed", b.driftImage},
+		{"config toggles", b.configToggles},
+		{"version changes", b.versionChanges},
+		{"event storm", b.eventStorm},
+		{"config burst", b.configBurst},
+		{"memory", b.memory},
+		{"restart and resync", b.restartAndResync},
+		{"leader election", b.leaderElection},
+		{"fsm Fire", b.fsmFire},
+	}
+	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		logf("%s ...", s.name)
+		start := time.Now()
+		if err := s.fn(ctx); err != nil {
+			b.dumpControllerLog()
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		logf("%s done in %s", s.name, time.Since(start).Round(100*time.Millisecond))
+	}
+	b.res.Duration = time.Since(began).Round(time.Second).String()
+	b.res.print(os.Stdout)
+	path, err := b.res.save(o.outDir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nresults written to %s (bench took %s)\n", path, b.res.Duration)
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
