@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
@@ -27,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/insights-runtime-extractor/controller/manifests"
@@ -155,77 +152,40 @@ func (b *bench) installRBAC(ctx context.Context) error {
 
 // controllerProcess is one run of the binary.
 type controllerProcess struct {
-	cmd    *exec.Cmd
-	log    string
-	listen string
-	done   chan struct{}
-	http   *http.Client
+	*testcluster.ControllerProcess
+	http *http.Client
 }
 
 // startController runs the binary as the controller's ServiceAccount.
 func (b *bench) startController(resync time.Duration, label string) (*controllerProcess, error) {
-	port, err := freePort()
+	p, err := testcluster.StartController(testcluster.ControllerOptions{
+		Binary:     b.binary,
+		Kubeconfig: b.kubeconfig,
+		LogPath:    filepath.Join(b.work, "controller-"+label+".log"),
+		Args: []string{
+			// make run's lease timings.
+			"--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "10s", "--leader-elect-retry-period", "2s",
+			"--resync", resync.String(),
+		},
+		Env: []string{"RELEASE_VERSION=0.0.0-local"},
+	})
 	if err != nil {
 		return nil, err
 	}
-	c := &controllerProcess{
-		listen: fmt.Sprintf("127.0.0.1:%d", port),
-		log:    filepath.Join(b.work, "controller-"+label+".log"),
-		done:   make(chan struct{}),
-	}
-	logFile, err := os.Create(c.log)
-	if err != nil {
-		return nil, fmt.Errorf("create controller log: %w", err)
-	}
-	c.cmd = exec.Command(b.binary,
-		"--kubeconfig", b.kubeconfig, "--namespace", ns, "--listen", c.listen,
-		// make run's lease timings.
-		"--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "10s", "--leader-elect-retry-period", "2s",
-		"--resync", resync.String(),
-	)
-	c.cmd.Env = append(os.Environ(), "RELEASE_VERSION=0.0.0-local")
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start controller: %w", err)
-	}
-	go func() {
-		_ = c.cmd.Wait()
-		logFile.Close()
-		close(c.done)
-	}()
-	// /metrics authenticates with delegated authentication: the admin client
-	// certificate works; the serving certificate is self-signed.
-	tlsConfig, err := rest.TLSConfigFor(b.cluster.RESTConfig)
-	if err != nil {
+	c := &controllerProcess{ControllerProcess: p}
+	if c.http, err = testcluster.MetricsClient(b.cluster.RESTConfig); err != nil {
 		c.stop()
-		return nil, fmt.Errorf("metrics client: %w", err)
+		return nil, err
 	}
-	tlsConfig.RootCAs, tlsConfig.InsecureSkipVerify = nil, true
-	c.http = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}, Timeout: 10 * time.Second}
 	return c, nil
 }
 
 // stop sends SIGTERM to exactly this process; SIGKILL after a grace period.
-func (c *controllerProcess) stop() {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(20 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-}
+func (c *controllerProcess) stop() { c.Stop(20 * time.Second) }
 
 func (c *controllerProcess) running() bool {
 	select {
-	case <-c.done:
+	case <-c.Done():
 		return false
 	default:
 		return true
@@ -234,7 +194,7 @@ func (c *controllerProcess) running() bool {
 
 // metrics scrapes /metrics once.
 func (c *controllerProcess) metrics(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+c.listen+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+c.Listen+"/metrics", nil)
 	if err != nil {
 		return "", err
 	}
@@ -301,7 +261,7 @@ func metricSum(body, name string, labels ...string) float64 {
 
 // rssBytes reads the process's resident set size from /proc.
 func (c *controllerProcess) rssBytes() (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", c.PID()))
 	if err != nil {
 		return 0, err
 	}
@@ -324,7 +284,7 @@ func (b *bench) dumpControllerLog() {
 	if b.ctrl == nil {
 		return
 	}
-	raw, err := os.ReadFile(b.ctrl.log)
+	raw, err := os.ReadFile(b.ctrl.Log)
 	if err != nil {
 		return
 	}
@@ -497,13 +457,4 @@ func (b *bench) requestsBetween(from, to time.Time) []testcluster.AuditEvent {
 		}
 	}
 	return out
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

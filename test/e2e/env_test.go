@@ -5,14 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -214,13 +209,8 @@ func (e *env) clearConditions() {
 
 // controller is one running controller process.
 type controller struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	log    string
-	listen string
-	done   chan struct{}
-	mu     sync.Mutex
-	exited bool
+	*testcluster.ControllerProcess
+	t *testing.T
 }
 
 type controllerOpts struct {
@@ -233,44 +223,28 @@ type controllerOpts struct {
 // PID) when the test ends, and its log is shown if the test failed.
 func (e *env) startController(o controllerOpts) *controller {
 	e.t.Helper()
-	port, err := freePort()
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	kubeconfig := o.kubeconfig
 	if kubeconfig == "" {
 		kubeconfig = cluster.Kubeconfig
 	}
-	c := &controller{t: e.t, listen: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{})}
-	c.log = filepath.Join(e.t.TempDir(), fmt.Sprintf("controller-%d.log", port))
-	logFile, err := os.Create(c.log)
+	p, err := testcluster.StartController(testcluster.ControllerOptions{
+		Binary:     binary,
+		Kubeconfig: kubeconfig,
+		LogPath:    filepath.Join(e.t.TempDir(), "controller.log"),
+		Args: append([]string{
+			"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s",
+			"--resync", "20s",
+		}, o.args...),
+		Env: append([]string{"RELEASE_VERSION=0.0.0-local"}, o.env...),
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	args := append([]string{
-		"--kubeconfig", kubeconfig, "--namespace", ns, "--listen", c.listen,
-		"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s",
-		"--resync", "20s",
-	}, o.args...)
-	c.cmd = exec.Command(binary, args...)
-	c.cmd.Env = append(append(os.Environ(), "RELEASE_VERSION=0.0.0-local"), o.env...)
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
-		e.t.Fatalf("start controller: %v", err)
-	}
-	go func() {
-		_ = c.cmd.Wait()
-		logFile.Close()
-		c.mu.Lock()
-		c.exited = true
-		c.mu.Unlock()
-		close(c.done)
-	}()
+	c := &controller{ControllerProcess: p, t: e.t}
 	e.t.Cleanup(func() {
 		c.stop()
 		if e.t.Failed() {
-			e.t.Logf("controller %d log (tail):\n%s", c.cmd.Process.Pid, tail(c.log, 40))
+			e.t.Logf("controller %d log (tail):\n%s", c.PID(), tail(c.Log, 40))
 		}
 	})
 	return c
@@ -278,29 +252,16 @@ func (e *env) startController(o controllerOpts) *controller {
 
 // stop sends SIGTERM to exactly this process and waits; SIGKILL after a grace.
 func (c *controller) stop() {
-	select {
-	case <-c.done:
-		return
-	default:
-	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(20 * time.Second):
-		c.t.Errorf("controller %d ignored SIGTERM for 20s; killing it", c.cmd.Process.Pid)
-		_ = c.cmd.Process.Kill()
-		<-c.done
+	if c.Stop(20 * time.Second) {
+		c.t.Errorf("controller %d ignored SIGTERM for 20s; killed it", c.PID())
 	}
 }
 
 // kill sends SIGKILL, as a crash would.
-func (c *controller) kill() {
-	_ = c.cmd.Process.Kill()
-	<-c.done
-}
+func (c *controller) kill() { c.Kill() }
 
 func (c *controller) logContains(s string) bool {
-	raw, err := os.ReadFile(c.log)
+	raw, err := os.ReadFile(c.Log)
 	return err == nil && strings.Contains(string(raw), s)
 }
 
@@ -308,15 +269,13 @@ func (c *controller) logContains(s string) bool {
 // (delegated authentication; anonymous requests are refused).
 func (c *controller) metrics() string {
 	c.t.Helper()
-	tlsConfig, err := rest.TLSConfigFor(cluster.RESTConfig)
+	client, err := testcluster.MetricsClient(cluster.RESTConfig)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	tlsConfig.RootCAs, tlsConfig.InsecureSkipVerify = nil, true // the serving cert is self-signed
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}, Timeout: 10 * time.Second}
 	var body []byte
 	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		resp, err := client.Get("https://" + c.listen + "/metrics")
+		resp, err := client.Get("https://" + c.Listen + "/metrics")
 		if err != nil {
 			return false, nil
 		}
@@ -346,13 +305,4 @@ func tail(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -50,7 +50,7 @@ func (e *env) apiServerDown(c *controller, proxy *countingProxy, stoppedAt time.
 	e.t.Helper()
 	time.Sleep(time.Until(stoppedAt.Add(outageDuration))) // the fault itself: a fixed outage
 	if !c.alive() {
-		e.t.Fatalf("controller %d exited during the API server outage:\n%s", c.pid(), tail(c.log, 30))
+		e.t.Fatalf("controller %d exited during the API server outage:\n%s", c.pid(), tail(c.Log, 30))
 	}
 	during := outage{
 		connections: proxy.conns.Load() - before.connections,
@@ -213,7 +213,7 @@ func waitLogCount(t *testing.T, c *controller, s string, n int, timeout time.Dur
 		return c.logCount(s) >= n, nil
 	})
 	if err != nil {
-		t.Fatalf("controller %d logged %q %d time(s) within %s, want %d:\n%s", c.pid(), s, c.logCount(s), timeout, n, tail(c.log, 30))
+		t.Fatalf("controller %d logged %q %d time(s) within %s, want %d:\n%s", c.pid(), s, c.logCount(s), timeout, n, tail(c.Log, 30))
 	}
 }
 
@@ -224,8 +224,8 @@ func waitAdded(t *testing.T, w watch.Interface, c *controller) {
 	timeout := time.After(convergeTimeout)
 	for {
 		select {
-		case <-c.done:
-			t.Fatalf("controller %d exited:\n%s", c.pid(), tail(c.log, 30))
+		case <-c.Done():
+			t.Fatalf("controller %d exited:\n%s", c.pid(), tail(c.Log, 30))
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				t.Fatal("watch closed before the DaemonSet was created")

@@ -25,13 +25,16 @@ import (
 // alive reports whether the controller process is still running: it has not
 // been reaped, and the kernel still knows its PID.
 func (c *controller) alive() bool {
-	c.mu.Lock()
-	exited := c.exited
-	c.mu.Unlock()
-	return !exited && syscall.Kill(c.cmd.Process.Pid, 0) == nil
+	exited := false
+	select {
+	case <-c.Done():
+		exited = true
+	default:
+	}
+	return !exited && syscall.Kill(c.Cmd.Process.Pid, 0) == nil
 }
 
-func (c *controller) pid() int { return c.cmd.Process.Pid }
+func (c *controller) pid() int { return c.PID() }
 
 // pause stops the process (SIGSTOP) without killing it: the kernel keeps
 // buffering what the API server sends it, so it reads that when resumed.
@@ -49,7 +52,7 @@ func (c *controller) resume() { _ = syscall.Kill(c.pid(), syscall.SIGCONT) }
 
 // logCount counts the log lines that contain s.
 func (c *controller) logCount(s string) int {
-	f, err := os.Open(c.log)
+	f, err := os.Open(c.Log)
 	if err != nil {
 		return 0
 	}
@@ -67,7 +70,7 @@ func (c *controller) logCount(s string) int {
 
 // logContainsFold reports whether the log contains s, ignoring case.
 func (c *controller) logContainsFold(s string) bool {
-	raw, err := os.ReadFile(c.log)
+	raw, err := os.ReadFile(c.Log)
 	return err == nil && strings.Contains(strings.ToLower(string(raw)), strings.ToLower(s))
 }
 
@@ -78,7 +81,7 @@ func (c *controller) waitLog(s string, timeout time.Duration) {
 		return c.logContains(s), nil
 	})
 	if err != nil {
-		c.t.Fatalf("controller %d did not log %q within %s:\n%s", c.pid(), s, timeout, tail(c.log, 30))
+		c.t.Fatalf("controller %d did not log %q within %s:\n%s", c.pid(), s, timeout, tail(c.Log, 30))
 	}
 }
 
