@@ -3,7 +3,6 @@ package runtimeextractor
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"time"
 
@@ -423,5 +422,3 @@ func (c *Controller) report() {
 	}
 	c.status.offer(s)
 }
-
-func rng() float64 { return rand.Float64() }

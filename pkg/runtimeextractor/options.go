@@ -1,6 +1,7 @@
 package runtimeextractor
 
 import (
+	"math/rand/v2"
 	"os"
 	"time"
 
@@ -63,7 +64,7 @@ type jitteredExponential struct {
 
 func (j jitteredExponential) When(item string) time.Duration {
 	d := j.TypedRateLimiter.When(item)
-	return d + time.Duration(float64(d)*0.1*rng())
+	return d + time.Duration(float64(d)*0.1*rand.Float64())
 }
 
 func defaultRateLimiter() workqueue.TypedRateLimiter[string] {
