@@ -309,7 +309,9 @@ func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *app
 	switch a {
 	case fsm.ActionApply:
 		start := time.Now()
-		res, err := c.apply(ctx)
+		actx, cancel := context.WithTimeout(ctx, actionTimeout)
+		res, err := c.apply(actx)
+		cancel()
 		c.observeAction(a, err, time.Since(start))
 		if err != nil {
 			c.recorder.Warningf(ReasonApplyFailed, "apply DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)
@@ -321,7 +323,9 @@ func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *app
 		return fsm.AppliedUnchanged{Generation: res.Generation}, res.Object
 	case fsm.ActionDelete:
 		start := time.Now()
-		_, err := c.manager.Delete(ctx)
+		actx, cancel := context.WithTimeout(ctx, actionTimeout)
+		_, err := c.manager.Delete(actx)
+		cancel()
 		c.observeAction(a, err, time.Since(start))
 		if err != nil {
 			c.recorder.Warningf(ReasonDeleteFailed, "delete DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)

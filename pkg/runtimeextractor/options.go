@@ -20,6 +20,9 @@ const (
 	// DefaultRetryBase and DefaultRetryMax bound the exponential retry backoff.
 	DefaultRetryBase = 100 * time.Millisecond
 	DefaultRetryMax  = 5 * time.Minute
+	// actionTimeout bounds one Apply or Delete: a request that hangs becomes a
+	// failure, retried with backoff, instead of stalling the only loop.
+	actionTimeout = 30 * time.Second
 )
 
 // VersionSource reports the cluster's target release version; version.Source

@@ -234,6 +234,7 @@ func (e *env) startController(o controllerOpts) *controller {
 		Args: append([]string{
 			"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s",
 			"--resync", "20s",
+			"-v", "4", // every transition, self-transitions included, in the log shown on failure
 		}, o.args...),
 		Env: append([]string{"RELEASE_VERSION=0.0.0-local"}, o.env...),
 	})
