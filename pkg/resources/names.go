@@ -1,18 +1,21 @@
 package resources
 
+import "github.com/insights-runtime-extractor/controller/pkg/config"
+
 // Names shared by the whole controller. They are the contract with the
 // platform (the namespace, the objects the platform provides) and with the
 // insights operator (labels, annotations), so they live in one place.
 const (
-	// Namespace is where the runtime extractor runs.
-	Namespace = "openshift-insights"
+	// Namespace is where the runtime extractor runs (defined with the config,
+	// which this package imports and so cannot be imported by).
+	Namespace = config.Namespace
 	// DaemonSetName is the name of the managed DaemonSet.
 	DaemonSetName = "insights-runtime-extractor"
 
 	// ConfigMapName is the insights operator's configuration ConfigMap.
-	ConfigMapName = "insights-config"
+	ConfigMapName = config.ConfigMapName
 	// ConfigMapKey is the key of ConfigMapName that holds config.yaml.
-	ConfigMapKey = "config.yaml"
+	ConfigMapKey = config.ConfigKey
 
 	// LabelManagedBy marks the DaemonSet as owned by the insights operator.
 	LabelManagedBy = "app.kubernetes.io/managed-by"

@@ -26,13 +26,15 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
 // Objects the local cluster provides because OpenShift's platform does.
 const (
-	InsightsNamespace      = "openshift-insights"
-	InsightsServiceAccount = "insights-runtime-extractor-sa"
-	UserCriticalPriority   = "openshift-user-critical"
+	InsightsNamespace      = resources.Namespace
+	InsightsServiceAccount = resources.ServiceAccountName
+	UserCriticalPriority   = resources.PriorityClassName
 	InsightsOperator       = "insights"
 	clusterVersionName     = "version"
 	clusterConfigName      = "cluster"
