@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -41,7 +40,7 @@ func (s *sim) level() Event {
 
 func (s *sim) fire(ev Event) {
 	for ev != nil {
-		tr, err := s.m.Fire(context.Background(), ev)
+		tr, err := s.m.Fire(ev)
 		if err != nil {
 			s.t.Fatalf("Fire: %v\n%v", err, s.log)
 		}

@@ -48,17 +48,29 @@ type Modified struct{ Generation int64 }
 // Deleted: the DaemonSet disappeared.
 type Deleted struct{}
 
-// RolloutComplete: the DaemonSet at Generation is observed, updated and available on
-// every node that should run it.
-type RolloutComplete struct{ Generation int64 }
+// RolloutComplete: the DaemonSet object UID at Generation is observed, updated and
+// available on every node that should run it. The machine accepts it only for the
+// object of the last successful apply (see Machine.Fire).
+type RolloutComplete struct {
+	UID        string
+	Generation int64
+}
 
-// Applied: an apply wrote the DaemonSet (created or updated it) at Generation.
-type Applied struct{ Generation int64 }
+// Applied: an apply created the DaemonSet, or changed its spec (the generation
+// moved), so its pods roll: the result is object UID at Generation.
+type Applied struct {
+	UID        string
+	Generation int64
+}
 
-// AppliedUnchanged: an apply found the DaemonSet already as desired and wrote nothing.
-// It is its own event, not a flag on Applied, because the table treats the two
-// differently: a write in Running starts a rollout, a no-op does not.
-type AppliedUnchanged struct{ Generation int64 }
+// AppliedUnchanged: an apply left the pods as they were: it wrote nothing, or only
+// repaired metadata (the generation did not move). It is its own event, not a flag
+// on Applied, because the table treats the two differently: a rollout in Running
+// moves to Deploying, a no-op or a label repair does not.
+type AppliedUnchanged struct {
+	UID        string
+	Generation int64
+}
 
 // ApplyFailed: the apply failed; Err says why.
 type ApplyFailed struct{ Err error }

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"context"
 	"slices"
 	"testing"
 )
@@ -26,7 +25,7 @@ func FuzzMachine(f *testing.F) {
 			case EventApplied:
 				ev = Applied{Generation: int64(b / 16)}
 			}
-			tr, err := m.Fire(context.Background(), ev)
+			tr, err := m.Fire(ev)
 			if err != nil {
 				t.Fatalf("Fire(%s): %v", Describe(ev), err)
 			}

@@ -28,11 +28,20 @@ type rowKey struct {
 // serialised by a mutex, so a concurrent caller cannot corrupt it, but the design
 // has a single owner); State may be read from any goroutine.
 type Machine struct {
-	mu          sync.Mutex
-	engine      *looplab.FSM
-	rows        map[rowKey]Row
-	lastApplied int64 // generation of the last apply outcome; guards stale rollouts
-	listeners   []func(Transition)
+	mu        sync.Mutex
+	engine    *looplab.FSM
+	rows      map[rowKey]Row
+	applied   appliedObject // guards RolloutComplete
+	listeners []func(Transition)
+}
+
+// appliedObject is the object the last successful apply left in place. ok is false
+// before any apply, after a failed apply (what is out there is not what is desired)
+// and once the object is gone.
+type appliedObject struct {
+	ok         bool
+	uid        string
+	generation int64
 }
 
 // New builds a machine in the initial state from the transition table.
@@ -63,18 +72,17 @@ func (m *Machine) State() State {
 	return State(m.engine.Current())
 }
 
-// LastAppliedGeneration returns the generation of the last apply outcome fed in.
-func (m *Machine) LastAppliedGeneration() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.lastApplied
-}
-
 // Fire feeds one event and returns the transition taken. Self-transitions are
-// normal. A RolloutComplete for a generation older than the last apply outcome is
-// stale: it is ignored (the state stays, action None) and the returned Transition
-// says so in Note.
-func (m *Machine) Fire(ctx context.Context, ev Event) (Transition, error) {
+// normal.
+//
+// A RolloutComplete counts only for the object of the last successful apply: the
+// same UID and generation. Any other (an older generation, a replaced object, or
+// any rollout after a failed apply, when the desired state is not out there) is
+// ignored: the state stays, the action is None, and Note says why.
+//
+// Fire takes no context: the machine does no I/O, and looplab/fsm v1.0.3 leaves
+// itself "in transition" for good when handed a cancelled one.
+func (m *Machine) Fire(ev Event) (Transition, error) {
 	m.mu.Lock()
 	from := State(m.engine.Current())
 	if ev == nil {
@@ -90,18 +98,20 @@ func (m *Machine) Fire(ctx context.Context, ev Event) (Transition, error) {
 
 	switch e := ev.(type) {
 	case RolloutComplete:
-		if e.Generation < m.lastApplied {
-			t.To, t.Action = from, ActionNone
-			t.Note = fmt.Sprintf("stale rollout: generation %d is older than the last applied %d", e.Generation, m.lastApplied)
+		if note := m.applied.rejects(e); note != "" {
+			t.To, t.Action, t.Note = from, ActionNone, note
 		}
 	case Applied:
-		m.lastApplied = e.Generation
+		m.applied = appliedObject{ok: true, uid: e.UID, generation: e.Generation}
 	case AppliedUnchanged:
-		m.lastApplied = e.Generation
+		m.applied = appliedObject{ok: true, uid: e.UID, generation: e.Generation}
+	case ApplyFailed, Deleted, DeleteDone:
+		m.applied = appliedObject{}
 	}
 
 	if t.To != from {
-		if err := m.engine.Event(ctx, string(row.Event)); err != nil {
+		// A background context: the transition has no callbacks to cancel.
+		if err := m.engine.Event(context.Background(), string(row.Event)); err != nil {
 			var noTransition looplab.NoTransitionError
 			if !errors.As(err, &noTransition) {
 				m.mu.Unlock()
@@ -116,4 +126,18 @@ func (m *Machine) Fire(ctx context.Context, ev Event) (Transition, error) {
 		fn(t)
 	}
 	return t, nil
+}
+
+// rejects returns why rollout r does not complete the last successful apply, or ""
+// when it does.
+func (a appliedObject) rejects(r RolloutComplete) string {
+	switch {
+	case !a.ok:
+		return fmt.Sprintf("rollout of generation %d ignored: no successful apply is in place", r.Generation)
+	case r.UID != a.uid:
+		return fmt.Sprintf("rollout of another object ignored: generation %d of uid %q, last applied uid %q", r.Generation, r.UID, a.uid)
+	case r.Generation != a.generation:
+		return fmt.Sprintf("stale rollout: generation %d is not the last applied %d", r.Generation, a.generation)
+	}
+	return ""
 }

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"context"
 	"errors"
 	"testing"
 )
@@ -87,7 +86,9 @@ func TestEveryStateReachableFromDisabled(t *testing.T) {
 func TestEveryRow(t *testing.T) {
 	for i, r := range Table() {
 		m := New(r.From)
-		got, err := m.Fire(context.Background(), sample(r.Event))
+		// The sample rollout is of the object a successful apply left in place.
+		m.applied = appliedObject{ok: true, generation: 1}
+		got, err := m.Fire(sample(r.Event))
 		if err != nil {
 			t.Fatalf("#%d %s+%s: %v", i, r.From, r.Event, err)
 		}
@@ -101,7 +102,6 @@ func TestEveryRow(t *testing.T) {
 }
 
 func TestStaleRolloutCompleteIsIgnored(t *testing.T) {
-	ctx := context.Background()
 	m := New(StateRunning)
 	mustFire(t, m, VersionChanged{From: "4.21.0", To: "4.22.0"})
 	mustFire(t, m, Applied{Generation: 5})
@@ -109,7 +109,7 @@ func TestStaleRolloutCompleteIsIgnored(t *testing.T) {
 	if got.To != StateUpgrading || got.Action != ActionNone || got.Note == "" {
 		t.Fatalf("stale rollout: got %+v, want to stay in Upgrading with a note", got)
 	}
-	if got, _ := m.Fire(ctx, RolloutComplete{Generation: 5}); got.To != StateRunning {
+	if got := mustFire(t, m, RolloutComplete{Generation: 5}); got.To != StateRunning {
 		t.Fatalf("current rollout: got %s, want Running", got.To)
 	}
 }
@@ -121,7 +121,7 @@ func (unknownEvent) Name() EventName { return "Bogus" }
 func TestUnknownEventIsAnError(t *testing.T) {
 	m := New(StateRunning)
 	for _, ev := range []Event{unknownEvent{}, nil} {
-		_, err := m.Fire(context.Background(), ev)
+		_, err := m.Fire(ev)
 		var unknown *UnknownEventError
 		if !errors.As(err, &unknown) {
 			t.Fatalf("Fire(%v): got %v, want UnknownEventError", ev, err)
@@ -145,7 +145,7 @@ func TestListenerSeesEveryTransitionIncludingSelf(t *testing.T) {
 
 func mustFire(t *testing.T, m *Machine, ev Event) Transition {
 	t.Helper()
-	tr, err := m.Fire(context.Background(), ev)
+	tr, err := m.Fire(ev)
 	if err != nil {
 		t.Fatalf("Fire(%s): %v", Describe(ev), err)
 	}
@@ -153,14 +153,46 @@ func mustFire(t *testing.T, m *Machine, ev Event) Transition {
 }
 
 func BenchmarkFire(b *testing.B) {
-	ctx := context.Background()
 	m := New(StateRunning)
 	evs := []Event{Modified{Generation: 2}, Applied{Generation: 3}, RolloutComplete{Generation: 3}, Enabled{}, AppliedUnchanged{Generation: 3}}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := m.Fire(ctx, evs[i%len(evs)]); err != nil {
+		if _, err := m.Fire(evs[i%len(evs)]); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A refused upgrade must not end as Running: after the apply of the new version
+// failed, a rollout report of the old object (a status-only update) is not the
+// rollout of the desired state. (Issue 11, defect 3.)
+func TestRolloutAfterFailedApplyIsIgnored(t *testing.T) {
+	m := New(StateDisabled)
+	mustFire(t, m, Enabled{})
+	mustFire(t, m, Applied{UID: "a", Generation: 1})
+	mustFire(t, m, RolloutComplete{UID: "a", Generation: 1})
+	mustFire(t, m, VersionChanged{From: "4.21.0", To: "4.22.0"})
+	if got := mustFire(t, m, ApplyFailed{Err: errors.New("denied by admission")}); got.Action != ActionRetry {
+		t.Fatalf("failed apply: got %+v, want Retry", got)
+	}
+	got := mustFire(t, m, RolloutComplete{UID: "a", Generation: 1})
+	if got.To != StateUpgrading || got.Note == "" {
+		t.Fatalf("rollout after a failed apply: got %+v, want to stay in Upgrading with a note", got)
+	}
+	mustFire(t, m, Enabled{})
+	mustFire(t, m, Applied{UID: "a", Generation: 2})
+	if got := mustFire(t, m, RolloutComplete{UID: "a", Generation: 2}); got.To != StateRunning {
+		t.Fatalf("rollout of the applied generation: got %s, want Running", got.To)
+	}
+}
+
+// A rollout of a replaced object (same generation, other UID) is not ours.
+func TestRolloutOfAnotherObjectIsIgnored(t *testing.T) {
+	m := New(StateDisabled)
+	mustFire(t, m, Enabled{})
+	mustFire(t, m, Applied{UID: "a", Generation: 1})
+	if got := mustFire(t, m, RolloutComplete{UID: "b", Generation: 1}); got.To != StateDeploying {
+		t.Fatalf("rollout of another object: got %s, want Deploying", got.To)
 	}
 }

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -195,11 +194,11 @@ func ParseAction(s string) (Action, error) {
 }
 
 // Run plays the scenario on a fresh machine and returns every transition taken.
-func (sc *Scenario) Run(ctx context.Context) ([]Transition, error) {
+func (sc *Scenario) Run() ([]Transition, error) {
 	m := New(sc.Initial)
 	out := make([]Transition, 0, len(sc.Steps))
 	for _, st := range sc.Steps {
-		t, err := m.Fire(ctx, st.Event)
+		t, err := m.Fire(st.Event)
 		if err != nil {
 			return out, fmt.Errorf("line %d: %w", st.Line, err)
 		}

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -30,7 +29,7 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", file, err)
 			}
-			ts, err := sc.Run(context.Background())
+			ts, err := sc.Run()
 			if err != nil {
 				t.Fatalf("%s: %v", file, err)
 			}

@@ -32,7 +32,7 @@ the events as arguments, one per argument, e.g.:
 					return err
 				}
 			}
-			ts, err := sc.Run(cmd.Context())
+			ts, err := sc.Run()
 			fmt.Fprint(cmd.OutOrStdout(), fsm.Transcript(sc.Initial, ts))
 			return err
 		},

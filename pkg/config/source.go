@@ -35,6 +35,7 @@ type Source struct {
 
 	mu          sync.Mutex
 	config      *InsightsConfiguration // last good configuration
+	good        bool                   // a good configuration (or none at all) was observed
 	lastErr     error                  // error of the current content, nil when it is good
 	badContent  *string                // config.yaml content that produced lastErr
 	subscribers map[chan struct{}]struct{}
@@ -112,6 +113,21 @@ func (s *Source) Config() *InsightsConfiguration {
 	return s.config.DeepCopy()
 }
 
+// HasGoodConfig reports whether a good configuration, or the ConfigMap's
+// absence (the defaults), has been observed since the Source started. Before
+// that, after a rejected config, Config returns the defaults but nobody chose
+// them: the controller then holds whatever the cluster shows.
+func (s *Source) HasGoodConfig() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.good && s.synced() && len(s.informer.GetStore().ListKeys()) == 0 {
+		// No ConfigMap in the initial list: no handler ran, and the defaults
+		// are the admin's (absent) choice.
+		s.good = true
+	}
+	return s.good
+}
+
 // LastError returns why the current config.yaml was rejected, or nil when
 // the configuration in use is the current one.
 func (s *Source) LastError() error {
@@ -148,6 +164,7 @@ func (s *Source) observe(cm *corev1.ConfigMap) {
 	s.mu.Lock()
 	notify := s.lastErr != nil || !equality.Semantic.DeepEqual(cfg, s.config)
 	s.config = cfg
+	s.good = true
 	s.lastErr = nil
 	s.badContent = nil
 	if notify {

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -123,7 +122,7 @@ func TestStateFollowsMachine(t *testing.T) {
 		fsm.Disabled{}, fsm.DeleteDone{},
 	}
 	for _, ev := range events {
-		_, err := machine.Fire(context.Background(), ev)
+		_, err := machine.Fire(ev)
 		require.NoError(t, err, "fire %s", fsm.Describe(ev))
 		require.NoError(t, testutil.CollectAndCompare(m.state, strings.NewReader(stateSeries(machine.State()))),
 			"after %s", fsm.Describe(ev))

@@ -33,6 +33,10 @@ type Result struct {
 	Generation int64
 	// Changed is true when the apply created or updated the DaemonSet.
 	Changed bool
+	// Rolls is true when the apply created the DaemonSet or moved its
+	// generation (its spec changed), so its pods roll; a metadata-only repair
+	// changes without rolling.
+	Rolls bool
 	// Object is the DaemonSet after the apply.
 	Object *appsv1.DaemonSet
 }
@@ -86,7 +90,7 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 // unchanged desired state writes nothing. After a restart, an object whose
 // spec-hash and spec already match d is adopted without a write.
 //
-// The first attempt reads the lister; a retry after a Conflict or
+// The first attempt reads the lister; a retry after a Conflict, NotFound or
 // AlreadyExists (a stale cache) reads the API server. An Event is recorded
 // only when the DaemonSet was created or updated.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
@@ -115,7 +119,8 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		if changed || adopt {
 			m.own(actual)
 		}
-		result = Result{Generation: actual.Generation, Changed: changed, Object: actual}
+		rolls := changed && (existing == nil || existing.UID != actual.UID || existing.Generation != actual.Generation)
+		result = Result{Generation: actual.Generation, Changed: changed, Rolls: rolls, Object: actual}
 		return nil
 	})
 	if err != nil {
@@ -281,9 +286,10 @@ func (m *Manager) ownsSomething() bool {
 }
 
 // isLostRace reports the errors a fresh read fixes: Conflict (the object
-// changed since it was read) and AlreadyExists (the cache had not seen it).
+// changed since it was read), AlreadyExists (the cache had not seen it) and
+// NotFound (the cache had not seen it deleted).
 func isLostRace(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 }
 
 // prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet that was already

@@ -456,3 +456,25 @@ func TestLastWrittenGenerationConcurrentReads(t *testing.T) {
 		t.Errorf("LastWrittenGeneration = %d, want 5", m.LastWrittenGeneration())
 	}
 }
+
+// Someone deleted the DaemonSet and the cache has not seen it yet: the update
+// gets NotFound, and a live read turns the retry into a create instead of a
+// failed apply (and a backoff).
+func TestApplyAfterUnseenDeleteCreates(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
+	fc.sync()
+	if err := fc.client.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("daemonsets"), Namespace, DaemonSetName); err != nil {
+		t.Fatal(err)
+	}
+	fc.client.ClearActions()
+
+	res := apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply after an unseen delete", 1, 2) // update (NotFound), GET, create
+	if !res.Changed || !res.Rolls || fc.stored() == nil {
+		t.Fatalf("apply after an unseen delete: result %s, stored %v", summary(res), fc.stored() != nil)
+	}
+}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -49,6 +52,7 @@ type Controller struct {
 	status   *statusWriter
 
 	// Owned by the Run goroutine.
+	deleted   []types.UID // objects this controller deleted, newest last
 	version   string
 	failures  int
 	lastErr   error
@@ -172,9 +176,10 @@ func (c *Controller) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-configCh:
-			if !c.configRejected() {
-				c.reassert(ctx)
-			}
+			// Always re-assert, even when the newest content was rejected: the
+			// level comes from the last good config, which may have changed in
+			// the same (coalesced) notification.
+			c.reassert(ctx)
 		case <-c.updateCh:
 			c.onVersion(ctx)
 		case <-c.versions.Changed():
@@ -205,8 +210,12 @@ func (c *Controller) waitForCaches(ctx context.Context) bool {
 	return cache.WaitForNamedCacheSync("RuntimeExtractorController", ctx.Done(), synced...)
 }
 
-// level is the observed config as an event: the level re-assert.
+// level is the observed config as an event: the level re-assert. It is nil
+// while the controller holds (see holding).
 func (c *Controller) level() fsm.Event {
+	if c.holding() {
+		return nil
+	}
 	if cfg := c.configNotifier.Config(); cfg != nil && cfg.DataReporting.DisableRuntimeExtractor {
 		return fsm.Disabled{}
 	}
@@ -215,12 +224,14 @@ func (c *Controller) level() fsm.Event {
 
 func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
 
-// configRejected: the notifier reports that the latest config was refused. The
-// last good config stays in force and the machine hears nothing; only status
-// changes (Degraded), after the loop's report.
-func (c *Controller) configRejected() bool {
-	r, ok := c.configNotifier.(configErrorReporter)
-	return ok && r.LastError() != nil
+// holding: the notifier has rejected the configuration and has seen no good
+// one since this process started, so the admin's choice is unknown. The
+// controller then changes nothing (a present DaemonSet stays as it is, an
+// absent one absent) and only reports the config error, until a valid config
+// (or the ConfigMap's removal, which means the defaults) arrives.
+func (c *Controller) holding() bool {
+	k, ok := c.configNotifier.(configKnower)
+	return ok && !k.HasGoodConfig()
 }
 
 func (c *Controller) onVersion(ctx context.Context) {
@@ -237,35 +248,56 @@ func (c *Controller) onVersion(ctx context.Context) {
 }
 
 // onDrift turns drift notifications into Modified or Deleted. It re-checks
-// each observation against the manager's own writes now, on the goroutine that
+// each spec change against the manager's own writes now, on the goroutine that
 // made them, so an own write whose watch event beat the bookkeeping is not
-// mistaken for drift.
+// mistaken for drift. Metadata damage is never the controller's own (it only
+// ever sets owned labels and annotations), and neither is the deletion of an
+// object it did not delete. One Event reports the whole drain.
 func (c *Controller) onDrift(ctx context.Context, hint bool) {
+	if c.holding() {
+		c.informer.drainDrift()
+		return
+	}
 	state := c.machine.State()
-	drifted := hint
+	drifted, gone := hint, false
+	var kinds []string
 	for _, o := range c.informer.drainDrift() {
-		switch {
-		case o.kind != DriftDeleted && c.manager.IsOwnWrite(o.uid, o.generation):
-			continue
-		case o.kind == DriftDeleted && (state == fsm.StateDeleting || state == fsm.StateDisabled):
-			continue // our own delete while disabling
+		switch o.kind {
+		case DriftModified:
+			if c.manager.IsOwnWrite(o.uid, o.generation) || c.deletedByUs(o.uid) {
+				continue // a late event of an own write, or of an object since deleted
+			}
+		case DriftDeleted:
+			if o.expected || c.deletedByUs(o.uid) || state == fsm.StateDeleting || state == fsm.StateDisabled {
+				gone = true // not drift; it may end Deleting
+				continue
+			}
 		}
 		drifted = true
-		if c.metrics != nil {
-			c.metrics.ObserveDrift(string(o.kind))
+		if !slices.Contains(kinds, string(o.kind)) {
+			kinds = append(kinds, string(o.kind))
+			if c.metrics != nil {
+				c.metrics.ObserveDrift(string(o.kind))
+			}
 		}
-		c.recorder.Eventf(ReasonDriftDetected, "DaemonSet %s/%s was changed by someone else (%s); restoring it", resources.Namespace, resources.DaemonSetName, o.kind)
 	}
-	if !drifted {
-		return
+	if len(kinds) > 0 {
+		c.recorder.Eventf(ReasonDriftDetected, "DaemonSet %s/%s was changed by someone else (%s); restoring it",
+			resources.Namespace, resources.DaemonSetName, strings.Join(kinds, ", "))
 	}
-	ds, ok := c.informer.current()
-	if !ok {
+	ds, present := c.informer.current()
+	switch {
+	case drifted && !present:
 		c.fire(ctx, fsm.Deleted{})
-		return
+	case drifted:
+		c.fire(ctx, fsm.Modified{Generation: ds.Generation})
+	case gone && !present && c.machine.State() == fsm.StateDeleting:
+		c.fire(ctx, fsm.Deleted{}) // our delete went through, though its call failed
 	}
-	c.fire(ctx, fsm.Modified{Generation: ds.Generation})
 }
+
+// deletedByUs reports whether this controller deleted object uid.
+func (c *Controller) deletedByUs(uid types.UID) bool { return slices.Contains(c.deleted, uid) }
 
 // onRollout fires RolloutComplete for the cached object when its rollout is done.
 func (c *Controller) onRollout(ctx context.Context) {
@@ -276,16 +308,23 @@ func (c *Controller) onRollout(ctx context.Context) {
 	if c.machine.State() == fsm.StateRunning {
 		return // nothing to learn: Running+RolloutComplete is a no-op row
 	}
-	c.fire(ctx, fsm.RolloutComplete{Generation: ds.Generation})
+	c.fire(ctx, rolloutOf(ds))
+}
+
+func rolloutOf(ds *appsv1.DaemonSet) fsm.RolloutComplete {
+	return fsm.RolloutComplete{UID: string(ds.UID), Generation: ds.Generation}
 }
 
 // fire feeds ev to the machine and carries out the chain of actions and outcomes
 // it leads to, then checks the rollout of what was applied: an apply that
 // changed nothing produces no watch event, so the cache must be asked.
 func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
+	if ev == nil || c.holding() {
+		return
+	}
 	var applied *appsv1.DaemonSet
 	for ev != nil {
-		t, err := c.machine.Fire(ctx, ev)
+		t, err := c.machine.Fire(ev)
 		if err != nil {
 			klog.Errorf("state machine: %v", err)
 			return
@@ -298,7 +337,7 @@ func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 	}
 	if applied != nil {
 		if ds, ok := c.informer.current(); ok && ds.UID == applied.UID && ds.Generation == applied.Generation && resources.RolloutComplete(ds) {
-			c.fire(ctx, fsm.RolloutComplete{Generation: ds.Generation})
+			c.fire(ctx, rolloutOf(ds))
 		}
 	}
 }
@@ -317,11 +356,13 @@ func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *app
 			c.recorder.Warningf(ReasonApplyFailed, "apply DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)
 			return fsm.ApplyFailed{Err: err}, nil
 		}
-		if res.Changed {
-			return fsm.Applied{Generation: res.Generation}, res.Object
+		uid := string(res.Object.UID)
+		if res.Rolls {
+			return fsm.Applied{UID: uid, Generation: res.Generation}, res.Object
 		}
-		return fsm.AppliedUnchanged{Generation: res.Generation}, res.Object
+		return fsm.AppliedUnchanged{UID: uid, Generation: res.Generation}, res.Object
 	case fsm.ActionDelete:
+		target, present := c.informer.current()
 		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, actionTimeout)
 		_, err := c.manager.Delete(actx)
@@ -331,11 +372,29 @@ func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *app
 			c.recorder.Warningf(ReasonDeleteFailed, "delete DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)
 			return fsm.DeleteFailed{Err: err}, nil
 		}
+		if present {
+			c.rememberDeleted(target.UID)
+		}
 		return fsm.DeleteDone{}, nil
 	case fsm.ActionRetry:
 		c.scheduleRetry()
 	}
 	return nil, nil
+}
+
+// maxDeleted bounds the memory of own deletes; their events arrive within
+// moments, so a few suffice.
+const maxDeleted = 4
+
+// rememberDeleted records an own delete: the view hides the object until the
+// cache drops it (a quick re-enable must create, not adopt it), and its delete
+// event is never drift.
+func (c *Controller) rememberDeleted(uid types.UID) {
+	c.informer.markGone(uid)
+	c.deleted = append(c.deleted, uid)
+	if len(c.deleted) > maxDeleted {
+		c.deleted = c.deleted[1:]
+	}
 }
 
 func (c *Controller) apply(ctx context.Context) (resources.Result, error) {

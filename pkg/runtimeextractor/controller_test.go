@@ -214,14 +214,14 @@ func TestOwnWriteSeenBeforeBookkeepingIsNotDrift(t *testing.T) {
 	var visited []fsm.State
 	h.ctrl.machine.OnTransition(func(tr fsm.Transition) { visited = append(visited, tr.To) })
 
-	h.ctrl.informer.drift(observation{DriftModified, ds.UID, ds.Generation})
+	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation})
 	h.ctrl.onDrift(ctx, false)
 	if len(visited) != 0 || h.eventCount(ReasonDriftDetected) != 0 {
 		t.Fatalf("own write treated as drift: visited %v, %d drift events", visited, h.eventCount(ReasonDriftDetected))
 	}
 
 	// Someone else's write: Drifted, the (no-op) apply, the rollout check, Running.
-	h.ctrl.informer.drift(observation{DriftModified, ds.UID, ds.Generation + 1})
+	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation + 1})
 	h.ctrl.onDrift(ctx, false)
 	if len(visited) == 0 || visited[0] != fsm.StateDrifted || h.eventCount(ReasonDriftDetected) != 1 {
 		t.Fatalf("someone else's write not treated as drift: visited %v", visited)

@@ -80,8 +80,10 @@ type harness struct {
 	updateCh chan struct{}
 	version  *settableVersion
 	limiter  *recordingLimiter
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// limiterOverride, set by a prepare func, replaces the recording limiter.
+	limiterOverride workqueue.TypedRateLimiter[string]
+	cancel          context.CancelFunc
+	done            chan struct{}
 }
 
 // start runs the whole controller, as the seed's Usage wires it, against the
@@ -127,8 +129,12 @@ func startWith(t *testing.T, prepare func(*harness), objs ...metav1.Object) *har
 		t.Fatal(err)
 	}
 	cfg := config.NewSource(h.api.Client, h.recorder)
+	var limiter workqueue.TypedRateLimiter[string] = h.limiter
+	if h.limiterOverride != nil {
+		limiter = h.limiterOverride
+	}
 	h.ctrl = NewRuntimeExtractorController(cfg, h.updateCh, nil, h.api.Client, h.recorder, ri,
-		WithImages(resources.DefaultImages()), WithVersionSource(h.version), WithRateLimiter(h.limiter))
+		WithImages(resources.DefaultImages()), WithVersionSource(h.version), WithRateLimiter(limiter))
 
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup

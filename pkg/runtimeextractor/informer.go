@@ -11,14 +11,18 @@ import (
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
-	appsinformers "k8s.io/client-go/informers/apps/v1"
 	"k8s.io/client-go/kubernetes"
+	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
@@ -39,11 +43,18 @@ const (
 
 // daemonSetInformer watches the managed DaemonSet, and only it, and tells the
 // controller about external changes (ResourceModified) and rollout progress.
+//
+// Its view of the DaemonSet (current, and the lister the resource manager reads)
+// is the informer cache corrected by two facts the cache may not show yet: objects
+// known to be gone (deleted by the controller, or found gone by a probe) are
+// absent, and while the watch is broken the latest live GET stands in for the
+// cache (see probe.go).
 type daemonSetInformer struct {
 	factory.Controller
 
 	informer cache.SharedIndexInformer
-	lister   appslisters.DaemonSetLister
+	cached   appslisters.DaemonSetLister // the informer cache as it is
+	lister   appslisters.DaemonSetLister // the view
 	syncCtx  factory.SyncContext
 
 	modified chan struct{} // drift, coalesced
@@ -52,18 +63,26 @@ type daemonSetInformer struct {
 	// ownWrite tells the controller's own writes apart (set by the controller).
 	ownWrite atomic.Pointer[func(types.UID, int64) bool]
 
+	// watch tracks the health of the informer's watch; nil when the factory
+	// already had a DaemonSet informer that this one could not instrument.
+	watch *watchHealth
+
 	mu      sync.Mutex
-	pending []observation // drift seen since the controller last drained it
+	pending []observation      // drift seen since the controller last drained it
+	gone    map[types.UID]bool // deleted objects the cache may still hold
+	probed  *probedDaemonSet   // latest live read while the watch is broken
 }
 
 // observation is one candidate drift. The event-time own-write check can lose a
 // race (the watch event may arrive before the writer recorded its write), so the
 // controller checks UID and generation again when it drains, after its own
-// apply has returned.
+// apply has returned. expected marks the deletion of an object already known to
+// be gone: it was counted (or was the controller's own) when it became known.
 type observation struct {
 	kind       DriftKind
 	uid        types.UID
 	generation int64
+	expected   bool
 }
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
@@ -79,14 +98,19 @@ var _ ResourceInformer = (*daemonSetInformer)(nil)
 // informer see the same restricted cache.) Start the factory and Run the returned
 // controller, as the Usage section shows.
 func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
-	informer := kubeInformers.InformerFor(&appsv1.DaemonSet{}, newManagedDaemonSetInformer)
 	ri := &daemonSetInformer{
-		informer: informer,
-		lister:   appslisters.NewDaemonSetLister(informer.GetIndexer()),
 		syncCtx:  factory.NewSyncContext("RuntimeExtractorResourceInformer", eventRecorder),
 		modified: make(chan struct{}, 1),
 		rollout:  make(chan struct{}, 1),
+		gone:     map[types.UID]bool{},
 	}
+	informer := kubeInformers.InformerFor(&appsv1.DaemonSet{}, ri.newInformer)
+	if ri.watch == nil {
+		klog.Warningf("the informer factory already has a DaemonSet informer; a broken watch will not be bridged by live reads")
+	}
+	ri.informer = informer
+	ri.cached = appslisters.NewDaemonSetLister(informer.GetIndexer())
+	ri.lister = viewLister{DaemonSetLister: ri.cached, ri: ri}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    ri.onAdd,
 		UpdateFunc: ri.onUpdate,
@@ -102,12 +126,44 @@ func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.
 	return ri, nil
 }
 
-func newManagedDaemonSetInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-	return appsinformers.NewFilteredDaemonSetInformer(client, resources.Namespace, resync,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", resources.DaemonSetName).String()
-		})
+// newInformer builds the managed DaemonSet's informer for the factory: a name
+// field selector keeps the cache at one object, and the list and watch calls
+// report to watchHealth, so a broken watch is noticed at once.
+func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	ri.watch = newWatchHealth(client)
+	selector := fields.OneTermEqualSelector("metadata.name", resources.DaemonSetName).String()
+	daemonSets := func() appsclientv1.DaemonSetInterface { return client.AppsV1().DaemonSets(resources.Namespace) }
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			list, err := daemonSets().List(ctx, o)
+			if err != nil {
+				ri.watch.failed(err)
+			}
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			w, err := daemonSets().Watch(ctx, o)
+			if err != nil {
+				ri.watch.failed(err)
+				return nil, err
+			}
+			ri.watch.established()
+			return w, nil
+		},
+	}
+	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &appsv1.DaemonSet{}, resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	// The reflector reports every list and watch failure here, including a watch
+	// that ends with an error; the default handler still logs it.
+	if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		ri.watch.failed(err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		klog.Warningf("watch error handler: %v", err) // only on a started informer, which this is not
+	}
+	return informer
 }
 
 // Run runs the library-go controller that delivers drift notifications. It
@@ -115,6 +171,11 @@ func newManagedDaemonSetInformer(client kubernetes.Interface, resync time.Durati
 // the caches synced, which would leak the queue's goroutine.
 func (ri *daemonSetInformer) Run(ctx context.Context, workers int) {
 	defer ri.syncCtx.Queue().ShutDown()
+	if ri.watch != nil {
+		done := make(chan struct{})
+		go func() { defer close(done); ri.bridgeBrokenWatch(ctx) }()
+		defer func() { <-done }()
+	}
 	ri.Controller.Run(ctx, workers)
 }
 
@@ -150,7 +211,7 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 	// Objects present at startup are the controller's first observation, not
 	// drift; a later Add it did not write (someone recreated it) is.
 	if !isInInitialList && !ri.isOwnWrite(ds) {
-		ri.drift(observation{DriftModified, ds.UID, ds.Generation})
+		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation})
 	}
 }
 
@@ -164,7 +225,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		notify(ri.rollout)
 	}
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
-		ri.drift(observation{kind, cur.UID, cur.Generation})
+		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation})
 	}
 }
 
@@ -214,7 +275,11 @@ func (ri *daemonSetInformer) onDelete(obj any) {
 		return
 	}
 	notify(ri.rollout)
-	ri.drift(observation{DriftDeleted, ds.UID, ds.Generation})
+	ri.mu.Lock()
+	expected := ri.gone[ds.UID]
+	delete(ri.gone, ds.UID) // the cache has caught up
+	ri.mu.Unlock()
+	ri.drift(observation{kind: DriftDeleted, uid: ds.UID, generation: ds.Generation, expected: expected})
 }
 
 func (ri *daemonSetInformer) drift(o observation) {
@@ -233,11 +298,82 @@ func (ri *daemonSetInformer) drainDrift() []observation {
 	return out
 }
 
-// current returns the managed DaemonSet from the cache.
+// markGone records that object uid no longer exists, so the view hides it
+// until the cache drops it too (onDelete forgets it then).
+func (ri *daemonSetInformer) markGone(uid types.UID) {
+	ri.mu.Lock()
+	defer ri.mu.Unlock()
+	ri.markGoneLocked(uid)
+}
+
+// maxGone bounds the gone set: an object the cache never held never gets a
+// delete event to forget it by.
+const maxGone = 8
+
+func (ri *daemonSetInformer) markGoneLocked(uid types.UID) {
+	if len(ri.gone) >= maxGone {
+		_, cached, _ := ri.cachedObject()
+		for u := range ri.gone {
+			if cached == nil || cached.UID != u {
+				delete(ri.gone, u)
+			}
+		}
+	}
+	ri.gone[uid] = true
+}
+
+// current returns the managed DaemonSet as the view has it.
 func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
-	ds, err := ri.lister.DaemonSets(resources.Namespace).Get(resources.DaemonSetName)
-	if err != nil {
+	ri.mu.Lock()
+	defer ri.mu.Unlock()
+	var ds *appsv1.DaemonSet
+	if ri.probed != nil {
+		ds = ri.probed.ds
+	} else {
+		_, ds, _ = ri.cachedObject()
+	}
+	if ds == nil || ri.gone[ds.UID] {
 		return nil, false
 	}
 	return ds, true
+}
+
+// cachedObject reads the managed DaemonSet from the informer cache; ds is nil
+// when the cache has none.
+func (ri *daemonSetInformer) cachedObject() (bool, *appsv1.DaemonSet, error) {
+	ds, err := ri.cached.DaemonSets(resources.Namespace).Get(resources.DaemonSetName)
+	if apierrors.IsNotFound(err) {
+		return false, nil, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	return true, ds, nil
+}
+
+// viewLister is the lister the resource manager reads: the view for the
+// managed DaemonSet, the cache for anything else.
+type viewLister struct {
+	appslisters.DaemonSetLister
+	ri *daemonSetInformer
+}
+
+func (v viewLister) DaemonSets(namespace string) appslisters.DaemonSetNamespaceLister {
+	return viewNamespaceLister{DaemonSetNamespaceLister: v.ri.cached.DaemonSets(namespace), ri: v.ri, namespace: namespace}
+}
+
+type viewNamespaceLister struct {
+	appslisters.DaemonSetNamespaceLister
+	ri        *daemonSetInformer
+	namespace string
+}
+
+func (v viewNamespaceLister) Get(name string) (*appsv1.DaemonSet, error) {
+	if v.namespace != resources.Namespace || name != resources.DaemonSetName {
+		return v.DaemonSetNamespaceLister.Get(name)
+	}
+	if ds, ok := v.ri.current(); ok {
+		return ds, nil
+	}
+	return nil, apierrors.NewNotFound(appsv1.Resource("daemonsets"), name)
 }

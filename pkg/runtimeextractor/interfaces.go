@@ -53,6 +53,13 @@ type configErrorReporter interface {
 	LastError() error
 }
 
+// configKnower is implemented by config notifiers that can tell whether they
+// have seen a good configuration (or its absence, which means the defaults)
+// since they started; config.Source does.
+type configKnower interface {
+	HasGoodConfig() bool
+}
+
 // syncer is implemented by sources with a cache the controller must wait for.
 type syncer interface {
 	HasSynced() bool

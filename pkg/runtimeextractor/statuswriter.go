@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -23,6 +24,7 @@ const (
 // meanwhile collapse into the latest.
 type statusWriter struct {
 	reporter *status.Reporter
+	clock    clock.Clock
 
 	mu     sync.Mutex
 	latest *status.Snapshot
@@ -30,7 +32,7 @@ type statusWriter struct {
 }
 
 func newStatusWriter(r *status.Reporter) *statusWriter {
-	return &statusWriter{reporter: r, wake: make(chan struct{}, 1)}
+	return &statusWriter{reporter: r, clock: clock.RealClock{}, wake: make(chan struct{}, 1)}
 }
 
 // offer replaces the pending snapshot; it never blocks.
@@ -42,18 +44,28 @@ func (w *statusWriter) offer(s status.Snapshot) {
 }
 
 // run writes offered snapshots until ctx is done. A failed write is retried
-// after statusRetry unless a newer snapshot comes first.
+// after statusRetry unless a newer snapshot is written first: a success
+// forgets the failed one, which is older.
 func (w *statusWriter) run(ctx context.Context) {
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
-	var failed *status.Snapshot
+	var (
+		failed *status.Snapshot
+		retry  clock.Timer
+		retryC <-chan time.Time
+	)
+	stopRetry := func() {
+		if retry != nil {
+			retry.Stop()
+		}
+		failed, retry, retryC = nil, nil, nil
+	}
+	defer stopRetry()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
-		case <-retry.C:
+		case <-retryC:
+			retryC = nil
 			w.mu.Lock()
 			if w.latest == nil {
 				w.latest = failed
@@ -70,10 +82,14 @@ func (w *statusWriter) run(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, statusTimeout)
 		err := w.reporter.Report(rctx, *s)
 		cancel()
-		if err != nil && !errors.Is(err, context.Canceled) {
+		switch {
+		case err == nil:
+			stopRetry()
+		case !errors.Is(err, context.Canceled):
 			klog.Warningf("report status (retrying in %s): %v", statusRetry, err)
-			failed = s
-			retry.Reset(statusRetry)
+			stopRetry()
+			failed, retry = s, w.clock.NewTimer(statusRetry)
+			retryC = retry.C()
 		}
 	}
 }

@@ -1,0 +1,359 @@
+package runtimeextractor
+
+// Regression tests of issue 11's defects, one named test each. Every one of them
+// runs at the controller's production timers (10-minute resync, default backoff):
+// a shorter resync would repair what the event path drops and hide the defect.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openshift/library-go/pkg/operator/events"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/config"
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+// transitions records every transition the machine takes from now on.
+type transitions struct {
+	mu   sync.Mutex
+	seen []fsm.Transition
+}
+
+func record(c *Controller) *transitions {
+	r := &transitions{}
+	c.machine.OnTransition(func(t fsm.Transition) {
+		r.mu.Lock()
+		r.seen = append(r.seen, t)
+		r.mu.Unlock()
+	})
+	return r
+}
+
+func (r *transitions) list() []fsm.Transition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]fsm.Transition(nil), r.seen...)
+}
+
+func (r *transitions) any(pred func(fsm.Transition) bool) bool {
+	for _, t := range r.list() {
+		if pred(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Defect 1: an owned label removed by someone else keeps the generation, and the
+// drain's own-write check took it for the controller's own write.
+func TestRemovedLabelIsRestoredWithoutResync(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	ds := h.stored().DeepCopy()
+	delete(ds.Labels, resources.LabelManagedBy)
+	if _, err := h.api.Client.AppsV1().DaemonSets(ds.Namespace).Update(context.Background(), ds, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStored("the managed-by label to be restored", func(ds *appsv1.DaemonSet) bool {
+		return ds != nil && ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
+	})
+	h.waitState(fsm.StateRunning)
+}
+
+// Defect 3: after the apply of a new version failed, a status-only update of the
+// old object completed the "upgrade".
+func TestRefusedUpgradeIsNotRunning(t *testing.T) {
+	var refuse sync.Mutex
+	refusing := false
+	h := startWith(t, func(h *harness) {
+		h.api.Client.PrependReactor("update", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			refuse.Lock()
+			defer refuse.Unlock()
+			if refusing && a.GetSubresource() == "" {
+				return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), resources.DaemonSetName, errors.New("denied by admission policy"))
+			}
+			return false, nil, nil
+		})
+	})
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	seen := record(h.ctrl)
+
+	refuse.Lock()
+	refusing = true
+	refuse.Unlock()
+	h.version.set("4.22.0")
+	h.eventually("the refused apply", func() bool { return h.eventCount(ReasonApplyFailed) > 0 })
+
+	// A status-only update of the old object: a fourth node joined and runs it.
+	old := h.stored().DeepCopy()
+	old.Status.DesiredNumberScheduled, old.Status.CurrentNumberScheduled = 4, 4
+	old.Status.UpdatedNumberScheduled, old.Status.NumberAvailable, old.Status.NumberReady = 4, 4, 4
+	if _, err := h.api.Client.AppsV1().DaemonSets(old.Namespace).UpdateStatus(context.Background(), old, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the rollout report to reach the machine", func() bool {
+		return seen.any(func(t fsm.Transition) bool { return t.Event.Name() == fsm.EventRolloutComplete })
+	})
+	if seen.any(func(t fsm.Transition) bool { return t.To == fsm.StateRunning }) {
+		t.Fatalf("a refused upgrade was reported done: %v", seen.list())
+	}
+
+	refuse.Lock()
+	refusing = false
+	refuse.Unlock()
+	h.waitStored("the new version to be applied", func(ds *appsv1.DaemonSet) bool {
+		return ds.Annotations[resources.VersionAnnotation] == "4.22.0"
+	})
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+}
+
+// Defect 5: a valid change and a rejected one coalesced into one notification;
+// the controller skipped the re-assert because the latest content was bad.
+func TestChangeBehindRejectedConfigIsApplied(t *testing.T) {
+	api := fakeapi.New()
+	n := &stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)}
+	c := runWith(t, api, n)
+	waitFor(t, "the DaemonSet", func() bool { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds != nil })
+
+	// The last good config disables the extractor, and the newest content (which
+	// came right after it, in the same notification) was rejected.
+	n.set(&config.InsightsConfiguration{DataReporting: config.DataReporting{DisableRuntimeExtractor: true}}, errors.New("config.yaml: typo"))
+	n.ch <- struct{}{}
+	waitFor(t, "the DaemonSet to be deleted", func() bool { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds == nil })
+	waitFor(t, "Disabled", func() bool { return c.State() == fsm.StateDisabled })
+}
+
+// Defect 6: our DELETE timed out client-side but succeeded; the deletion event
+// must end Deleting at once instead of waiting out the backoff.
+func TestDeletionEndsDeletingWithoutRetry(t *testing.T) {
+	var calls atomic.Int32
+	h := startWith(t, func(h *harness) {
+		h.api.Client.PrependReactor("delete", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			switch n := calls.Add(1); {
+			case n <= 6: // six failures in a row: the next retry is about 6.4 s away
+				return true, nil, apierrors.NewServiceUnavailable("injected")
+			case n == 7: // the server deletes, the client gives up waiting
+				_ = h.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName)
+				return true, nil, context.DeadlineExceeded
+			}
+			return false, nil, nil
+		})
+		h.limiterOverride = defaultRateLimiter()
+	})
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	h.setConfig(disabledConfig)
+	h.eventually("the DaemonSet to be gone", func() bool { return h.stored() == nil })
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 2*time.Second, true,
+		func(context.Context) (bool, error) { return h.ctrl.State() == fsm.StateDisabled, nil })
+	if err != nil {
+		t.Fatalf("still %s 2 s after the DaemonSet was deleted", h.ctrl.State())
+	}
+}
+
+// Defect 7: a label-only repair (the generation does not move) went
+// Running -> Deploying -> Running, with an Event and a status write each.
+func TestLabelRepairDoesNotRollOut(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	seen := record(h.ctrl)
+
+	ds := h.stored().DeepCopy()
+	delete(ds.Labels, resources.LabelManagedBy)
+	if _, err := h.api.Update(ds); err != nil { // stored without a watch event reaching drift
+		t.Fatal(err)
+	}
+	h.updateCh <- struct{}{} // a re-assert (updateCh without a version change)
+	h.waitStored("the label to be restored", func(ds *appsv1.DaemonSet) bool {
+		return ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
+	})
+	h.updateCh <- struct{}{} // returns once the loop handled the first
+	h.waitState(fsm.StateRunning)
+	if seen.any(func(t fsm.Transition) bool { return t.To == fsm.StateDeploying }) {
+		t.Fatalf("a label repair went through Deploying: %v", seen.list())
+	}
+}
+
+// Defect 8: the machine was fired with the Run context; once that was cancelled
+// mid-action, looplab/fsm stayed "in transition" and a second Run could do nothing.
+func TestRunAgainAfterCancelMidAction(t *testing.T) {
+	api := fakeapi.New()
+	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	api.Client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		entered <- struct{}{}
+		<-release // held open while the caller's context is cancelled
+		return false, nil, nil
+	})
+	sources, stopSources := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactoryWithOptions(api.Client, 0, informers.WithNamespace(resources.Namespace))
+	ri, err := NewResourceInformer(rec, factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.NewSource(api.Client, rec)
+	ctrl := NewRuntimeExtractorController(cfg, nil, nil, api.Client, rec, ri,
+		WithImages(resources.DefaultImages()), WithVersionSource(newSettableVersion("4.21.0")))
+	factory.Start(sources.Done())
+	go cfg.Run(sources)
+	go ri.Run(sources, 1)
+	defer func() { stopSources(); factory.Shutdown() }()
+
+	run := func(ctx context.Context) chan struct{} {
+		done := make(chan struct{})
+		go func() { defer close(done); ctrl.Run(ctx) }()
+		return done
+	}
+	first, cancelFirst := context.WithCancel(context.Background())
+	done := run(first)
+	waitFor(t, "the DaemonSet", func() bool { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds != nil })
+
+	if _, err := api.Client.CoreV1().ConfigMaps(resources.Namespace).Create(context.Background(), configMap(disabledConfig), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	cancelFirst()
+	close(release)
+	<-done
+
+	second, cancelSecond := context.WithCancel(context.Background())
+	defer cancelSecond()
+	done = run(second)
+	defer func() { cancelSecond(); <-done }()
+	if _, err := api.Client.CoreV1().ConfigMaps(resources.Namespace).Update(context.Background(), configMap(enabledConfig), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the DaemonSet after the second Run", func() bool {
+		ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName)
+		return ds != nil && ctrl.State() == fsm.StateDeploying
+	})
+}
+
+// Defect 9: one DriftDetected Event per drain, not one per queued observation.
+func TestOneDriftEventPerDrain(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	h.stop() // drive onDrift by hand, on this goroutine
+	ds := h.stored()
+
+	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation + 1})
+	h.ctrl.informer.drift(observation{kind: DriftMetadata, uid: ds.UID, generation: ds.Generation + 1})
+	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation + 2})
+	h.ctrl.onDrift(context.Background(), false)
+	if n := h.eventCount(ReasonDriftDetected); n != 1 {
+		t.Fatalf("got %d %s events for one drain, want 1", n, ReasonDriftDetected)
+	}
+}
+
+// Defect 10: with a malformed insights-config and no good config seen since the
+// start, the controller must change nothing: an absent DaemonSet stays absent.
+func TestInvalidConfigAtStartKeepsAbsentDaemonSetAbsent(t *testing.T) {
+	h := start(t, configMap("dataReporting: [not, a, mapping"))
+	h.updateCh <- struct{}{}
+	h.updateCh <- struct{}{} // returns once the loop handled the first, after the start-up re-assert
+	if ds := h.stored(); ds != nil {
+		t.Fatalf("an invalid config at start deployed the DaemonSet (labels %v)", ds.Labels)
+	}
+	if h.eventCount(config.ReasonInvalidConfig) != 1 {
+		t.Fatalf("no %s warning", config.ReasonInvalidConfig)
+	}
+
+	h.setConfig(enabledConfig)
+	h.waitStored("the DaemonSet once a valid config arrives", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+}
+
+// Defect 10: ... and a present DaemonSet is left exactly as it is.
+func TestInvalidConfigAtStartLeavesPresentDaemonSetAsItIs(t *testing.T) {
+	existing := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: resources.Namespace, Name: resources.DaemonSetName,
+		Labels: map[string]string{"app": "custom"}}}
+	h := startWith(t, func(h *harness) { h.api.Client.ClearActions() }, configMap("dataReporting: [not, a, mapping"), existing)
+	h.updateCh <- struct{}{}
+	h.updateCh <- struct{}{}
+	if w := h.api.Count().Writes; w != 0 {
+		t.Fatalf("an invalid config at start wrote %d time(s): %v", w, h.api.Count().Verbs)
+	}
+	if ds := h.stored(); ds == nil || ds.Labels["app"] != "custom" {
+		t.Fatalf("the DaemonSet was changed: %v", ds)
+	}
+}
+
+// stubNotifier is a ConfigNotifier whose config and rejection the test sets.
+type stubNotifier struct {
+	mu  sync.Mutex
+	cfg *config.InsightsConfiguration
+	err error
+	ch  chan struct{}
+}
+
+func (s *stubNotifier) set(cfg *config.InsightsConfiguration, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg, s.err = cfg, err
+}
+
+func (s *stubNotifier) ConfigChanged() (<-chan struct{}, func()) { return s.ch, func() {} }
+
+func (s *stubNotifier) Config() *config.InsightsConfiguration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.DeepCopy()
+}
+
+func (s *stubNotifier) LastError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// runWith runs a controller over api with notifier n until the test ends.
+func runWith(t *testing.T, api *fakeapi.Server, n ConfigNotifier) *Controller {
+	t.Helper()
+	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
+	factory := informers.NewSharedInformerFactoryWithOptions(api.Client, 0, informers.WithNamespace(resources.Namespace))
+	ri, err := NewResourceInformer(rec, factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewRuntimeExtractorController(n, nil, nil, api.Client, rec, ri,
+		WithImages(resources.DefaultImages()), WithVersionSource(newSettableVersion("4.21.0")))
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ri.Run(ctx, 1) }()
+	go func() { defer wg.Done(); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
+	return c
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
