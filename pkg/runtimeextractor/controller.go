@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
@@ -50,6 +52,9 @@ type Controller struct {
 	images   *resources.Images
 	metrics  *metrics.Metrics
 	status   *statusWriter
+
+	// versionSignals counts handled updateCh notifications (tests wait on it).
+	versionSignals atomic.Uint64
 
 	// Owned by the Run goroutine.
 	deleted   []types.UID // objects this controller deleted, newest last
@@ -136,6 +141,32 @@ func NewRuntimeExtractorController(
 // State returns the machine's current state (safe from any goroutine).
 func (c *Controller) State() fsm.State { return c.machine.State() }
 
+// relay drains in into a coalescing notification channel until ctx is done or
+// in is closed, so that no sender ever waits for the control loop. A nil in
+// gives a nil channel (never ready).
+func relay(ctx context.Context, wg *sync.WaitGroup, in <-chan struct{}) <-chan struct{} {
+	if in == nil {
+		return nil
+	}
+	out := make(chan struct{}, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-in:
+				if !ok {
+					return
+				}
+				notify(out)
+			}
+		}
+	}()
+	return out
+}
+
 // Manager returns the resource manager (the seed's ResourceManager).
 func (c *Controller) Manager() *resources.Manager { return c.manager }
 
@@ -146,11 +177,20 @@ func (c *Controller) Run(ctx context.Context) {
 	if c.runInformer != nil {
 		c.runInformer(ctx)
 	}
+	// The host's goroutines send on updateCh and on its config channel, some
+	// with blocking sends: both are drained from the start, even while an
+	// action runs, and their notifications coalesce.
+	configCh, stopConfig := c.configNotifier.ConfigChanged()
+	defer stopConfig()
+	relayCtx, stopRelays := context.WithCancel(ctx)
+	var relays sync.WaitGroup
+	defer func() { stopRelays(); relays.Wait() }()
+	configHint := relay(relayCtx, &relays, configCh)
+	versionHint := relay(relayCtx, &relays, c.updateCh)
+
 	if !c.waitForCaches(ctx) {
 		return
 	}
-	configCh, stopConfig := c.configNotifier.ConfigChanged()
-	defer stopConfig()
 	defer c.stopRetry()
 	if c.status != nil {
 		statusCtx, stopStatus := context.WithCancel(ctx)
@@ -175,13 +215,14 @@ func (c *Controller) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-configCh:
+		case <-configHint:
 			// Always re-assert, even when the newest content was rejected: the
 			// level comes from the last good config, which may have changed in
 			// the same (coalesced) notification.
 			c.reassert(ctx)
-		case <-c.updateCh:
+		case <-versionHint:
 			c.onVersion(ctx)
+			c.versionSignals.Add(1)
 		case <-c.versions.Changed():
 			c.onVersion(ctx)
 		case <-c.informer.ResourceModified():

@@ -130,7 +130,7 @@ func TestSeedUpdateChannel(t *testing.T) {
 	h.version.mu.Lock()
 	h.version.v = "4.23.0"
 	h.version.mu.Unlock()
-	h.updateCh <- struct{}{}
+	h.signalVersion()
 	h.waitStored("the version from updateCh", func(ds *appsv1.DaemonSet) bool {
 		return ds.Annotations[resources.VersionAnnotation] == "4.23.0"
 	})
@@ -139,8 +139,7 @@ func TestSeedUpdateChannel(t *testing.T) {
 
 	// A notification without a version change writes nothing.
 	h.api.Client.ClearActions()
-	h.updateCh <- struct{}{}
-	h.updateCh <- struct{}{} // the second send returns only after the first was handled
+	h.signalVersion()
 	for _, a := range h.api.Client.Actions() {
 		if a.GetVerb() == "update" || a.GetVerb() == "create" {
 			t.Fatalf("an unchanged version wrote: %v", a)

@@ -184,11 +184,10 @@ func TestLabelRepairDoesNotRollOut(t *testing.T) {
 	if _, err := h.api.Update(ds); err != nil { // stored without a watch event reaching drift
 		t.Fatal(err)
 	}
-	h.updateCh <- struct{}{} // a re-assert (updateCh without a version change)
+	h.signalVersion() // a re-assert (updateCh without a version change)
 	h.waitStored("the label to be restored", func(ds *appsv1.DaemonSet) bool {
 		return ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
 	})
-	h.updateCh <- struct{}{} // returns once the loop handled the first
 	h.waitState(fsm.StateRunning)
 	if seen.any(func(t fsm.Transition) bool { return t.To == fsm.StateDeploying }) {
 		t.Fatalf("a label repair went through Deploying: %v", seen.list())
@@ -272,8 +271,7 @@ func TestOneDriftEventPerDrain(t *testing.T) {
 // start, the controller must change nothing: an absent DaemonSet stays absent.
 func TestInvalidConfigAtStartKeepsAbsentDaemonSetAbsent(t *testing.T) {
 	h := start(t, configMap("dataReporting: [not, a, mapping"))
-	h.updateCh <- struct{}{}
-	h.updateCh <- struct{}{} // returns once the loop handled the first, after the start-up re-assert
+	h.signalVersion() // handled after the start-up re-assert
 	if ds := h.stored(); ds != nil {
 		t.Fatalf("an invalid config at start deployed the DaemonSet (labels %v)", ds.Labels)
 	}
@@ -290,8 +288,7 @@ func TestInvalidConfigAtStartLeavesPresentDaemonSetAsItIs(t *testing.T) {
 	existing := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: resources.Namespace, Name: resources.DaemonSetName,
 		Labels: map[string]string{"app": "custom"}}}
 	h := startWith(t, func(h *harness) { h.api.Client.ClearActions() }, configMap("dataReporting: [not, a, mapping"), existing)
-	h.updateCh <- struct{}{}
-	h.updateCh <- struct{}{}
+	h.signalVersion()
 	if w := h.api.Count().Writes; w != 0 {
 		t.Fatalf("an invalid config at start wrote %d time(s): %v", w, h.api.Count().Verbs)
 	}

@@ -232,3 +232,12 @@ func (h *harness) eventCount(reason string) int {
 	}
 	return n
 }
+
+// signalVersion sends on updateCh as the host does (a blocking send) and waits
+// until the control loop has handled it; the start-up re-assert comes first.
+func (h *harness) signalVersion() {
+	h.t.Helper()
+	n := h.ctrl.versionSignals.Load()
+	h.updateCh <- struct{}{}
+	h.eventually("the loop to handle the updateCh signal", func() bool { return h.ctrl.versionSignals.Load() > n })
+}
