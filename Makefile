@@ -9,12 +9,16 @@ STATICCHECK_VERSION := v0.8.2
 FUZZTIME ?= 15s
 LISTEN ?= 127.0.0.1:8443
 
-.PHONY: all build tools test unit e2e fuzz verify docs run bench clean
+.PHONY: all build tools test unit e2e fuzz verify docs run bench soak clean
 
 all: build
 
+# The binary's version (--version, build_info): git describe (a commit hash when no
+# tag is reachable). Without git or a repository it is empty and the binary falls
+# back to the module version Go recorded, else v0.0.0-dev. VERSION=... overrides it.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 build:
-	$(GO) build -o $(BIN) ./cmd/runtime-extractor-controller
+	$(GO) build -ldflags '$(if $(VERSION),-X main.version=$(VERSION))' -o $(BIN) ./cmd/runtime-extractor-controller
 
 # Builds the local cluster's binaries into bin/ (cached by version; ~15 min cold).
 tools:
@@ -59,6 +63,13 @@ run: tools build
 
 bench: tools build
 	$(GO) run ./hack/bench
+
+# Not part of `make test`: the kill-at-random-point cycle of
+# TestRandomKillsConverge, 200 times (SOAK_CYCLES=<n> to change) at the default
+# settings; it reports every cycle that took over 30 s and ends with
+# "soak: N/200 converged". FAULT_SEED=<seed> replays a run.
+soak: tools build
+	SOAK_CYCLES=$${SOAK_CYCLES:-200} $(GO) test -count=1 -timeout 4h -v -run '^TestSoakRandomKills$$' ./test/e2e/
 
 clean:
 	rm -rf bin

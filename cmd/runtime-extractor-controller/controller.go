@@ -5,12 +5,15 @@ import (
 	goflag "flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
 	"github.com/openshift/library-go/pkg/controller/controllercmd"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,9 +28,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
-	"github.com/insights-runtime-extractor/controller/pkg/version"
-	kversion "k8s.io/apimachinery/pkg/version"
-	"k8s.io/component-base/version/verflag"
+	releaseversion "github.com/insights-runtime-extractor/controller/pkg/version"
 )
 
 // componentName names the Lease (<component>-lock) and the Events' source.
@@ -36,11 +37,24 @@ const componentName = "runtime-extractor-controller"
 type controllerOptions struct {
 	resync          time.Duration
 	clusterOperator string
+	// metrics are registered before controllercmd starts (see newControllerCommand)
+	// and handed to the controller once this replica leads.
+	metrics *metrics.Metrics
 }
 
-func newControllerCommand(ctx context.Context) *cobra.Command {
-	opts := &controllerOptions{}
-	cc := controllercmd.NewControllerCommandConfig(componentName, kversion.Info{GitVersion: "v0.1.0"},
+// serviceAccountNamespaceFile holds the namespace of the pod the process runs
+// in; tests replace it.
+var serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// newControllerCommand returns the controller command. Its collectors go to reg
+// (the binary passes component-base's legacy registry, which controllercmd serves
+// on /metrics) when the command runs, before controllercmd starts: controllercmd
+// serves /metrics while it campaigns for the Lease and calls run only once this
+// replica leads, so registering in run would leave a standby without the series.
+func newControllerCommand(ctx context.Context, reg prometheus.Registerer) *cobra.Command {
+	opts := &controllerOptions{metrics: metrics.New()}
+	v := binaryVersion()
+	cc := controllercmd.NewControllerCommandConfig(componentName, versionInfo(v),
 		func(ctx context.Context, cctx *controllercmd.ControllerContext) error { return run(ctx, cctx, opts) },
 		clock.RealClock{})
 	// OpenShift's HA defaults (137 s lease) make a restarted process wait minutes
@@ -52,12 +66,28 @@ func newControllerCommand(ctx context.Context) *cobra.Command {
 	cmd := cc.NewCommandWithContext(ctx)
 	cmd.Use = componentName
 	cmd.Short = "Keep the insights-runtime-extractor DaemonSet in its desired state"
+	// Cobra handles --version before PreRunE and Run: it prints and returns, so
+	// neither a kubeconfig nor a cluster is needed.
+	cmd.Version = v
+	cmd.SetVersionTemplate("{{.Name}} {{.Version}}\n")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := resolveNamespace(cmd.Flags()); err != nil {
+			return err
+		}
+		return metrics.RegisterAll(reg, append(opts.metrics.Collectors(), metrics.NewBuildInfo(v))...)
+	}
 	flags := cmd.Flags()
-	// Outside a pod there is no namespace to auto-detect; the controller's home is
-	// known, so default to it.
-	if ns := flags.Lookup("namespace"); ns != nil {
-		_ = ns.Value.Set(resources.Namespace)
-		ns.DefValue = resources.Namespace
+	// controllercmd's own descriptions are generic (and say "master configuration
+	// file" for --kubeconfig): say what each flag means here.
+	for name, usage := range map[string]string{
+		"kubeconfig": "kubeconfig of the cluster to manage (default: the in-cluster configuration)",
+		"namespace":  "namespace of the Lease and the Events (default: the pod's namespace in a pod, " + resources.Namespace + " outside one)",
+		"listen":     "address of /healthz, /readyz and /metrics, served over HTTPS (default: 0.0.0.0:8443)",
+		"config":     "a library-go GenericOperatorConfig file (serving certificate, authentication and so on)",
+	} {
+		if f := flags.Lookup(name); f != nil {
+			f.Usage = usage
+		}
 	}
 	flags.DurationVar(&opts.resync, "resync", runtimeextractor.DefaultResync, "period of the level re-assert")
 	flags.StringVar(&opts.clusterOperator, "cluster-operator", status.DefaultClusterOperatorName, "ClusterOperator that receives the RuntimeExtractor* conditions (empty: none)")
@@ -65,7 +95,7 @@ func newControllerCommand(ctx context.Context) *cobra.Command {
 	flags.DurationVar(&cc.RenewDeadline.Duration, "leader-elect-renew-deadline", cc.RenewDeadline.Duration, "leader election renew deadline")
 	flags.DurationVar(&cc.RetryPeriod.Duration, "leader-elect-retry-period", cc.RetryPeriod.Duration, "leader election retry period")
 	flags.BoolVar(&cc.DisableLeaderElection, "disable-leader-election", false, "run without leader election (one replica only)")
-	verflag.AddFlags(flags)
+	flags.Bool("version", false, "print the version and exit")
 	// klog's flags (-v, --vmodule, ...) so the controller's V(2)/V(4) logs can be enabled.
 	klogFlags := goflag.NewFlagSet("klog", goflag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -73,10 +103,25 @@ func newControllerCommand(ctx context.Context) *cobra.Command {
 	return cmd
 }
 
-func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *controllerOptions) error {
-	if cctx.OperatorNamespace == "" || cctx.OperatorNamespace == "openshift-config-managed" {
-		cctx.OperatorNamespace = resources.Namespace
+// resolveNamespace fills in an empty --namespace: the pod's namespace (its
+// service account's) in a pod, resources.Namespace outside one. controllercmd
+// would fall back to openshift-config-managed instead.
+func resolveNamespace(flags *pflag.FlagSet) error {
+	ns := flags.Lookup("namespace")
+	if ns == nil {
+		return fmt.Errorf("controllercmd no longer registers --namespace")
 	}
+	if ns.Value.String() != "" {
+		return nil
+	}
+	detected := resources.Namespace
+	if raw, err := os.ReadFile(serviceAccountNamespaceFile); err == nil && strings.TrimSpace(string(raw)) != "" {
+		detected = strings.TrimSpace(string(raw))
+	}
+	return ns.Value.Set(detected)
+}
+
+func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *controllerOptions) error {
 	kubeClient, err := kubernetes.NewForConfig(withRateLimits(cctx.ProtoKubeConfig))
 	if err != nil {
 		return fmt.Errorf("kube client: %w", err)
@@ -93,22 +138,20 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 		return err
 	}
 	configSource := config.NewSource(kubeClient, recorder)
-	versionSource, err := version.NewSource(kubeClient.Discovery(), configClient, os.Getenv(version.EnvReleaseVersion))
+	versionSource, err := releaseversion.NewSource(kubeClient.Discovery(), configClient, os.Getenv(releaseversion.EnvReleaseVersion))
 	if err != nil {
 		return err
 	}
 
-	m := metrics.New()
-	m.RegisterLegacy()
 	controllerOpts := []runtimeextractor.Option{
 		runtimeextractor.WithResync(opts.resync),
 		runtimeextractor.WithVersionSource(versionSource),
-		runtimeextractor.WithMetrics(m),
+		runtimeextractor.WithMetrics(opts.metrics),
 	}
 	if opts.clusterOperator != "" {
 		controllerOpts = append(controllerOpts, runtimeextractor.WithStatusReporter(status.NewReporter(configClient.ConfigV1(), opts.clusterOperator)))
 	}
-	controller := runtimeextractor.NewRuntimeExtractorController(configSource, nil, tlsProfile(ctx, configClient),
+	controller := runtimeextractor.NewRuntimeExtractorController(configSource, nil, tlsProfile(ctx, configClient.ConfigV1().APIServers(), tlsProfileTimeout),
 		kubeClient, recorder, resourceInformer, controllerOpts...)
 
 	informerFactory.Start(ctx.Done())
@@ -135,10 +178,22 @@ func withRateLimits(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
+// tlsProfileTimeout bounds the start-up read of the TLS profile: an API server
+// that does not answer must not keep the controller from starting.
+const tlsProfileTimeout = 10 * time.Second
+
+// apiServerGetter is the one call tlsProfile makes: configClient.ConfigV1().APIServers().
+type apiServerGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*configv1.APIServer, error)
+}
+
 // tlsProfile reads the cluster's TLS security profile from the APIServer
-// "cluster"; without that API or object, nil means Intermediate.
-func tlsProfile(ctx context.Context, client configclient.Interface) *configv1.TLSSecurityProfile {
-	apiServer, err := client.ConfigV1().APIServers().Get(ctx, "cluster", metav1.GetOptions{})
+// "cluster", waiting at most timeout; without that API or object, on any error
+// (a timeout included), nil means Intermediate.
+func tlsProfile(ctx context.Context, client apiServerGetter, timeout time.Duration) *configv1.TLSSecurityProfile {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	apiServer, err := client.Get(ctx, "cluster", metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 		klog.Info("no APIServer cluster object; kube-rbac-proxy uses the Intermediate TLS profile")

@@ -1,8 +1,8 @@
 // Command runtime-extractor-controller keeps the insights-runtime-extractor
 // DaemonSet in its desired state. Without a subcommand it runs the controller
 // against a cluster (--kubeconfig, or in-cluster config) with leader election,
-// /healthz, /readyz and /metrics. The simulate and diagram subcommands work
-// offline on the state machine.
+// /healthz, /readyz and /metrics; --version prints the version and exits. The
+// simulate and diagram subcommands work offline on the state machine.
 package main
 
 import (
@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 func main() {
@@ -21,7 +22,7 @@ func main() {
 }
 
 func newRootCommand(ctx context.Context) *cobra.Command {
-	root := newControllerCommand(ctx)
+	root := newControllerCommand(ctx, legacyregistry.Registerer())
 	root.AddCommand(newSimulateCommand(), newDiagramCommand())
 	return root
 }

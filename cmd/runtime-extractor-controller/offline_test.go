@@ -37,6 +37,9 @@ func TestGoldenOutputs(t *testing.T) {
 		{"simulate-stdin.golden", "initial Deleting\nEnabled\nApplied 1\n", []string{"simulate", "-"}},
 		{"diagram-mermaid.golden", "", []string{"diagram", "--format", "mermaid"}},
 		{"diagram-dot.golden", "", []string{"diagram", "--format", "dot"}},
+		// Every flag of the controller command, which docs/docs_test.go checks
+		// against the flag table of docs/operations.md.
+		{"help.golden", "", []string{"--help"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.golden, func(t *testing.T) {

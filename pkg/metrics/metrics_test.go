@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -224,12 +225,19 @@ func TestRegisterOnFreshRegistryAndLint(t *testing.T) {
 	assert.NotPanics(t, func() { New().MustRegister(prometheus.NewRegistry()) }, "each registry takes its own set")
 }
 
-func TestRegisterLegacyIsIdempotent(t *testing.T) {
+// legacy is the one Metrics of this test binary in the legacy registry, which
+// is process-wide: each test that needs it there shares it.
+var legacy = sync.OnceValues(func() (*Metrics, error) {
 	m := New()
+	return m, m.RegisterLegacy()
+})
+
+func TestRegisterLegacyIsIdempotent(t *testing.T) {
+	m, err := legacy()
+	require.NoError(t, err)
 	m.SetBackoff(2 * time.Second)
 	m.ObserveTransition(fsm.Transition{From: fsm.StateDisabled, To: fsm.StateDeploying, Event: fsm.Enabled{}, Action: fsm.ActionApply})
-	require.NotPanics(t, m.RegisterLegacy)
-	require.NotPanics(t, m.RegisterLegacy)
+	require.NoError(t, m.RegisterLegacy(), "the same Metrics again is a no-op")
 
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	require.NoError(t, err)
@@ -262,4 +270,61 @@ func cumulativeCount(h *dto.Histogram, upperBound float64) uint64 {
 		}
 	}
 	return 0
+}
+
+// TestSecondRegistrationIsAnError: a second set of collectors in a registry
+// that already has one is refused with an error, not a panic, and leaves the
+// first set served.
+func TestSecondRegistrationIsAnError(t *testing.T) {
+	first, err := legacy()
+	require.NoError(t, err)
+	require.NotPanics(t, func() { err = New().RegisterLegacy() }, "a second Metrics in the legacy registry")
+	assert.Error(t, err, "a second Metrics in the legacy registry")
+	require.NoError(t, first.RegisterLegacy(), "the same Metrics again is a no-op")
+	states, err := testutil.GatherAndCount(legacyregistry.DefaultGatherer, "runtime_extractor_state")
+	require.NoError(t, err)
+	assert.Equal(t, len(fsm.States), states, "the first set is still served")
+
+	reg := prometheus.NewPedanticRegistry()
+	first = New()
+	first.SetBackoff(3 * time.Second)
+	require.NoError(t, first.Register(reg))
+	require.NotPanics(t, func() { err = New().Register(reg) })
+	assert.Error(t, err, "a second Metrics in the same registry")
+	require.NotPanics(t, func() { err = first.Register(reg) })
+	assert.Error(t, err, "the same Metrics twice in one registry")
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP runtime_extractor_retry_backoff_seconds Delay before the next retry of a failed action; 0 when no retry is pending.
+# TYPE runtime_extractor_retry_backoff_seconds gauge
+runtime_extractor_retry_backoff_seconds 3
+`), "runtime_extractor_retry_backoff_seconds"), "the first set is still served")
+}
+
+// TestRegisterAllIsAllOrNothing: when a later collector clashes, the earlier ones
+// of the same call are unregistered again.
+func TestRegisterAllIsAllOrNothing(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	taken := NewBuildInfo("v1.0.0")
+	require.NoError(t, reg.Register(taken))
+	m := New()
+	err := RegisterAll(reg, append(m.Collectors(), NewBuildInfo("v1.0.0"))...)
+	require.Error(t, err)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, families, 1, "only the build info registered first is left")
+	assert.Equal(t, "runtime_extractor_build_info", families[0].GetName())
+	require.NoError(t, m.Register(reg), "the rolled-back collectors register cleanly")
+}
+
+func TestBuildInfo(t *testing.T) {
+	for version, want := range map[string]string{"v1.2.3": "v1.2.3", "": DevVersion} {
+		require.NoError(t, testutil.CollectAndCompare(NewBuildInfo(version), strings.NewReader(fmt.Sprintf(`
+# HELP runtime_extractor_build_info Constant 1, labelled with the version of the runtime extractor controller binary and the Go version that built it.
+# TYPE runtime_extractor_build_info gauge
+runtime_extractor_build_info{go_version=%q,version=%q} 1
+`, runtime.Version(), want))))
+		problems, err := testutil.CollectAndLint(NewBuildInfo(version))
+		require.NoError(t, err)
+		assert.Empty(t, problems)
+	}
 }

@@ -33,7 +33,8 @@ type Desired struct {
 	// Images of the three containers; each must be a fully qualified reference.
 	Images Images
 	// Version is the target release version, recorded in VersionAnnotation on
-	// the DaemonSet and its pod template. Empty records no version.
+	// the DaemonSet's metadata only: pods roll for what changes them (images,
+	// TLS args, scheduling), not for a version number. Empty records no version.
 	Version string
 	// TLSProfile is the cluster TLS security profile for kube-rbac-proxy;
 	// nil means Intermediate.
@@ -85,7 +86,6 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 
 	if d.Version != "" {
 		setAnnotation(&ds.ObjectMeta.Annotations, VersionAnnotation, d.Version)
-		setAnnotation(&ds.Spec.Template.Annotations, VersionAnnotation, d.Version)
 	}
 	applyScheduling(podSpec, d.Scheduling)
 	return ds, nil

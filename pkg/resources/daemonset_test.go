@@ -175,8 +175,8 @@ func TestDesiredDaemonSetShape(t *testing.T) {
 		t.Errorf("TLS volume = %+v, want Secret %s", v, TLSSecretName)
 	}
 
-	if ds.Annotations[VersionAnnotation] != testVersion || ds.Spec.Template.Annotations[VersionAnnotation] != testVersion {
-		t.Errorf("version annotation missing on the DaemonSet or its template")
+	if ds.Annotations[VersionAnnotation] != testVersion || ds.Spec.Template.Annotations[VersionAnnotation] != "" {
+		t.Errorf("version annotation: %q on the DaemonSet, %q on the pod template (want it on the DaemonSet only)", ds.Annotations[VersionAnnotation], ds.Spec.Template.Annotations[VersionAnnotation])
 	}
 	unversioned, err := DesiredDaemonSet(Desired{Images: DefaultImages()})
 	if err != nil {

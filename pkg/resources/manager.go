@@ -3,6 +3,7 @@ package resources
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -66,7 +67,13 @@ type Manager struct {
 type ownedObject struct {
 	uid        types.UID
 	generation int64
+	// meta holds OwnedMetadata as written to this object, newest last (a few):
+	// watch events of older own writes can still arrive after a newer one.
+	meta []map[string]string
 }
+
+// maxOwnedMeta bounds the metadata history kept per object.
+const maxOwnedMeta = 4
 
 // NewManager returns a Manager. lister must come from an informer that
 // watches the DaemonSet's namespace (its cache is never written here);
@@ -270,7 +277,17 @@ func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
 func (m *Manager) own(ds *appsv1.DaemonSet) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.owned = ownedObject{uid: ds.UID, generation: ds.Generation}
+	meta := OwnedMetadata(ds)
+	if m.owned.uid != ds.UID {
+		m.owned = ownedObject{uid: ds.UID}
+	}
+	m.owned.generation = ds.Generation
+	if n := len(m.owned.meta); n == 0 || !maps.Equal(m.owned.meta[n-1], meta) {
+		m.owned.meta = append(m.owned.meta, meta)
+		if len(m.owned.meta) > maxOwnedMeta {
+			m.owned.meta = m.owned.meta[1:]
+		}
+	}
 }
 
 func (m *Manager) disown() {

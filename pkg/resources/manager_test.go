@@ -105,8 +105,8 @@ func TestApplyLifecycle(t *testing.T) {
 	expectRequests(t, fc, "upgrade apply", 0, 1)
 	expectEvents(t, fc, "upgrade apply", EventReasonCreated, EventReasonUpdated, EventReasonUpdated)
 	stored := fc.stored()
-	if stored.Annotations[VersionAnnotation] != "4.22.0" || stored.Spec.Template.Annotations[VersionAnnotation] != "4.22.0" {
-		t.Errorf("upgrade apply: version annotations %q / %q", stored.Annotations[VersionAnnotation], stored.Spec.Template.Annotations[VersionAnnotation])
+	if stored.Annotations[VersionAnnotation] != "4.22.0" || stored.Spec.Template.Annotations[VersionAnnotation] != "" {
+		t.Errorf("upgrade apply: version annotations %q on the DaemonSet, %q on the pods (want none)", stored.Annotations[VersionAnnotation], stored.Spec.Template.Annotations[VersionAnnotation])
 	}
 	if image(stored, ContainerExtractor) != next.Images.Extractor || !res.Changed || res.Generation != 4 {
 		t.Errorf("upgrade apply: extractor %q, result %s", image(stored, ContainerExtractor), summary(res))
@@ -446,7 +446,7 @@ func TestLastWrittenGenerationConcurrentReads(t *testing.T) {
 	})
 	for i := range 5 {
 		d := defaultDesired()
-		d.Version = string(rune('a' + i))
+		d.Scheduling.PriorityClassName = "class-" + string(rune('a'+i)) // a spec change: a new generation
 		apply(t, m, d)
 		fc.sync()
 	}
@@ -476,5 +476,26 @@ func TestApplyAfterUnseenDeleteCreates(t *testing.T) {
 	expectRequests(t, fc, "apply after an unseen delete", 1, 2) // update (NotFound), GET, create
 	if !res.Changed || !res.Rolls || fc.stored() == nil {
 		t.Fatalf("apply after an unseen delete: result %s, stored %v", summary(res), fc.stored() != nil)
+	}
+}
+
+// A host may learn the new version before its image variables change: the
+// version alone moves only the DaemonSet's annotation, so no pod rolls.
+func TestVersionAloneRollsNoPods(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	first := apply(t, m, defaultDesired())
+	fc.sync()
+	fc.client.ClearActions()
+
+	next := defaultDesired()
+	next.Version = "4.99.0"
+	res := apply(t, m, next)
+	expectRequests(t, fc, "version-only apply", 0, 1)
+	if !res.Changed || res.Rolls || res.Generation != first.Generation {
+		t.Fatalf("version-only apply: result %s (rolls %v), want a metadata write at generation %d", summary(res), res.Rolls, first.Generation)
+	}
+	if got := fc.stored().Annotations[VersionAnnotation]; got != "4.99.0" {
+		t.Fatalf("version annotation %q, want 4.99.0", got)
 	}
 }

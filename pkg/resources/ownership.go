@@ -1,6 +1,12 @@
 package resources
 
-import "k8s.io/apimachinery/pkg/types"
+import (
+	"maps"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // IsOwnWrite reports whether the object uid at generation is (an older view of)
 // what this manager last wrote or adopted: the same object at a generation not
@@ -11,4 +17,44 @@ func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.owned.uid != "" && uid == m.owned.uid && generation <= m.owned.generation
+}
+
+// SpecHashAnnotation is the annotation library-go's resourceapply records the
+// desired spec's hash in.
+const SpecHashAnnotation = "operator.openshift.io/spec-hash"
+
+// OwnedMetadata returns the values of the labels and annotations the manager
+// owns on ds (an absent key maps to ""): the ownership labels, the version and
+// the spec hash. Someone else changing any of them is drift even though the
+// generation does not move.
+func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
+	out := map[string]string{}
+	for k := range OwnedLabels() {
+		out["label:"+k] = ds.Labels[k]
+	}
+	for _, k := range []string{VersionAnnotation, SpecHashAnnotation} {
+		out["annotation:"+k] = ds.Annotations[k]
+	}
+	return out
+}
+
+// IsOwnMetadata reports whether owned metadata meta (from OwnedMetadata) of
+// object uid is what this manager wrote or adopted there (one of its last few
+// writes): a same-generation update that carries it is the manager's own
+// metadata write, not drift.
+func (m *Manager) IsOwnMetadata(uid types.UID, meta map[string]string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owned.uid == "" || uid != m.owned.uid {
+		return false
+	}
+	return slices.ContainsFunc(m.owned.meta, func(w map[string]string) bool { return maps.Equal(w, meta) })
+}
+
+// OwnedUID returns the UID of the object this manager last wrote or adopted,
+// "" when none (before any write, and after a delete).
+func (m *Manager) OwnedUID() types.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owned.uid
 }

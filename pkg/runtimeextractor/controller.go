@@ -291,9 +291,10 @@ func (c *Controller) onVersion(ctx context.Context) {
 // onDrift turns drift notifications into Modified or Deleted. It re-checks
 // each spec change against the manager's own writes now, on the goroutine that
 // made them, so an own write whose watch event beat the bookkeeping is not
-// mistaken for drift. Metadata damage is never the controller's own (it only
-// ever sets owned labels and annotations), and neither is the deletion of an
-// object it did not delete. One Event reports the whole drain.
+// mistaken for drift; a metadata change is the controller's own only when it
+// carries exactly the owned metadata it last wrote (a removed label never
+// does), and a deletion only when it deleted that object. One Event reports
+// the whole drain.
 func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	if c.holding() {
 		c.informer.drainDrift()
@@ -302,11 +303,16 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	state := c.machine.State()
 	drifted, gone := hint, false
 	var kinds []string
+	ds, present := c.informer.current()
 	for _, o := range c.informer.drainDrift() {
 		switch o.kind {
-		case DriftModified:
-			if c.manager.IsOwnWrite(o.uid, o.generation) || c.deletedByUs(o.uid) {
-				continue // a late event of an own write, or of an object since deleted
+		case DriftModified, DriftMetadata:
+			if !present || ds.UID != o.uid {
+				continue // a late event of an object since gone; its deletion is an observation of its own
+			}
+			if o.kind == DriftModified && c.manager.IsOwnWrite(o.uid, o.generation) ||
+				o.kind == DriftMetadata && c.manager.IsOwnMetadata(o.uid, o.meta) {
+				continue // the controller's own write (a spec, or a new version)
 			}
 		case DriftDeleted:
 			if o.expected || c.deletedByUs(o.uid) || state == fsm.StateDeleting || state == fsm.StateDisabled {
@@ -326,7 +332,6 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		c.recorder.Eventf(ReasonDriftDetected, "DaemonSet %s/%s was changed by someone else (%s); restoring it",
 			resources.Namespace, resources.DaemonSetName, strings.Join(kinds, ", "))
 	}
-	ds, present := c.informer.current()
 	switch {
 	case drifted && !present:
 		c.fire(ctx, fsm.Deleted{})
@@ -403,7 +408,12 @@ func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *app
 		}
 		return fsm.AppliedUnchanged{UID: uid, Generation: res.Generation}, res.Object
 	case fsm.ActionDelete:
-		target, present := c.informer.current()
+		// What this delete removes: the object the view shows, or else the one
+		// the manager wrote that the cache has not shown yet.
+		target := c.manager.OwnedUID()
+		if ds, ok := c.informer.current(); ok {
+			target = ds.UID
+		}
 		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, actionTimeout)
 		_, err := c.manager.Delete(actx)
@@ -413,8 +423,8 @@ func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *app
 			c.recorder.Warningf(ReasonDeleteFailed, "delete DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)
 			return fsm.DeleteFailed{Err: err}, nil
 		}
-		if present {
-			c.rememberDeleted(target.UID)
+		if target != "" {
+			c.rememberDeleted(target)
 		}
 		return fsm.DeleteDone{}, nil
 	case fsm.ActionRetry:

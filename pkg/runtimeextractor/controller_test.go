@@ -112,13 +112,20 @@ func TestVersionChangeUpgrades(t *testing.T) {
 	h.rollOut()
 	h.waitState(fsm.StateRunning)
 
+	seen := record(h.ctrl)
 	h.version.set("4.22.0")
-	h.waitState(fsm.StateUpgrading)
 	h.waitStored("the new version annotation", func(ds *appsv1.DaemonSet) bool {
 		return ds.Annotations[resources.VersionAnnotation] == "4.22.0"
 	})
-	h.rollOut()
+	// The version alone moves no pod: the upgrade completes with the rollout
+	// that is already done.
 	h.waitState(fsm.StateRunning)
+	if !seen.any(func(t fsm.Transition) bool { return t.To == fsm.StateUpgrading }) {
+		t.Fatalf("no Upgrading: %v", seen.list())
+	}
+	if h.stored().Generation != 1 {
+		t.Fatalf("a version change rolled the pods: generation %d", h.stored().Generation)
+	}
 }
 
 func TestSeedUpdateChannel(t *testing.T) {

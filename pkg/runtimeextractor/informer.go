@@ -83,6 +83,7 @@ type observation struct {
 	uid        types.UID
 	generation int64
 	expected   bool
+	meta       map[string]string // owned metadata seen, for DriftMetadata
 }
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
@@ -225,7 +226,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		notify(ri.rollout)
 	}
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
-		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation})
+		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur)})
 	}
 }
 
@@ -246,25 +247,22 @@ func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
 }
 
 // ownedMetadataDamaged: an ownership label that is no longer right, or an owned
-// annotation that was there and is now gone or different. The controller only
-// ever sets them, so such a change is never its own.
+// annotation that was there and is now gone or different. The controller's own
+// metadata writes (a new version) look the same here; it tells them apart when
+// it drains (Manager.IsOwnMetadata).
 func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 	for k, v := range resources.OwnedLabels() {
 		if old.Labels[k] == v && cur.Labels[k] != v {
 			return true
 		}
 	}
-	for _, k := range []string{resources.VersionAnnotation, specHashAnnotation} {
+	for _, k := range []string{resources.VersionAnnotation, resources.SpecHashAnnotation} {
 		if v, had := old.Annotations[k]; had && cur.Annotations[k] != v {
 			return true
 		}
 	}
 	return false
 }
-
-// specHashAnnotation is the annotation library-go's resourceapply records the
-// desired spec's hash in.
-const specHashAnnotation = "operator.openshift.io/spec-hash"
 
 func (ri *daemonSetInformer) onDelete(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {

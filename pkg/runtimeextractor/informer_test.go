@@ -32,7 +32,7 @@ func managed(gen int64, mutate ...func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{
 		Namespace: resources.Namespace, Name: resources.DaemonSetName, UID: "uid-1", Generation: gen,
 		Labels:      resources.OwnedLabels(),
-		Annotations: map[string]string{resources.VersionAnnotation: "4.21.0", specHashAnnotation: "abc"},
+		Annotations: map[string]string{resources.VersionAnnotation: "4.21.0", resources.SpecHashAnnotation: "abc"},
 	}}
 	for _, m := range mutate {
 		m(ds)
