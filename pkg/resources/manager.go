@@ -10,6 +10,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/events"
 	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
+	"github.com/openshift/library-go/pkg/operator/resource/resourcehelper"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,6 +61,9 @@ type Manager struct {
 	// owned is the object this manager last wrote, or adopted as already
 	// desired: its generation is the expected generation of the next apply.
 	owned ownedObject
+	// past are objects it wrote before (since deleted or replaced): late
+	// watch events of those writes are still its own.
+	past []ownedObject
 }
 
 // ownedObject identifies one incarnation of the DaemonSet: a generation is
@@ -72,8 +76,12 @@ type ownedObject struct {
 	meta []map[string]string
 }
 
-// maxOwnedMeta bounds the metadata history kept per object.
-const maxOwnedMeta = 4
+// maxOwnedMeta bounds the metadata history kept per object, maxPast the
+// objects kept after the manager moved on from them.
+const (
+	maxOwnedMeta = 4
+	maxPast      = 4
+)
 
 // NewManager returns a Manager. lister must come from an informer that
 // watches the DaemonSet's namespace (its cache is never written here);
@@ -136,29 +144,54 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	return result, nil
 }
 
-// Delete deletes the DaemonSet. deleted is true only when this call removed
-// it; NotFound is success. When the cache shows no DaemonSet, no DELETE is
-// sent, unless this manager wrote one the cache may not show yet.
-func (m *Manager) Delete(ctx context.Context) (deleted bool, err error) {
-	_, err = m.lister.DaemonSets(Namespace).Get(DaemonSetName)
+// Delete deletes the DaemonSet and returns the UID of the object it removed,
+// "" when there was none (NotFound is success). It deletes only the object it
+// means: the one the cache shows, or else the one this manager wrote that the
+// cache may not show yet, with a UID precondition. When the server holds
+// another object of that name (recreated behind the cache), one live read
+// names it and that one is deleted. When the cache shows nothing and the
+// manager wrote nothing, no request is sent.
+func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
+	var target types.UID
+	cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
 	switch {
+	case err == nil:
+		target = cached.UID
 	case apierrors.IsNotFound(err):
-		if !m.ownsSomething() {
-			return false, nil
+		if target = m.OwnedUID(); target == "" {
+			return "", nil
 		}
-	case err != nil:
-		return false, fmt.Errorf("delete daemonset %s/%s: read cache: %w", Namespace, DaemonSetName, err)
+	default:
+		return "", fmt.Errorf("delete daemonset %s/%s: read cache: %w", Namespace, DaemonSetName, err)
 	}
 
-	target := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}}
-	// DeleteDaemonSet maps NotFound to (false, nil) and records an Event only
-	// for a real deletion.
-	_, deleted, err = resourceapply.DeleteDaemonSet(ctx, m.client.AppsV1(), m.recorder, target)
-	if err != nil {
-		return false, fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)
+	daemonSets := m.client.AppsV1().DaemonSets(Namespace)
+	for attempt := 1; ; attempt++ {
+		uid := target
+		err := daemonSets.Delete(ctx, DaemonSetName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		switch {
+		case err == nil:
+			m.disown()
+			resourcehelper.ReportDeleteEvent(m.recorder, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}}, nil)
+			return target, nil
+		case apierrors.IsNotFound(err):
+			m.disown()
+			return "", nil
+		case apierrors.IsConflict(err) && attempt < 3:
+			// The UID precondition failed: another object holds the name.
+			live, err := daemonSets.Get(ctx, DaemonSetName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				m.disown()
+				return "", nil
+			}
+			if err != nil {
+				return "", fmt.Errorf("delete daemonset %s/%s: get: %w", Namespace, DaemonSetName, err)
+			}
+			target = live.UID
+		default:
+			return "", fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)
+		}
 	}
-	m.disown()
-	return deleted, nil
 }
 
 // Current returns the DaemonSet as the informer cache has it (a copy).
@@ -279,6 +312,7 @@ func (m *Manager) own(ds *appsv1.DaemonSet) {
 	defer m.mu.Unlock()
 	meta := OwnedMetadata(ds)
 	if m.owned.uid != ds.UID {
+		m.retire()
 		m.owned = ownedObject{uid: ds.UID}
 	}
 	m.owned.generation = ds.Generation
@@ -290,16 +324,22 @@ func (m *Manager) own(ds *appsv1.DaemonSet) {
 	}
 }
 
+// retire moves the owned object to the past; the caller holds m.mu.
+func (m *Manager) retire() {
+	if m.owned.uid == "" {
+		return
+	}
+	m.past = append(m.past, m.owned)
+	if len(m.past) > maxPast {
+		m.past = m.past[1:]
+	}
+}
+
 func (m *Manager) disown() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.retire()
 	m.owned = ownedObject{}
-}
-
-func (m *Manager) ownsSomething() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.owned.uid != "" || m.owned.generation != 0
 }
 
 // isLostRace reports the errors a fresh read fixes: Conflict (the object

@@ -11,6 +11,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -323,9 +324,10 @@ func TestDelete(t *testing.T) {
 	fc.sync()
 	fc.client.ClearActions()
 
+	want := fc.stored().UID
 	deleted, err := m.Delete(ctx)
-	if err != nil || !deleted {
-		t.Fatalf("Delete = %v, %v; want true, nil", deleted, err)
+	if err != nil || deleted != want {
+		t.Fatalf("Delete = %q, %v; want %q, nil", deleted, err, want)
 	}
 	expectRequests(t, fc, "delete", 0, 1)
 	expectEvents(t, fc, "delete", EventReasonCreated, EventReasonDeleted)
@@ -335,16 +337,16 @@ func TestDelete(t *testing.T) {
 
 	// The cache still shows it: the DELETE finds nothing, which is success.
 	deleted, err = m.Delete(ctx)
-	if err != nil || deleted {
-		t.Errorf("Delete of a missing object = %v, %v; want false, nil", deleted, err)
+	if err != nil || deleted != "" {
+		t.Errorf("Delete of a missing object = %q, %v; want none, nil", deleted, err)
 	}
 	expectRequests(t, fc, "delete with stale cache", 0, 1)
 
 	// The cache shows nothing: no request at all.
 	fc.sync()
 	deleted, err = m.Delete(ctx)
-	if err != nil || deleted {
-		t.Errorf("Delete when absent = %v, %v; want false, nil", deleted, err)
+	if err != nil || deleted != "" {
+		t.Errorf("Delete when absent = %q, %v; want none, nil", deleted, err)
 	}
 	expectRequests(t, fc, "delete when absent", 0, 0)
 	expectEvents(t, fc, "deletes of a missing object", EventReasonCreated, EventReasonDeleted)
@@ -358,7 +360,7 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 
 	// The cache has not seen the create, but the manager knows it wrote one.
 	deleted, err := m.Delete(context.Background())
-	if err != nil || !deleted || fc.stored() != nil {
+	if err != nil || deleted == "" || fc.stored() != nil {
 		t.Fatalf("Delete = %v, %v (stored %v); want the fresh object deleted", deleted, err, fc.stored() != nil)
 	}
 	expectRequests(t, fc, "delete right after create", 0, 1)
@@ -373,7 +375,7 @@ func TestDeleteError(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
 	})
 	deleted, err := m.Delete(context.Background())
-	if !apierrors.IsForbidden(err) || deleted {
+	if !apierrors.IsForbidden(err) || deleted != "" {
 		t.Fatalf("Delete = %v, %v; want false and the wrapped Forbidden", deleted, err)
 	}
 	expectEvents(t, fc, "failed delete", EventReasonCreated)
@@ -497,5 +499,33 @@ func TestVersionAloneRollsNoPods(t *testing.T) {
 	}
 	if got := fc.stored().Annotations[VersionAnnotation]; got != "4.99.0" {
 		t.Fatalf("version annotation %q, want 4.99.0", got)
+	}
+}
+
+// Someone replaced the DaemonSet behind the cache: the UID precondition keeps
+// the manager from deleting blindly, one live read names the object there, and
+// the UID returned is the one really deleted.
+func TestDeleteNamesWhatItDeleted(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	old := fc.stored()
+	if err := fc.client.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("daemonsets"), Namespace, DaemonSetName); err != nil {
+		t.Fatal(err)
+	}
+	replacement, err := fc.srv.Create(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.client.ClearActions()
+
+	deleted, err := m.Delete(context.Background())
+	if err != nil || deleted != replacement.UID || deleted == old.UID {
+		t.Fatalf("Delete = %q, %v; want the replacement %q (not %q)", deleted, err, replacement.UID, old.UID)
+	}
+	expectRequests(t, fc, "delete of a replaced object", 1, 2) // precondition conflict, GET, delete
+	if fc.stored() != nil {
+		t.Fatal("the replacement is still there")
 	}
 }

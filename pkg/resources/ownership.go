@@ -9,14 +9,33 @@ import (
 )
 
 // IsOwnWrite reports whether the object uid at generation is (an older view of)
-// what this manager last wrote or adopted: the same object at a generation not
-// newer than that write. Drift detection uses it to ignore the controller's own
-// writes; a recreated object has a new UID, so someone else's recreate is never
-// "own".
+// what this manager wrote or adopted: the same object at a generation not newer
+// than its last write there. Drift detection uses it to ignore the controller's
+// own writes, including late events of objects it has since deleted or
+// replaced; a recreated object has a new UID, so someone else's recreate is
+// never "own".
 func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.owned.uid != "" && uid == m.owned.uid && generation <= m.owned.generation
+	o, ok := m.written(uid)
+	return ok && generation <= o.generation
+}
+
+// written returns what this manager wrote to object uid, now or before; the
+// caller holds m.mu.
+func (m *Manager) written(uid types.UID) (ownedObject, bool) {
+	if uid == "" {
+		return ownedObject{}, false
+	}
+	if m.owned.uid == uid {
+		return m.owned, true
+	}
+	for _, o := range m.past {
+		if o.uid == uid {
+			return o, true
+		}
+	}
+	return ownedObject{}, false
 }
 
 // SpecHashAnnotation is the annotation library-go's resourceapply records the
@@ -45,10 +64,8 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 func (m *Manager) IsOwnMetadata(uid types.UID, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.owned.uid == "" || uid != m.owned.uid {
-		return false
-	}
-	return slices.ContainsFunc(m.owned.meta, func(w map[string]string) bool { return maps.Equal(w, meta) })
+	o, ok := m.written(uid)
+	return ok && slices.ContainsFunc(o.meta, func(w map[string]string) bool { return maps.Equal(w, meta) })
 }
 
 // OwnedUID returns the UID of the object this manager last wrote or adopted,

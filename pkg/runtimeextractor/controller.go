@@ -408,23 +408,17 @@ func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *app
 		}
 		return fsm.AppliedUnchanged{UID: uid, Generation: res.Generation}, res.Object
 	case fsm.ActionDelete:
-		// What this delete removes: the object the view shows, or else the one
-		// the manager wrote that the cache has not shown yet.
-		target := c.manager.OwnedUID()
-		if ds, ok := c.informer.current(); ok {
-			target = ds.UID
-		}
 		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, actionTimeout)
-		_, err := c.manager.Delete(actx)
+		deleted, err := c.manager.Delete(actx)
 		cancel()
 		c.observeAction(a, err, time.Since(start))
 		if err != nil {
 			c.recorder.Warningf(ReasonDeleteFailed, "delete DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)
 			return fsm.DeleteFailed{Err: err}, nil
 		}
-		if target != "" {
-			c.rememberDeleted(target)
+		if deleted != "" {
+			c.rememberDeleted(deleted)
 		}
 		return fsm.DeleteDone{}, nil
 	case fsm.ActionRetry:

@@ -36,6 +36,7 @@ func New(objs ...runtime.Object) *Server {
 	s := &Server{Client: fake.NewClientset(objs...)}
 	s.Client.PrependReactor("create", "daemonsets", s.create)
 	s.Client.PrependReactor("update", "daemonsets", s.update)
+	s.Client.PrependReactor("delete", "daemonsets", s.DeleteReactor)
 	return s
 }
 
@@ -85,6 +86,25 @@ func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, erro
 		return true, nil, err
 	}
 	return true, ds.DeepCopy(), nil
+}
+
+// DeleteReactor honours a UID precondition, as the API server does (the tracker
+// ignores DeleteOptions).
+func (s *Server) DeleteReactor(action clienttesting.Action) (bool, runtime.Object, error) {
+	del := action.(clienttesting.DeleteAction)
+	pre := del.GetDeleteOptions().Preconditions
+	if pre == nil || pre.UID == nil {
+		return false, nil, nil
+	}
+	obj, err := s.Client.Tracker().Get(DaemonSets, del.GetNamespace(), del.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	if uid := obj.(*appsv1.DaemonSet).UID; uid != *pre.UID {
+		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), del.GetName(),
+			fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", *pre.UID, uid))
+	}
+	return false, nil, nil // the tracker deletes
 }
 
 // Create stores ds as a create request would, without recording an action:
