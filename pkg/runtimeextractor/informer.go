@@ -222,7 +222,13 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 || cur.Name != resources.DaemonSetName {
 		return
 	}
-	if cur.Generation != old.Generation || !apiequality.Semantic.DeepEqual(cur.Status, old.Status) {
+	if cur.UID != old.UID {
+		// A re-list replaced the object: the old one will get no delete event.
+		ri.mu.Lock()
+		delete(ri.gone, old.UID)
+		ri.mu.Unlock()
+	}
+	if cur.UID != old.UID || cur.Generation != old.Generation || !apiequality.Semantic.DeepEqual(cur.Status, old.Status) {
 		notify(ri.rollout)
 	}
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {

@@ -1,0 +1,1198 @@
+package runtimeextractor
+
+// A deterministic, randomized property test of the real controller code.
+//
+// The simulator plays everything around the controller, one run (seed) on one
+// goroutine; the runs of different seeds share nothing and run in parallel:
+//   - the API server is fakeapi's object tracker (UIDs, generations, conflicts),
+//     plus a reactor that refuses the controller's writes on demand;
+//   - the watch is the tracker's watch channel: every server write is held
+//     "in flight", tagged with who made it, until the test delivers it;
+//   - the informer cache is the controller's own indexer: delivering an event
+//     writes the indexer and calls the informer's handlers (onAdd, onUpdate,
+//     onDelete), as the shared informer would, so events can lag or coalesce.
+//     The informer itself is never started (no factory.Start), so its list and
+//     watch calls, and the live probe of a broken watch, never run; the
+//     controller's view (the cache minus the objects it knows are gone) is the
+//     real one;
+//   - Run's select loop is replaced by dispatch, which calls the same handlers
+//     (reassert, onVersion, onDrift, onRollout) for a ready source, chosen at
+//     random as select would; timers (retry, resync) expire when the test says.
+//
+// Invariants: while running, DriftDetected never lists a kind without a change
+// of that kind by someone else, and Running is entered only for the object
+// (UID and generation) the last successful apply left, at the desired version;
+// after the world settles (API healed, every event delivered and handled,
+// retries run, rollouts done, no resync), the controller's state matches the
+// cluster, and a resync then writes nothing.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/openshift/library-go/pkg/operator/events"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/config"
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+var (
+	propertyRuns = flag.Int("property.runs", 2000, "number of seeds TestPropertyControllerConverges tries (seeds 0..n-1)")
+	propertySeed = flag.Int64("property.seed", -1, "run only this seed of TestPropertyControllerConverges and log its story")
+)
+
+// propertyMaxSteps bounds the random perturbations of one run.
+const propertyMaxSteps = 30
+
+// propertyWorkers is how many seeds run at once. Each run is one goroutine of
+// its own (its own API server, informer and controller), and most of a run's
+// wall time is the manager's in-call retry backoff (real sleeps, 10 ms and
+// up, after a lost race), so overlapping runs saves time without more CPU.
+const propertyWorkers = 8
+
+// TestPropertyControllerConverges drives the controller through random
+// perturbations and checks the invariants; each kind of violation is reported
+// once, with its count and the seed with the shortest story. Seeds 0..n-1 run
+// (n = -property.runs, 200 with -short); every run is deterministic in its
+// seed, whichever worker runs it.
+func TestPropertyControllerConverges(t *testing.T) {
+	quietKlog(t)
+	first, runs := int64(0), *propertyRuns
+	if testing.Short() {
+		runs = min(runs, 200)
+	}
+	if *propertySeed >= 0 {
+		first, runs = *propertySeed, 1
+	}
+	results := make([]runResult, runs)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runs, propertyWorkers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(runs); i = next.Add(1) - 1 {
+				results[i] = runSeed(t, first+i)
+			}
+		}()
+	}
+	wg.Wait()
+	if *propertySeed >= 0 {
+		t.Logf("seed %d story:\n%s", first, results[0].story)
+	}
+
+	type class struct {
+		count int
+		first runResult // the shortest story, the lowest seed among equals
+	}
+	classes := map[string]*class{}
+	for _, r := range results {
+		if r.aborted != "" {
+			t.Errorf("simulation aborted: %s", r.aborted)
+			continue
+		}
+		if r.v == nil {
+			continue
+		}
+		c := classes[r.v.kind]
+		if c == nil {
+			c = &class{first: r}
+			classes[r.v.kind] = c
+		}
+		c.count++
+		if r.lines < c.first.lines {
+			c.first = r
+		}
+	}
+	for _, kind := range slices.Sorted(maps.Keys(classes)) {
+		c := classes[kind]
+		t.Errorf("%s: %d of %d runs; shortest story: seed %d (-property.seed=%d): %s\n%s",
+			kind, c.count, runs, c.first.seed, c.first.seed, c.first.v.msg, c.first.story)
+	}
+}
+
+// runResult is what one seed found: its first violation, if any, and its
+// story (kept only when it is needed).
+type runResult struct {
+	seed    int64
+	v       *violation
+	lines   int
+	story   string
+	aborted string // the simulator itself failed (an unexpected error)
+}
+
+// simAbort carries a simulator failure out of a run on a worker goroutine,
+// where t.Fatal must not be called.
+type simAbort struct{ msg string }
+
+// runSeed runs one seed on the calling goroutine. A panic (of the simulator or
+// of the controller) ends only this run, reported with its seed.
+func runSeed(t testing.TB, seed int64) (r runResult) {
+	r.seed = seed
+	defer func() {
+		switch p := recover().(type) {
+		case nil:
+		case simAbort:
+			r.aborted = p.msg
+		default:
+			r.aborted = fmt.Sprintf("seed %d (-property.seed=%d): panic: %v\n%s", seed, seed, p, debug.Stack())
+		}
+	}()
+	s := newPropSim(t, seed, func(msg string) { panic(simAbort{msg}) })
+	defer s.close()
+	s.runRandom()
+	if len(s.violations) > 0 || *propertySeed >= 0 {
+		r.lines, r.story = len(s.log), s.story()
+	}
+	if len(s.violations) > 0 {
+		r.v = &s.violations[0]
+	}
+	return r
+}
+
+// TestPropertyDefect1MetadataDriftDropped: someone removes the managed-by label
+// (same UID, same generation). The informer queues a DriftMetadata observation;
+// onDrift used to drop it because IsOwnWrite(uid, generation) holds for any
+// generation not newer than the controller's last write. The label must be
+// restored without a resync.
+func TestPropertyDefect1MetadataDriftDropped(t *testing.T) {
+	quietKlog(t)
+	s := newScriptedSim(t, true)
+	s.settle()
+	s.removeLabel(resources.LabelManagedBy)
+	s.deliver(len(s.inFlight))
+	s.dispatch(srcDrift)
+	s.settleAndCheck()
+	s.report()
+}
+
+// TestPropertyDefect3RunningAfterFailedApply: Running at generation 1, the
+// version changes, the API refuses the upgrade, and a status-only update of the
+// old generation arrives. It used to complete the "upgrade": Upgrading ->
+// Running on RolloutComplete(gen=1) with the new version never applied. Once
+// the API heals, the upgrade must go through.
+func TestPropertyDefect3RunningAfterFailedApply(t *testing.T) {
+	quietKlog(t)
+	s := newScriptedSim(t, true)
+	s.settle()
+	s.setRefused("update", true)
+	s.bumpVersion()
+	s.dispatch(srcVersion)
+	s.statusNoise(false)
+	s.deliver(len(s.inFlight))
+	s.dispatch(srcRollout)
+	s.settleAndCheck()
+	s.report()
+}
+
+// TestPropertyDefect4OwnDeleteAdoptedAsPresent: disable, then enable again
+// before the informer has seen the controller's own DELETE. The cache still
+// shows the deleted object; Apply used to adopt it as already desired and the
+// post-apply check found it rolled out: Running with no DaemonSet on the
+// server, and the late delete event was reported as someone else's drift.
+func TestPropertyDefect4OwnDeleteAdoptedAsPresent(t *testing.T) {
+	quietKlog(t)
+	s := newScriptedSim(t, true)
+	s.settle()
+	s.flipConfig()
+	s.dispatch(srcConfig)
+	s.flipConfig()
+	s.dispatch(srcConfig)
+	s.deliver(len(s.inFlight))
+	s.dispatch(srcDrift)
+	s.settleAndCheck()
+	s.report()
+}
+
+// TestPropertyOwnDeleteOfUncachedObject is defect 4 for an object the cache has
+// not shown yet (found by TestPropertyControllerConverges): the controller
+// creates the DaemonSet and, before its Added event arrives, is disabled and
+// deletes it (the manager owns it, so a DELETE is sent although the view shows
+// nothing). The late Added and status events used to bring the deleted object
+// into the view, and re-enabling adopted it as already desired and rolled out:
+// Running with no DaemonSet on the server, and the late delete event reported
+// as someone else's drift.
+func TestPropertyOwnDeleteOfUncachedObject(t *testing.T) {
+	quietKlog(t)
+	s := newScriptedSim(t, true) // creates the DaemonSet; its Added is in flight
+	s.flipConfig()
+	s.rollOut()
+	s.dispatch(srcConfig) // deletes it; Added, rolled-out status, Deleted in flight
+	s.flipConfig()
+	s.deliver(2) // Added and the rolled-out status, not yet the Deleted
+	s.dispatch(srcConfig)
+	s.deliver(len(s.inFlight))
+	s.dispatch(srcDrift)
+	s.settleAndCheck()
+	s.report()
+}
+
+// TestPropertyRelistReplacesRolledOutObject (found by
+// TestPropertyControllerConverges): disable, then enable again before the
+// informer has seen the controller's own DELETE; the controller creates a new
+// object, which rolls out. The watch breaks and re-lists: the cache jumps from
+// the old object to the new one in one update, with the same generation and
+// the same (rolled-out) status. The controller, Deploying the new object, must
+// still learn that its rollout is complete.
+func TestPropertyRelistReplacesRolledOutObject(t *testing.T) {
+	quietKlog(t)
+	s := newScriptedSim(t, true)
+	s.settle()
+	s.flipConfig()
+	s.dispatch(srcConfig) // deletes it; Deleted in flight
+	s.flipConfig()
+	s.dispatch(srcConfig) // creates a new object; Added in flight
+	s.rollOut()
+	s.relist()
+	s.settleAndCheck()
+	s.report()
+}
+
+// newScriptedSim starts a simulator for a fixed sequence of steps.
+func newScriptedSim(t *testing.T, enabled bool) *propSim {
+	t.Helper()
+	s := newPropSim(t, 0, func(msg string) { t.Helper(); t.Fatal(msg) })
+	t.Cleanup(s.close)
+	s.start(enabled, initialNone)
+	return s
+}
+
+// report fails a scripted test with every violation it saw and the story.
+func (s *propSim) report() {
+	s.t.Helper()
+	for _, v := range s.violations {
+		s.t.Errorf("%s: %s", v.kind, v.msg)
+	}
+	if len(s.violations) > 0 {
+		s.t.Logf("story:\n%s", s.story())
+	}
+}
+
+// quietKlog silences the controller's klog output, which would bury the story.
+func quietKlog(t *testing.T) {
+	klog.SetLogger(logr.Discard())
+	t.Cleanup(klog.ClearLogger)
+}
+
+// writer tells who made a server write, so invariants can tell the
+// controller's own writes from other actors'.
+type writer string
+
+const (
+	byController writer = "controller"
+	byOther      writer = "someone else"         // a change the controller must undo
+	byDaemonSets writer = "daemonset-controller" // status only
+)
+
+// watchEvent is a server write on its way to the informer cache.
+type watchEvent struct {
+	typ watch.EventType
+	ds  *appsv1.DaemonSet
+	by  writer
+}
+
+type violation struct{ kind, msg string }
+
+// observedBy is a drift observation the informer queued and who caused it.
+type observedBy struct {
+	kind DriftKind
+	by   writer
+}
+
+// applyRecord is what the controller's last successful apply left: the object
+// (UID, generation) and the version it was applied for.
+type applyRecord struct {
+	uid     types.UID
+	gen     int64
+	version string
+}
+
+// loopSource is one of the channels Run's select loop receives from.
+type loopSource string
+
+const (
+	srcConfig  loopSource = "config changed"
+	srcVersion loopSource = "version changed"
+	srcDrift   loopSource = "resource modified"
+	srcRollout loopSource = "rollout"
+	srcRetry   loopSource = "retry timer"
+	srcResync  loopSource = "resync timer"
+)
+
+// initialObject is what the server holds when the controller starts.
+type initialObject int
+
+const (
+	initialNone       initialObject = iota
+	initialDesired                  // written by a previous incarnation, rolled out
+	initialOldVersion               // the same, one release older
+)
+
+type propSim struct {
+	t     testing.TB
+	abort func(msg string) // stops the run on a simulator failure
+	seed  int64
+	rng   *rand.Rand
+	ctx   context.Context
+
+	api     *fakeapi.Server
+	watcher watch.Interface
+	rec     events.InMemoryRecorder
+	cfg     *flipConfig
+	ver     *settableVersion
+	c       *Controller
+	ri      *daemonSetInformer
+
+	refused       map[string]bool // verbs the API refuses to the controller
+	inFlight      []watchEvent    // written on the server, not yet in the cache
+	configPending bool            // a config notification waits in Run's select
+	versionSeq    int
+	statusSeq     int
+
+	// Ground truth for the drift invariants: someone else's changes not yet
+	// delivered to the cache, and delivered but not yet drained by onDrift;
+	// who caused each observation the informer queued; whether a relist
+	// swallowed someone else's change whole (then only a resync can know).
+	unseenOther, seenOther int
+	observed               []observedBy
+	lossy                  bool
+	lastApply              *applyRecord
+	controllerWrites       int
+
+	steps      int
+	lines      int
+	log        []string
+	violations []violation
+}
+
+// newPropSim builds a simulator for seed; abort must not return.
+func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
+	t.Helper()
+	s := &propSim{
+		t:       t,
+		abort:   abort,
+		seed:    seed,
+		rng:     rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
+		ctx:     context.Background(),
+		rec:     events.NewInMemoryRecorder("property", clocktesting.NewFakePassiveClock(time.Unix(0, 0))),
+		cfg:     &flipConfig{},
+		ver:     newSettableVersion("4.21.0"),
+		refused: map[string]bool{},
+	}
+	s.api = newPropAPI()
+	// Prepended last, so it answers first. Other actors' writes bypass it
+	// (fakeapi's Create/Update, the tracker).
+	s.api.Client.PrependReactor("*", "daemonsets", s.refuse)
+	w, err := s.api.Client.Tracker().Watch(fakeapi.DaemonSets, resources.Namespace)
+	s.must(err)
+	s.watcher = w
+	// The factory is never started: the test is the watch.
+	factory := informers.NewSharedInformerFactoryWithOptions(s.api.Client, 0, informers.WithNamespace(resources.Namespace))
+	ri, err := NewResourceInformer(s.rec, factory)
+	s.must(err)
+	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri,
+		WithImages(resources.DefaultImages()), WithVersionSource(s.ver))
+	s.ri = s.c.informer
+	s.c.machine.OnTransition(s.onTransition)
+	return s
+}
+
+func (s *propSim) close() {
+	s.c.stopRetry()
+	s.ri.syncCtx.Queue().ShutDown()
+	s.watcher.Stop()
+}
+
+// newPropAPI is fakeapi's server on the plain object tracker: the field-managed
+// tracker of fake.NewClientset builds a REST mapper on every write, which
+// would dominate thousands of runs. fakeapi's Create and Update (UIDs,
+// generations, conflicts, defaults) answer the client's create and update,
+// and its DeleteReactor the UID precondition of a delete.
+func newPropAPI() *fakeapi.Server {
+	//lint:ignore SA1019 NewClientset's field-managed tracker is too slow here, see above.
+	api := &fakeapi.Server{Client: fake.NewSimpleClientset()}
+	api.Client.PrependReactor("create", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		out, err := api.Create(a.(clienttesting.CreateAction).GetObject().(*appsv1.DaemonSet))
+		return true, out, err
+	})
+	api.Client.PrependReactor("update", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		out, err := api.Update(a.(clienttesting.UpdateAction).GetObject().(*appsv1.DaemonSet))
+		return true, out, err
+	})
+	api.Client.PrependReactor("delete", "daemonsets", api.DeleteReactor)
+	return api
+}
+
+// flipConfig is a ConfigNotifier whose DisableRuntimeExtractor the test sets.
+type flipConfig struct{ disabled bool }
+
+func (f *flipConfig) ConfigChanged() (<-chan struct{}, func()) { return nil, func() {} }
+
+func (f *flipConfig) Config() *config.InsightsConfiguration {
+	return &config.InsightsConfiguration{DataReporting: config.DataReporting{DisableRuntimeExtractor: f.disabled}}
+}
+
+func (s *propSim) refuse(a clienttesting.Action) (bool, runtime.Object, error) {
+	if a.GetSubresource() == "" && s.refused[a.GetVerb()] {
+		return true, nil, apierrors.NewServiceUnavailable("injected: " + a.GetVerb() + " refused")
+	}
+	return false, nil, nil
+}
+
+// ---- the run ----
+
+func (s *propSim) runRandom() {
+	init := []initialObject{initialNone, initialNone, initialDesired, initialOldVersion}[s.rng.IntN(4)]
+	s.start(s.rng.IntN(3) != 0, init)
+	for n := s.rng.IntN(propertyMaxSteps + 1); s.steps < n && len(s.violations) == 0; {
+		s.randomStep()
+	}
+	if len(s.violations) == 0 {
+		s.settleAndCheck()
+	}
+}
+
+// start stages the initial cluster, fills the cache as the initial list would,
+// and does what Run does before its loop: read the version, re-assert.
+func (s *propSim) start(enabled bool, init initialObject) {
+	s.cfg.disabled = !enabled
+	what := "no DaemonSet"
+	if init != initialNone {
+		version := s.ver.Version()
+		if init == initialOldVersion {
+			version = "4.20.0"
+		}
+		ds := s.previousIncarnation(version)
+		idx := s.ri.informer.GetIndexer()
+		s.must(idx.Add(ds))
+		s.ri.onAdd(ds, true)
+		what = "DaemonSet " + describeDS(ds) + " from a previous incarnation"
+	}
+	s.drainWatch() // the initial state is not an event
+	s.inFlight = nil
+	s.logf("start: %s, version %s, %s", map[bool]string{true: "enabled", false: "disabled"}[enabled], s.ver.Version(), what)
+	s.controller("startup", func() {
+		s.c.version = s.c.versions.Version()
+		s.c.reassert(s.ctx)
+	})
+}
+
+// previousIncarnation writes, with a manager of its own, the DaemonSet an
+// earlier controller process would have left, rolled out.
+func (s *propSim) previousIncarnation(version string) *appsv1.DaemonSet {
+	empty := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	m := resources.NewManager(s.api.Client, appslisters.NewDaemonSetLister(empty), s.rec, resources.Desired{})
+	res, err := m.Apply(s.ctx, resources.Desired{Images: resources.DefaultImages(), Version: version})
+	s.must(err)
+	ds := res.Object.DeepCopy()
+	ds.Status = rolledOutStatus(ds.Generation)
+	return s.writeStatus(ds)
+}
+
+func (s *propSim) randomStep() {
+	type step struct {
+		weight int
+		do     func()
+	}
+	steps := []step{
+		{3, s.flipConfig},
+		{2, s.bumpVersion},
+		{1, s.deleteExternally},
+		{1, s.changeSpecExternally},
+		{1, func() {
+			keys := slices.Sorted(maps.Keys(resources.OwnedLabels()))
+			s.removeLabel(keys[s.rng.IntN(len(keys))])
+		}},
+		{1, s.createExternally},
+		{2, s.toggleRefusal},
+		{2, s.rollOut},
+		{1, func() { s.statusNoise(s.rng.IntN(2) == 0) }},
+		{4, func() {
+			if len(s.inFlight) > 0 {
+				s.deliver(1 + s.rng.IntN(len(s.inFlight)))
+			}
+		}},
+		{1, s.relist},
+		{6, func() {
+			if r := s.ready(); len(r) > 0 {
+				s.dispatch(r[s.rng.IntN(len(r))])
+			}
+		}},
+		{1, func() { s.dispatch(srcResync) }},
+		{2, func() {
+			if s.c.retryC != nil {
+				s.dispatch(srcRetry)
+			}
+		}},
+	}
+	total := 0
+	for _, st := range steps {
+		total += st.weight
+	}
+	n := s.rng.IntN(total)
+	for _, st := range steps {
+		if n < st.weight {
+			before := len(s.log)
+			st.do()
+			if len(s.log) > before {
+				s.steps++
+			}
+			return
+		}
+		n -= st.weight
+	}
+}
+
+// ---- what other actors do ----
+
+func (s *propSim) flipConfig() {
+	s.cfg.disabled = !s.cfg.disabled
+	s.configPending = true
+	s.logf("config: runtime extractor %s", map[bool]string{true: "disabled", false: "enabled"}[s.cfg.disabled])
+}
+
+func (s *propSim) bumpVersion() {
+	s.versionSeq++
+	v := fmt.Sprintf("4.%d.0", 21+s.versionSeq)
+	s.ver.set(v)
+	s.logf("cluster version: %s", v)
+}
+
+func (s *propSim) toggleRefusal() {
+	verbs := []string{"create", "update", "delete"}
+	if s.rng.IntN(4) == 0 {
+		for _, v := range verbs {
+			s.setRefused(v, false)
+		}
+		return
+	}
+	v := verbs[s.rng.IntN(len(verbs))]
+	s.setRefused(v, !s.refused[v])
+}
+
+func (s *propSim) setRefused(verb string, on bool) {
+	if s.refused[verb] == on {
+		return
+	}
+	s.refused[verb] = on
+	s.logf("api: %s of the DaemonSet %s", verb, map[bool]string{true: "refused", false: "allowed again"}[on])
+}
+
+func (s *propSim) deleteExternally() {
+	if s.stored() == nil {
+		return
+	}
+	s.must(s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName))
+	s.logf("someone else deletes the DaemonSet")
+	s.drainWatchAs(byOther)
+}
+
+func (s *propSim) changeSpecExternally() {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	what := "bumps minReadySeconds"
+	if s.rng.IntN(2) == 0 {
+		what = "changes the extractor image"
+		ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
+	} else {
+		ds.Spec.MinReadySeconds++
+	}
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else %s", what)
+	s.drainWatchAs(byOther)
+}
+
+// removeLabel is metadata drift: same UID, same generation.
+func (s *propSim) removeLabel(key string) {
+	ds := s.stored()
+	if ds == nil || ds.Labels[key] == "" {
+		return
+	}
+	ds = ds.DeepCopy()
+	delete(ds.Labels, key)
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else removes label %s", key)
+	s.drainWatchAs(byOther)
+}
+
+func (s *propSim) createExternally() {
+	if s.stored() != nil {
+		return
+	}
+	ds, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: "4.0.0"})
+	s.must(err)
+	ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
+	_, err = s.api.Create(ds)
+	s.must(err)
+	s.logf("someone else creates a DaemonSet of the same name")
+	s.drainWatchAs(byOther)
+}
+
+// rollOut plays the DaemonSet controller finishing the current generation.
+func (s *propSim) rollOut() {
+	ds := s.stored()
+	if ds == nil || resources.RolloutComplete(ds) {
+		return
+	}
+	ds = ds.DeepCopy()
+	ds.Status = rolledOutStatus(ds.Generation)
+	s.updateStatus(ds, "daemonset controller: generation %d rolled out")
+}
+
+// statusNoise is a status-only update: a pod becomes unavailable (dip) or a
+// field unrelated to the rollout moves.
+func (s *propSim) statusNoise(dip bool) {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	what := "daemonset controller: status-only update of generation %d (misscheduled count)"
+	ds.Status.NumberMisscheduled = 1 - ds.Status.NumberMisscheduled
+	if dip && ds.Status.NumberAvailable > 0 {
+		what = "daemonset controller: a pod of generation %d becomes unavailable"
+		ds.Status.NumberAvailable--
+	}
+	s.updateStatus(ds, what)
+}
+
+func (s *propSim) updateStatus(ds *appsv1.DaemonSet, format string) {
+	s.writeStatus(ds)
+	s.logf(format, ds.Generation)
+	s.drainWatchAs(byDaemonSets)
+}
+
+// writeStatus stores ds (only its status differs from the server's) as the
+// status subresource would: same spec and generation, a new resourceVersion.
+func (s *propSim) writeStatus(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
+	s.statusSeq++
+	ds.ResourceVersion = fmt.Sprintf("status-%d", s.statusSeq)
+	s.must(s.api.Client.Tracker().Update(fakeapi.DaemonSets, ds, ds.Namespace))
+	return ds
+}
+
+func rolledOutStatus(gen int64) appsv1.DaemonSetStatus {
+	return appsv1.DaemonSetStatus{
+		ObservedGeneration: gen, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3,
+		UpdatedNumberScheduled: 3, NumberAvailable: 3, NumberReady: 3,
+	}
+}
+
+// ---- the watch and the cache ----
+
+// drainWatchAs moves the server's new watch events in flight, tagged by.
+func (s *propSim) drainWatchAs(by writer) {
+	for _, e := range s.drainWatch() {
+		ds := e.Object.(*appsv1.DaemonSet)
+		s.inFlight = append(s.inFlight, watchEvent{e.Type, ds, by})
+		if by == byOther {
+			s.unseenOther++
+		}
+		if by == byController {
+			s.controllerWrites++
+		}
+		s.logf("    server %s %s by %s", strings.ToLower(string(e.Type)), describeDS(ds), by)
+	}
+}
+
+func (s *propSim) drainWatch() []watch.Event {
+	var out []watch.Event
+	for {
+		select {
+		case e := <-s.watcher.ResultChan():
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// deliver hands the first n events in flight to the informer, as the shared
+// informer's processDeltas does: write the indexer, then call the handler.
+func (s *propSim) deliver(n int) {
+	idx := s.ri.informer.GetIndexer()
+	for _, e := range s.inFlight[:n] {
+		s.logf("watch delivers %s %s (by %s)", strings.ToLower(string(e.typ)), describeDS(e.ds), e.by)
+		queued := len(s.ri.pending)
+		if e.typ == watch.Deleted {
+			s.must(idx.Delete(e.ds))
+			s.ri.onDelete(e.ds)
+		} else if old, ok := s.cached(); ok { // the raw cache, as processDeltas reads it
+			s.must(idx.Update(e.ds))
+			s.ri.onUpdate(old, e.ds)
+		} else {
+			s.must(idx.Add(e.ds))
+			s.ri.onAdd(e.ds, false)
+		}
+		s.noteObservations(queued, e.by)
+		if e.by == byOther {
+			s.unseenOther--
+			s.seenOther++
+		}
+	}
+	s.inFlight = s.inFlight[n:]
+	s.runWorker()
+}
+
+// relist is a watch that broke and re-listed: every event in flight coalesces
+// into the server's current state (a delete arrives as a tombstone).
+func (s *propSim) relist() {
+	if len(s.inFlight) == 0 {
+		return
+	}
+	by := byController
+	for _, e := range s.inFlight {
+		if e.by == byOther {
+			by = byOther
+			s.unseenOther--
+			s.seenOther++
+		}
+	}
+	s.inFlight = nil
+	queued := len(s.ri.pending)
+	idx := s.ri.informer.GetIndexer()
+	srv := s.stored()
+	old, cached := s.cached()
+	s.logf("watch re-lists: the cache jumps to %s", describeDS(srv))
+	switch {
+	case srv != nil && cached:
+		s.must(idx.Update(srv))
+		s.ri.onUpdate(old, srv)
+	case srv != nil:
+		s.must(idx.Add(srv))
+		s.ri.onAdd(srv, false)
+	case cached:
+		s.must(idx.Delete(old))
+		s.ri.onDelete(cache.DeletedFinalStateUnknown{Key: resources.Namespace + "/" + resources.DaemonSetName, Obj: old})
+	}
+	// Someone else's change may leave no trace, e.g. the deletion of an object
+	// the cache never saw: no event will ever tell the controller; only the
+	// resync can. The expected deletion of an object the controller deleted
+	// itself is no trace either: the controller rightly ignores it.
+	if by == byOther && !slices.ContainsFunc(s.ri.pending[queued:], func(o observation) bool { return !o.expected }) {
+		s.lossy = true
+		s.logf("    (someone else's change left no trace in the cache: lost until a resync)")
+	}
+	s.noteObservations(queued, by)
+	s.runWorker()
+}
+
+// noteObservations attributes to by the observations the informer queued
+// beyond the first queued ones.
+func (s *propSim) noteObservations(queued int, by writer) {
+	for _, o := range s.ri.pending[queued:] {
+		s.observed = append(s.observed, observedBy{o.kind, by})
+	}
+}
+
+// runWorker plays the library-go worker: queued drift becomes one
+// ResourceModified notification.
+func (s *propSim) runWorker() {
+	q := s.ri.syncCtx.Queue()
+	for q.Len() > 0 {
+		key, _ := q.Get()
+		s.must(s.ri.sync(s.ctx, s.ri.syncCtx))
+		q.Done(key)
+	}
+}
+
+// ---- the controller's loop ----
+
+// ready lists the sources Run's select could receive from now (timers aside).
+func (s *propSim) ready() []loopSource {
+	var r []loopSource
+	if s.configPending {
+		r = append(r, srcConfig)
+	}
+	if len(s.ver.changed) > 0 {
+		r = append(r, srcVersion)
+	}
+	if len(s.ri.modified) > 0 {
+		r = append(r, srcDrift)
+	}
+	if len(s.ri.rollout) > 0 {
+		r = append(r, srcRollout)
+	}
+	return r
+}
+
+// dispatch is one iteration of Run's select loop for src.
+func (s *propSim) dispatch(src loopSource) {
+	var handle func()
+	switch src {
+	case srcConfig:
+		s.configPending = false
+		handle = func() { s.c.reassert(s.ctx) } // a notification always re-asserts
+	case srcVersion:
+		select {
+		case <-s.ver.changed:
+		default:
+		}
+		handle = func() { s.c.onVersion(s.ctx) }
+	case srcDrift:
+		select {
+		case <-s.ri.modified:
+		default: // a scripted step: the notification may be coalesced away
+		}
+		handle = func() { s.c.onDrift(s.ctx, false) }
+	case srcRollout:
+		select {
+		case <-s.ri.rollout:
+		default:
+		}
+		handle = func() { s.c.onRollout(s.ctx) }
+	case srcRetry:
+		handle = func() {
+			s.c.retryC = nil
+			s.c.reassert(s.ctx)
+		}
+	case srcResync:
+		handle = func() { s.c.reassert(s.ctx) }
+	}
+	before := len(s.driftEvents())
+	s.controller(string(src), handle)
+	if src == srcDrift {
+		s.checkDriftEvents(s.driftEvents()[before:])
+		s.observed, s.seenOther = nil, 0 // onDrift drained them all
+	}
+}
+
+// checkDriftEvents: every kind a DriftDetected Event lists needs an
+// observation of that kind caused by someone else; an own write is never drift.
+func (s *propSim) checkDriftEvents(found []string) {
+	for _, k := range []DriftKind{DriftDeleted, DriftModified, DriftMetadata} {
+		recorded, other, own := 0, 0, 0
+		for _, m := range found {
+			if slices.Contains(driftKinds(m), k) {
+				recorded++
+			}
+		}
+		for _, o := range s.observed {
+			switch {
+			case o.kind != k:
+			case o.by == byOther:
+				other++
+			default:
+				own++
+			}
+		}
+		if recorded > other {
+			s.violate("drift-for-own-write/"+string(k), fmt.Sprintf(
+				"onDrift recorded %d DriftDetected (%s) but only %d of the %d %s observation(s) it drained came from someone else",
+				recorded, k, other, other+own, k))
+		}
+	}
+}
+
+// controller runs one handler of the controller, then collects its writes.
+func (s *propSim) controller(what string, f func()) {
+	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
+	f()
+	s.c.report()
+	s.drainWatchAs(byController)
+}
+
+// viewNote tells, for the story, when the controller's view differs from the
+// cache: it hides a cached object known to be gone.
+func (s *propSim) viewNote() string {
+	cached, ok := s.cached()
+	if _, visible := s.ri.current(); ok && !visible {
+		return ", view hides cached " + string(cached.UID)
+	}
+	return ""
+}
+
+// driftKinds returns the kinds a DriftDetected message lists: onDrift records
+// one Event per drain, "... changed by someone else (modified, metadata); ...".
+func driftKinds(msg string) []DriftKind {
+	_, rest, ok := strings.Cut(msg, "someone else (")
+	if !ok {
+		return nil
+	}
+	list, _, _ := strings.Cut(rest, ")")
+	var out []DriftKind
+	for _, k := range strings.Split(list, ", ") {
+		out = append(out, DriftKind(k))
+	}
+	return out
+}
+
+func (s *propSim) driftEvents() []string {
+	var out []string
+	for _, e := range s.rec.Events() {
+		if e.Reason == ReasonDriftDetected {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+// onTransition records the transitions and checks every entry into Running.
+func (s *propSim) onTransition(tr fsm.Transition) {
+	note := ""
+	if tr.Note != "" {
+		note = " (" + tr.Note + ")"
+	}
+	s.logf("    machine %s --%s--> %s, action %s%s", tr.From, describeEvent(tr.Event), tr.To, tr.Action, note)
+	switch e := tr.Event.(type) {
+	case fsm.Applied:
+		s.recordApply(e.UID, e.Generation)
+	case fsm.AppliedUnchanged:
+		s.recordApply(e.UID, e.Generation)
+	}
+	if tr.To == fsm.StateRunning && tr.From != fsm.StateRunning {
+		s.checkRunningEntry(tr)
+	}
+}
+
+// recordApply notes a successful apply: the object it left in place (the
+// outcome event names it) at the controller's version.
+func (s *propSim) recordApply(uid string, gen int64) {
+	s.lastApply = &applyRecord{uid: types.UID(uid), gen: gen, version: s.c.version}
+}
+
+// checkRunningEntry: Running means the last successful apply, at the desired
+// version, is what is rolled out; when the controller has seen every change by
+// someone else, the server must hold exactly that object.
+func (s *propSim) checkRunningEntry(tr fsm.Transition) {
+	on := describeEvent(tr.Event)
+	la := s.lastApply
+	if la == nil {
+		s.violate("running-without-apply", fmt.Sprintf("%s -> Running on %s with no successful apply ever", tr.From, on))
+		return
+	}
+	if la.version != s.c.version {
+		s.violate("running-unapplied-version", fmt.Sprintf(
+			"%s -> Running on %s, but the last successful apply (%s gen %d) was for version %s and the desired version is %s",
+			tr.From, on, la.uid, la.gen, la.version, s.c.version))
+		return
+	}
+	if rc, ok := tr.Event.(fsm.RolloutComplete); ok && (types.UID(rc.UID) != la.uid || rc.Generation != la.gen) {
+		s.violate("running-unapplied-generation", fmt.Sprintf(
+			"%s -> Running on %s, but the last successful apply left %s gen %d", tr.From, on, la.uid, la.gen))
+		return
+	}
+	if s.unseenOther > 0 || s.seenOther > 0 || s.lossy {
+		return // the server may hold changes the controller cannot know yet
+	}
+	srv := s.stored()
+	switch {
+	case srv == nil:
+		s.violate("running-without-daemonset", fmt.Sprintf(
+			"%s -> Running on %s (last apply: %s gen %d), but the server has no DaemonSet and nobody else touched it",
+			tr.From, on, la.uid, la.gen))
+	case srv.UID != la.uid || srv.Generation != la.gen:
+		s.violate("running-other-object", fmt.Sprintf(
+			"%s -> Running on %s (last apply: %s gen %d), but the server holds %s", tr.From, on, la.uid, la.gen, describeDS(srv)))
+	case missingOwnedLabel(srv) != "":
+		s.violate("running-damaged-metadata", fmt.Sprintf(
+			"%s -> Running on %s, but the server's DaemonSet lacks label %s", tr.From, on, missingOwnedLabel(srv)))
+	}
+}
+
+// ---- settling and the final invariants ----
+
+// settle lets the world calm down without the resync: the API heals, every
+// event is delivered and handled, retries fire, rollouts finish. Nothing is
+// lost in this simulation, so the controller must converge without a resync.
+func (s *propSim) settle() bool {
+	for _, v := range []string{"create", "update", "delete"} {
+		s.setRefused(v, false)
+	}
+	for range 100 {
+		switch {
+		case len(s.inFlight) > 0:
+			s.deliver(len(s.inFlight))
+		case len(s.ready()) > 0:
+			r := s.ready()
+			s.dispatch(r[s.rng.IntN(len(r))])
+		case s.c.retryC != nil:
+			s.dispatch(srcRetry)
+		default:
+			if ds := s.stored(); ds != nil && !resources.RolloutComplete(ds) {
+				s.rollOut()
+				continue
+			}
+			return true
+		}
+	}
+	s.violate("no-settle", "still busy after 100 settle steps")
+	return false
+}
+
+func (s *propSim) settleAndCheck() {
+	s.logf("--- settle (no resync) ---")
+	if !s.settle() {
+		return
+	}
+	if s.lossy {
+		s.logf("--- resync (a relist lost someone else's change) ---")
+		s.dispatch(srcResync)
+		if !s.settle() {
+			return
+		}
+	}
+	if !s.checkConverged("after settling") {
+		return
+	}
+	s.logf("--- resync ---")
+	writes := s.controllerWrites
+	s.dispatch(srcResync)
+	if !s.settle() {
+		return
+	}
+	if s.controllerWrites != writes {
+		s.violate("resync-writes", fmt.Sprintf("a resync of the converged state wrote %d time(s)", s.controllerWrites-writes))
+		return
+	}
+	s.checkConverged("after a resync")
+}
+
+func (s *propSim) checkConverged(when string) bool {
+	n := len(s.violations)
+	state, srv := s.c.State(), s.stored()
+	if s.cfg.disabled {
+		switch {
+		case state != fsm.StateDisabled:
+			s.violate("final-state", fmt.Sprintf("%s: disabled but state %s", when, state))
+		case srv != nil:
+			s.violate("final-leftover", fmt.Sprintf("%s: disabled but the server has %s", when, describeDS(srv)))
+		}
+		return len(s.violations) == n
+	}
+	want := s.ver.Version()
+	switch {
+	case state != fsm.StateRunning:
+		s.violate("final-state", fmt.Sprintf("%s: enabled but state %s (server: %s)", when, state, describeDS(srv)))
+	case srv == nil:
+		s.violate("final-missing", fmt.Sprintf("%s: enabled and Running but the server has no DaemonSet", when))
+	case missingOwnedLabel(srv) != "":
+		s.violate("final-metadata-not-restored", fmt.Sprintf("%s: Running but the server's DaemonSet still lacks label %s", when, missingOwnedLabel(srv)))
+	case srv.Annotations[resources.VersionAnnotation] != want:
+		s.violate("final-version", fmt.Sprintf("%s: Running but the server's DaemonSet is at version %q, want %q", when, srv.Annotations[resources.VersionAnnotation], want))
+	case !specDesired(srv, want):
+		s.violate("final-spec", fmt.Sprintf("%s: Running but the server's DaemonSet spec is not the desired one (%s)", when, describeDS(srv)))
+	case !resources.RolloutComplete(srv):
+		s.violate("final-rollout", fmt.Sprintf("%s: Running but %s is not rolled out", when, describeDS(srv)))
+	}
+	return len(s.violations) == n
+}
+
+func specDesired(ds *appsv1.DaemonSet, version string) bool {
+	want, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: version})
+	return err == nil && equality.Semantic.DeepDerivative(want.Spec, ds.Spec)
+}
+
+func missingOwnedLabel(ds *appsv1.DaemonSet) string {
+	for _, k := range slices.Sorted(maps.Keys(resources.OwnedLabels())) {
+		if ds.Labels[k] != resources.OwnedLabels()[k] {
+			return k
+		}
+	}
+	return ""
+}
+
+// ---- helpers ----
+
+func (s *propSim) stored() *appsv1.DaemonSet {
+	ds, err := s.api.Stored(resources.Namespace, resources.DaemonSetName)
+	s.must(err)
+	return ds
+}
+
+// cached is the informer cache as it is (not the controller's view, which
+// hides objects known to be gone): what processDeltas and Replace compare with.
+func (s *propSim) cached() (*appsv1.DaemonSet, bool) {
+	_, ds, err := s.ri.cachedObject()
+	s.must(err)
+	return ds, ds != nil
+}
+
+func (s *propSim) violate(kind, msg string) {
+	s.violations = append(s.violations, violation{kind, msg})
+	s.logf("!!! VIOLATION %s: %s", kind, msg)
+}
+
+func (s *propSim) must(err error) {
+	if err != nil {
+		s.abort(fmt.Sprintf("seed %d: %v\n%s", s.seed, err, s.story()))
+	}
+}
+
+func (s *propSim) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if !strings.HasPrefix(line, "    ") {
+		s.lines++
+		line = fmt.Sprintf("%3d. %s", s.lines, line)
+	}
+	s.log = append(s.log, line)
+}
+
+func (s *propSim) story() string {
+	return fmt.Sprintf("seed %d:\n%s", s.seed, strings.Join(s.log, "\n"))
+}
+
+// describeEvent is fsm.Describe with the object's UID where the event names one.
+func describeEvent(e fsm.Event) string {
+	switch e := e.(type) {
+	case fsm.RolloutComplete:
+		return fmt.Sprintf("%s(%s gen=%d)", e.Name(), e.UID, e.Generation)
+	case fsm.Applied:
+		return fmt.Sprintf("%s(%s gen=%d)", e.Name(), e.UID, e.Generation)
+	case fsm.AppliedUnchanged:
+		return fmt.Sprintf("%s(%s gen=%d)", e.Name(), e.UID, e.Generation)
+	}
+	return fsm.Describe(e)
+}
+
+// describeDS renders a DaemonSet as the story needs it.
+func describeDS(ds *appsv1.DaemonSet) string {
+	if ds == nil {
+		return "<none>"
+	}
+	var notes []string
+	if resources.RolloutComplete(ds) {
+		notes = append(notes, "rolled out")
+	}
+	if k := missingOwnedLabel(ds); k != "" {
+		notes = append(notes, "no label "+k)
+	}
+	if len(ds.Spec.Template.Spec.Containers) > 0 && strings.Contains(ds.Spec.Template.Spec.Containers[0].Image, "someone") {
+		notes = append(notes, "foreign image")
+	}
+	if ds.Spec.MinReadySeconds > 0 {
+		notes = append(notes, fmt.Sprintf("minReadySeconds %d", ds.Spec.MinReadySeconds))
+	}
+	return fmt.Sprintf("%s gen %d v%s [%s]", ds.UID, ds.Generation, ds.Annotations[resources.VersionAnnotation], strings.Join(notes, ", "))
+}
