@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,18 +157,24 @@ type controllerProcess struct {
 	http *http.Client
 }
 
-// startController runs the binary as the controller's ServiceAccount.
+// makeRunLease is make run's lease timings.
+var makeRunLease = []string{"--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "10s", "--leader-elect-retry-period", "2s"}
+
+// startController runs the binary as the controller's ServiceAccount, with
+// make run's lease timings.
 func (b *bench) startController(resync time.Duration, label string) (*controllerProcess, error) {
+	return b.startControllerWith(label, b.kubeconfig, append(slices.Clone(makeRunLease), "--resync", resync.String()))
+}
+
+// startControllerWith runs the binary with kubeconfig and args, its defaults
+// for everything else.
+func (b *bench) startControllerWith(label, kubeconfig string, args []string) (*controllerProcess, error) {
 	p, err := testcluster.StartController(testcluster.ControllerOptions{
 		Binary:     b.binary,
-		Kubeconfig: b.kubeconfig,
+		Kubeconfig: kubeconfig,
 		LogPath:    filepath.Join(b.work, "controller-"+label+".log"),
-		Args: []string{
-			// make run's lease timings.
-			"--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "10s", "--leader-elect-retry-period", "2s",
-			"--resync", resync.String(),
-		},
-		Env: []string{"RELEASE_VERSION=0.0.0-local"},
+		Args:       args,
+		Env:        []string{"RELEASE_VERSION=0.0.0-local"},
 	})
 	if err != nil {
 		return nil, err

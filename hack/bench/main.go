@@ -3,16 +3,21 @@
 // storms, memory with and without unrelated objects, and the state machine's
 // Fire. It starts one cluster and the real binary, prints one table and writes
 // the same figures as JSON to bench/results/<timestamp>.json, so runs can be
-// compared. It measures; it asserts nothing about speed. `make bench` runs it.
+// compared. It measures; it asserts nothing about speed. `make bench` runs it;
+// -only runs some of the steps, e.g. `go run ./hack/bench -only "outage recovery"`.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +33,9 @@ type options struct {
 	burst      int
 	clutter    int
 	resyncWait time.Duration
+	outages    int
+	outage     time.Duration
+	only       string
 	binary     string
 	outDir     string
 	keep       bool
@@ -43,6 +51,9 @@ func main() {
 	flag.IntVar(&o.burst, "burst", 500, "ConfigMap toggles in the config burst")
 	flag.IntVar(&o.clutter, "clutter", 1000, "unrelated DaemonSets, and ConfigMaps, created in openshift-insights")
 	flag.DurationVar(&o.resyncWait, "resync-window", 20*time.Second, "quiet window over which resyncs (every 2s) are counted")
+	flag.IntVar(&o.outages, "outages", 5, "API server outages after which the first correction is timed")
+	flag.DurationVar(&o.outage, "outage", 15*time.Second, "how long kube-apiserver stays down in each outage")
+	flag.StringVar(&o.only, "only", "", "run only these steps, comma-separated (e.g. \"outage recovery\"); steps that need the controller of \"first apply\" run it first")
 	flag.StringVar(&o.binary, "binary", "", "controller binary (default: build ./cmd/runtime-extractor-controller)")
 	flag.StringVar(&o.outDir, "out", "", "results directory (default: bench/results in the module)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (cluster and controller logs)")
@@ -81,22 +92,9 @@ func run(ctx context.Context, o options) error {
 	}
 	defer b.tearDown()
 
-	steps := []struct {
-		name string
-		fn   func(context.Context) error
-	}{
-		{"first apply", b.firstApply},
-		{"no-op applies", b.noopApplies},
-		{"drift: DaemonSet deleted", b.driftDeleted},
-		{"drift: image changed", b.driftImage},
-		{"config toggles", b.configToggles},
-		{"version changes", b.versionChanges},
-		{"event storm", b.eventStorm},
-		{"config burst", b.configBurst},
-		{"memory", b.memory},
-		{"restart and resync", b.restartAndResync},
-		{"leader election", b.leaderElection},
-		{"fsm Fire", b.fsmFire},
+	steps, err := selectSteps(b, o.only)
+	if err != nil {
+		return err
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
@@ -118,6 +116,61 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("\nresults written to %s (bench took %s)\n", path, b.res.Duration)
 	return nil
+}
+
+// step is one measurement. needsController: it uses the controller that
+// "first apply" starts.
+type step struct {
+	name            string
+	fn              func(context.Context) error
+	needsController bool
+}
+
+// selectSteps returns every step in order, or with only (comma-separated
+// names) the named ones, preceded by "first apply" when one of them needs it.
+func selectSteps(b *bench, only string) ([]step, error) {
+	all := []step{
+		{"first apply", b.firstApply, false},
+		{"no-op applies", b.noopApplies, true},
+		{"drift: DaemonSet deleted", b.driftDeleted, true},
+		{"drift: image changed", b.driftImage, true},
+		{"config toggles", b.configToggles, true},
+		{"version changes", b.versionChanges, true},
+		{"event storm", b.eventStorm, true},
+		{"config burst", b.configBurst, true},
+		{"memory", b.memory, true},
+		{"restart and resync", b.restartAndResync, true},
+		{"leader election", b.leaderElection, true},
+		{"outage recovery", b.outageRecovery, false},
+		{"fsm Fire", b.fsmFire, false},
+	}
+	if only == "" {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, name := range strings.Split(only, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			want[name] = true
+		}
+	}
+	var out []step
+	for _, s := range all {
+		if want[s.name] {
+			out = append(out, s)
+			delete(want, s.name)
+		}
+	}
+	if len(want) > 0 {
+		var names []string
+		for _, s := range all {
+			names = append(names, strconv.Quote(s.name))
+		}
+		return nil, fmt.Errorf("-only: unknown step(s) %v; the steps are %s", slices.Sorted(maps.Keys(want)), strings.Join(names, ", "))
+	}
+	if len(out) > 0 && out[0].name != "first apply" && slices.ContainsFunc(out, func(s step) bool { return s.needsController }) {
+		out = append([]step{all[0]}, out...)
+	}
+	return out, nil
 }
 
 func logf(format string, args ...any) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,7 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -604,6 +607,9 @@ func (b *bench) restartAndResync(ctx context.Context) error {
 // leaderElection reports the lease traffic, excluded from the per-action
 // counts, over the resync window.
 func (b *bench) leaderElection(context.Context) error {
+	if b.leaseWindow[1].IsZero() {
+		return errors.New(`needs the quiet window of "restart and resync"`)
+	}
 	var n int
 	for _, e := range b.requestsBetween(b.leaseWindow[0], b.leaseWindow[1]) {
 		if e.Resource == "leases" {
@@ -612,6 +618,120 @@ func (b *bench) leaderElection(context.Context) error {
 	}
 	b.res.LeaseRequestsPerMinute = float64(n) / b.leaseWindow[1].Sub(b.leaseWindow[0]).Minutes()
 	return nil
+}
+
+// outageRecovery times the first correction after an API server outage, as
+// TestFirstCorrectionAfterAPIServerOutage does: the controller runs rolled
+// out; kube-apiserver stops for o.outage and starts again; as soon as it is
+// back, the DaemonSet is deleted, and the sample is the time from the API
+// server's return to the controller's new DaemonSet. The next outage follows
+// as soon as the new DaemonSet exists (its rollout waits for the cluster's
+// own controllers to recover). The controller runs at its defaults (10-minute
+// resync) without leader election: outages back to back leave no time to
+// renew a lease, and library-go ends a process that cannot renew. It reaches
+// the API server through a TCP proxy that acts as a load balancer with a
+// /readyz health check: "back" is when the API server returns to the rotation.
+func (b *bench) outageRecovery(ctx context.Context) (err error) {
+	if b.ctrl != nil {
+		b.ctrl.stop()
+		b.ctrl = nil
+	}
+	proxy, err := testcluster.StartProxy(b.cluster.RESTConfig.Host)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = proxy.Close() }()
+	kubeconfig := filepath.Join(b.work, "controller-via-proxy.kubeconfig")
+	if err := proxy.WriteKubeconfig(b.kubeconfig, kubeconfig); err != nil {
+		return err
+	}
+	if b.ctrl, err = b.startControllerWith("outage", kubeconfig, []string{"--disable-leader-election"}); err != nil {
+		return err
+	}
+	defer func() { // before the proxy closes
+		if err != nil {
+			b.dumpControllerLog()
+		}
+		b.ctrl.stop()
+		b.ctrl = nil
+	}()
+	if err := b.setConfig(ctx, enabledConfig); err != nil {
+		return err
+	}
+	if err := b.waitSteady(ctx, true); err != nil {
+		return err
+	}
+	old, _ := b.ds.current()
+	if old == nil {
+		return errors.New("no DaemonSet before the first outage")
+	}
+	var samples []time.Duration
+	for i := range b.o.outages {
+		proxy.SetServing(false) // /readyz fails as the API server shuts down
+		if err := b.cluster.StopAPIServer(); err != nil {
+			return err
+		}
+		stopped := time.Now()
+		select { // the outage itself
+		case <-time.After(time.Until(stopped.Add(b.o.outage))):
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // restart even when interrupted
+		err := b.cluster.StartAPIServer(sctx)
+		cancel()
+		if err != nil {
+			return err
+		}
+		proxy.SetServing(true)
+		back := time.Now()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !b.ctrl.running() {
+			return errors.New("the controller exited during the outage")
+		}
+		var took time.Duration
+		if old, took, err = b.deleteAndTimeRecreation(ctx, old.UID, back); err != nil {
+			return err
+		}
+		samples = append(samples, took)
+		logf("outage %d/%d (%s): DaemonSet recreated %s after the API server was back", i+1, b.o.outages, b.o.outage, took.Round(time.Millisecond))
+	}
+	b.res.addLatency(fmt.Sprintf("first correction after a %g s outage: API server back -> DaemonSet recreated", b.o.outage.Seconds()), samples)
+	return b.waitSteady(ctx, true)
+}
+
+// deleteAndTimeRecreation deletes the DaemonSet with UID old and returns the
+// new one and how long after back a watch opened before the deletion saw it.
+func (b *bench) deleteAndTimeRecreation(ctx context.Context, old types.UID, back time.Time) (*appsv1.DaemonSet, time.Duration, error) {
+	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
+	var list *appsv1.DaemonSetList
+	// /readyz answers; the bench's own client may still hold a dead connection.
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		list, err = b.kube.AppsV1().DaemonSets(ns).List(ctx, byName)
+		return err == nil, nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list the DaemonSet after the outage: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	byName.ResourceVersion = list.ResourceVersion
+	w, err := b.kube.AppsV1().DaemonSets(ns).Watch(wctx, byName)
+	if err != nil {
+		return nil, 0, fmt.Errorf("watch the DaemonSet: %w", err)
+	}
+	defer w.Stop()
+	if err := b.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old}}); err != nil {
+		return nil, 0, fmt.Errorf("delete the DaemonSet: %w", err)
+	}
+	for ev := range w.ResultChan() {
+		if ds, ok := ev.Object.(*appsv1.DaemonSet); ok && ev.Type == watch.Added && ds.UID != old {
+			return ds, time.Since(back), nil
+		}
+	}
+	return nil, 0, fmt.Errorf("the DaemonSet was not recreated within %s after the API server was back", waitTimeout)
 }
 
 var benchLine = regexp.MustCompile(`^BenchmarkFire\S*\s+(\d+)\s+([\d.]+) ns/op\s+(\d+) B/op\s+(\d+) allocs/op`)

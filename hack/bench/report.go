@@ -47,13 +47,17 @@ type results struct {
 }
 
 type optionsJSON struct {
-	Nodes   int `json:"nodes"`
-	Trials  int `json:"driftTrials"`
-	Toggles int `json:"toggleTrials"`
-	Noops   int `json:"noopTrials"`
-	Storm   int `json:"stormUpdates"`
-	Burst   int `json:"burstToggles"`
-	Clutter int `json:"clutterObjects"`
+	Nodes   int    `json:"nodes"`
+	Trials  int    `json:"driftTrials"`
+	Toggles int    `json:"toggleTrials"`
+	Noops   int    `json:"noopTrials"`
+	Storm   int    `json:"stormUpdates"`
+	Burst   int    `json:"burstToggles"`
+	Clutter int    `json:"clutterObjects"`
+	Outages int    `json:"outages"`
+	Outage  string `json:"outageDuration"`
+	// Only lists the steps run when not all were (-only).
+	Only string `json:"only,omitempty"`
 }
 
 type firstApply struct {
@@ -138,7 +142,7 @@ func newResults(o options) *results {
 		GoVersion: runtime.Version(),
 		Excluded:  "lease requests (leader election, reported apart) and tokenreviews/subjectaccessreviews (authentication of the bench's /metrics scrapes)",
 		Options: optionsJSON{Nodes: o.nodes, Trials: o.trials, Toggles: o.toggles, Noops: o.noops,
-			Storm: o.storm, Burst: o.burst, Clutter: o.clutter},
+			Storm: o.storm, Burst: o.burst, Clutter: o.clutter, Outages: o.outages, Outage: o.outage.String(), Only: o.only},
 	}
 }
 
@@ -296,7 +300,12 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 func (r *results) print(out io.Writer) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "\nruntime-extractor-controller bench — %s, commit %s, %s, %s\n", r.Timestamp, r.Commit, r.GoVersion, r.Cluster)
-	fmt.Fprintf(w, "\nFirst apply (%s):\t%.0f ms / %.0f ms\n", r.FirstApply.Description, r.FirstApply.CreatedMs, r.FirstApply.RunningMs)
+	if r.Options.Only != "" {
+		fmt.Fprintf(w, "\nOnly: %s\n", r.Options.Only)
+	}
+	if r.FirstApply.Description != "" {
+		fmt.Fprintf(w, "\nFirst apply (%s):\t%.0f ms / %.0f ms\n", r.FirstApply.Description, r.FirstApply.CreatedMs, r.FirstApply.RunningMs)
+	}
 
 	fmt.Fprintln(w, "\nLatency (external write -> change seen by a watch)\tn\tp50 ms\tp95 ms\tmax ms")
 	for _, l := range r.Latencies {
@@ -316,14 +325,45 @@ func (r *results) print(out io.Writer) {
 			q.DaemonSetWrites, q.StatusWrites, q.EventWrites, q.OtherWrites, flag)
 	}
 	fmt.Fprintf(w, "  (excluded: %s)\n", r.Excluded)
-	fmt.Fprintf(w, "  leader election: %.1f lease requests per minute\n", r.LeaseRequestsPerMinute)
+	if r.LeaseRequestsPerMinute > 0 {
+		fmt.Fprintf(w, "  leader election: %.1f lease requests per minute\n", r.LeaseRequestsPerMinute)
+	}
 
-	s := r.Storm
-	fmt.Fprintf(w, "\nEvent storm: %d status-only DaemonSet updates in %.1f s (%d conflicts)\n", s.Updates, s.Seconds, s.Conflicts)
-	fmt.Fprintf(w, "  controller actions (applies+deletes)\t%.0f\t(expected 0)\n", s.Actions)
-	fmt.Fprintf(w, "  controller writes / reads\t%d / %d\t(expected 0 writes)\n", s.ControllerWrites, s.ControllerReads)
-	fmt.Fprintf(w, "  controller transitions / drift events\t%.0f / %.0f\n", s.Transitions, s.DriftEvents)
+	if s := r.Storm; s.Updates > 0 {
+		fmt.Fprintf(w, "\nEvent storm: %d status-only DaemonSet updates in %.1f s (%d conflicts)\n", s.Updates, s.Seconds, s.Conflicts)
+		fmt.Fprintf(w, "  controller actions (applies+deletes)\t%.0f\t(expected 0)\n", s.Actions)
+		fmt.Fprintf(w, "  controller writes / reads\t%d / %d\t(expected 0 writes)\n", s.ControllerWrites, s.ControllerReads)
+		fmt.Fprintf(w, "  controller transitions / drift events\t%.0f / %.0f\n", s.Transitions, s.DriftEvents)
+	}
+	if r.Burst.Toggles > 0 {
+		r.printBurst(w)
+	}
+	if len(r.Memory) > 0 {
+		fmt.Fprintf(w, "\nMemory (median of 5 samples)\tRSS\tGo heap in use\n")
+		for _, m := range r.Memory {
+			fmt.Fprintf(w, "  %s\t%s\t%s\n", m.Label, mib(m.RSSBytes), mib(m.HeapInuseBytes))
+		}
+		fmt.Fprintf(w, "  (clutter: %d DaemonSets + %d ConfigMaps of 4 KiB in %s, created in %.1f s)\n",
+			r.Options.Clutter, r.Options.Clutter, "openshift-insights", r.ClutterSeconds)
+	}
+	if f := r.Fire; f.Command != "" {
+		fmt.Fprintf(w, "\nfsm Fire\t%.1f ns/op\t%d B/op\t%d allocs/op\t(%s)\n", f.NsPerOp, f.BytesPerOp, f.AllocsPerOp, f.Command)
+	}
+	_ = w.Flush()
 
+	fmt.Fprintln(out, "\nRequests by kind, over all trials of each action:")
+	for _, q := range r.Requests {
+		fmt.Fprintf(out, "  %s\n    reads:  %s\n    writes: %s\n", q.Action, orNone(q.ReadVerbs), orNone(q.WriteVerbs))
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(out, "\nNOTES:")
+		for _, n := range r.Notes {
+			fmt.Fprintf(out, "  - %s\n", n)
+		}
+	}
+}
+
+func (r *results) printBurst(w io.Writer) {
 	bu := r.Burst
 	final := "disabled"
 	if bu.FinalEnabled {
@@ -338,28 +378,6 @@ func (r *results) print(out io.Writer) {
 	fmt.Fprintf(w, "  controller actions\t%.0f applies, %.0f deletes, %.0f failed\n", bu.Applies, bu.Deletes, bu.Failed)
 	fmt.Fprintf(w, "  controller writes\t%d (DaemonSet %d: %s; status %d; Events %d), reads %d\n",
 		bu.Writes, bu.DaemonSetWrites, strings.Join(bu.WriteVerbs, ", "), bu.StatusWrites, bu.EventWrites, bu.Reads)
-
-	fmt.Fprintf(w, "\nMemory (median of 5 samples)\tRSS\tGo heap in use\n")
-	for _, m := range r.Memory {
-		fmt.Fprintf(w, "  %s\t%s\t%s\n", m.Label, mib(m.RSSBytes), mib(m.HeapInuseBytes))
-	}
-	fmt.Fprintf(w, "  (clutter: %d DaemonSets + %d ConfigMaps of 4 KiB in %s, created in %.1f s)\n",
-		r.Options.Clutter, r.Options.Clutter, "openshift-insights", r.ClutterSeconds)
-
-	f := r.Fire
-	fmt.Fprintf(w, "\nfsm Fire\t%.1f ns/op\t%d B/op\t%d allocs/op\t(%s)\n", f.NsPerOp, f.BytesPerOp, f.AllocsPerOp, f.Command)
-	_ = w.Flush()
-
-	fmt.Fprintln(out, "\nRequests by kind, over all trials of each action:")
-	for _, q := range r.Requests {
-		fmt.Fprintf(out, "  %s\n    reads:  %s\n    writes: %s\n", q.Action, orNone(q.ReadVerbs), orNone(q.WriteVerbs))
-	}
-	if len(r.Notes) > 0 {
-		fmt.Fprintln(out, "\nNOTES:")
-		for _, n := range r.Notes {
-			fmt.Fprintf(out, "  - %s\n", n)
-		}
-	}
 }
 
 func orNone(s []string) string {

@@ -140,11 +140,44 @@ type AuditReader struct {
 	offset  int64
 	partial []byte
 	seen    map[string]bool
+	// skipLine drops the bytes up to the next newline: the reader started
+	// in the middle of a line (NewAuditReaderAtEnd).
+	skipLine bool
 }
 
 // NewAuditReader returns a reader positioned at the start of the log at path.
 func NewAuditReader(path string) *AuditReader {
 	return &AuditReader{path: path, seen: map[string]bool{}}
+}
+
+// NewAuditReaderAtEnd returns a reader that skips what the log at path holds
+// now, so that a long-running cluster's history is not parsed again: its first
+// Next returns the requests logged after this call. A line still being written
+// when it is called is skipped whole. A request that started before the call
+// and completes after it (a watch) is returned from its later stage.
+func NewAuditReaderAtEnd(path string) (*AuditReader, error) {
+	r := NewAuditReader(path)
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return r, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open audit log: %w", err)
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, fmt.Errorf("seek audit log: %w", err)
+	}
+	if size == 0 {
+		return r, nil
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, size-1); err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	r.offset, r.skipLine = size, last[0] != '\n'
+	return r, nil
 }
 
 // Next returns the requests logged since the previous call. A log that does
@@ -170,6 +203,13 @@ func (r *AuditReader) Next() ([]AuditEvent, error) {
 	r.offset += int64(len(data))
 	data = append(r.partial, data...)
 	r.partial = nil
+	if r.skipLine {
+		nl := bytes.IndexByte(data, '\n')
+		if nl < 0 {
+			return nil, nil // still inside the line that was being written
+		}
+		data, r.skipLine = data[nl+1:], false
+	}
 
 	var out []AuditEvent
 	for len(data) > 0 {

@@ -83,6 +83,50 @@ func TestAuditReaderReadsEachRequestOnceAsTheLogGrows(t *testing.T) {
 	}
 }
 
+func TestAuditReaderAtEndSkipsTheHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if r, err := NewAuditReaderAtEnd(path); err != nil {
+		t.Fatal(err)
+	} else if got, err := r.Next(); err != nil || len(got) != 0 {
+		t.Fatalf("missing log: got %v, %v; want nothing, no error", got, err)
+	}
+
+	// History: one complete line, and the start of a line still being written.
+	appendTo(t, path, watchStarted+"\n"+statusUpdate[:40])
+	r, err := NewAuditReaderAtEnd(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Next(); err != nil || len(got) != 0 {
+		t.Fatalf("unchanged log: got %+v, %v; want nothing", got, err)
+	}
+	// The rest of the half-written line is history too; the discovery request is new.
+	appendTo(t, path, statusUpdate[40:60])
+	if got, err := r.Next(); err != nil || len(got) != 0 {
+		t.Fatalf("still inside the old line: got %+v, %v; want nothing", got, err)
+	}
+	appendTo(t, path, statusUpdate[60:]+"\n"+discovery+"\n")
+	got, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != "a3" {
+		t.Fatalf("got %+v, want only request a3", got)
+	}
+
+	// A log that ends with a complete line starts at the next one.
+	path2 := filepath.Join(t.TempDir(), "audit.log")
+	appendTo(t, path2, watchStarted+"\n")
+	r2, err := NewAuditReaderAtEnd(path2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, path2, statusUpdate+"\n")
+	if got, err := r2.Next(); err != nil || len(got) != 1 || got[0].ID != "a2" {
+		t.Fatalf("got %+v, %v; want only request a2", got, err)
+	}
+}
+
 func TestAuditReaderRejectsGarbage(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
 	appendTo(t, path, "not json\n")

@@ -2,4 +2,12 @@
 // (pkg/testcluster): etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler and kwok fake nodes. `make test` runs it; E2E_SKIP=1 opts out
 // (the tests then skip and say so).
+//
+// The controllers run at the binary's defaults, the 10-minute resync
+// included: a test must not pass thanks to a timer users do not have. The one
+// exception is a short leader election lease, so that a successor does not
+// wait minutes for a killed process's lease. Only the test of a timer
+// shortens it: TestResyncRepairsWhatTheBackoffWouldDelay runs --resync 5s.
+//
+// TestSoakRandomKills is not part of the suite: `make soak` runs it.
 package e2e

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,26 +218,33 @@ type controllerOpts struct {
 	env        []string
 	args       []string
 	kubeconfig string
+	// ownLogReport: the test shows this controller's log itself when it
+	// fails; the cleanup does not (many controllers, one of interest).
+	ownLogReport bool
 }
 
-// startController runs the real binary against the cluster. It is stopped (by
-// PID) when the test ends, and its log is shown if the test failed.
+// startController runs the real binary against the cluster, at the binary's
+// defaults (the 10-minute resync included) except for a short leader election
+// lease, so that a successor does not wait minutes for the lease of a killed
+// process. Only TestResyncRepairsWhatTheBackoffWouldDelay shortens the
+// resync. It is stopped (by PID) when the test ends, and its log is shown if
+// the test failed.
 func (e *env) startController(o controllerOpts) *controller {
 	e.t.Helper()
 	kubeconfig := o.kubeconfig
 	if kubeconfig == "" {
 		kubeconfig = cluster.Kubeconfig
 	}
+	args := []string{
+		"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s",
+		"-v", "4", // every transition, self-transitions included, in the log shown on failure
+	}
 	p, err := testcluster.StartController(testcluster.ControllerOptions{
 		Binary:     binary,
 		Kubeconfig: kubeconfig,
 		LogPath:    filepath.Join(e.t.TempDir(), "controller.log"),
-		Args: append([]string{
-			"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s",
-			"--resync", "20s",
-			"-v", "4", // every transition, self-transitions included, in the log shown on failure
-		}, o.args...),
-		Env: append([]string{"RELEASE_VERSION=0.0.0-local"}, o.env...),
+		Args:       append(args, o.args...),
+		Env:        append([]string{"RELEASE_VERSION=0.0.0-local"}, o.env...),
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -244,7 +252,7 @@ func (e *env) startController(o controllerOpts) *controller {
 	c := &controller{ControllerProcess: p, t: e.t}
 	e.t.Cleanup(func() {
 		c.stop()
-		if e.t.Failed() {
+		if e.t.Failed() && !o.ownLogReport {
 			e.t.Logf("controller %d log (tail):\n%s", c.PID(), tail(c.Log, 40))
 		}
 	})
@@ -266,28 +274,65 @@ func (c *controller) logContains(s string) bool {
 	return err == nil && strings.Contains(string(raw), s)
 }
 
-// metrics scrapes the controller's /metrics with the admin client certificate
-// (delegated authentication; anonymous requests are refused).
+// metricsClient authenticates with the admin client certificate (delegated
+// authentication; anonymous requests are refused). One client, and so one
+// connection pool, serves every scrape of the run.
+var metricsClient = sync.OnceValues(func() (*http.Client, error) { return testcluster.MetricsClient(cluster.RESTConfig) })
+
+// scrape reads the controller's /metrics once.
+func (c *controller) scrape() (string, error) {
+	client, err := metricsClient()
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Get("https://" + c.Listen + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics: %s: %.200q", resp.Status, body)
+	}
+	return string(body), nil
+}
+
+// metrics scrapes the controller's /metrics, retrying until it serves.
 func (c *controller) metrics() string {
 	c.t.Helper()
-	client, err := testcluster.MetricsClient(cluster.RESTConfig)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	var body []byte
-	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		resp, err := client.Get("https://" + c.Listen + "/metrics")
-		if err != nil {
-			return false, nil
-		}
-		defer resp.Body.Close()
-		body, err = io.ReadAll(resp.Body)
-		return err == nil && resp.StatusCode == http.StatusOK, nil
+	var body string
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		body, last = c.scrape()
+		return last == nil, nil
 	})
 	if err != nil {
-		c.t.Fatalf("scrape /metrics: %v (last body %.200q)", err, body)
+		c.t.Fatalf("scrape /metrics: %v (last error: %v)", err, last)
 	}
-	return string(body)
+	return body
+}
+
+// state is the state the controller's /metrics reports, "" when it cannot be read.
+func (c *controller) state() string {
+	body, err := c.scrape()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, `runtime_extractor_state{state="`); ok && strings.HasSuffix(line, "} 1") {
+			return rest[:strings.IndexByte(rest, '"')]
+		}
+	}
+	return ""
+}
+
+// waitState waits until the controller reports state in its /metrics.
+func (e *env) waitState(c *controller, state string) {
+	e.t.Helper()
+	e.eventually("the controller in state "+state, func(context.Context) (bool, error) { return c.state() == state, nil })
 }
 
 func tail(path string, n int) string {

@@ -3,10 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,9 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
-	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 const (
@@ -53,7 +47,7 @@ func (e *env) apiServerDown(c *controller, proxy *countingProxy, stoppedAt time.
 		e.t.Fatalf("controller %d exited during the API server outage:\n%s", c.pid(), tail(c.Log, 30))
 	}
 	during := outage{
-		connections: proxy.conns.Load() - before.connections,
+		connections: proxy.Connections() - before.connections,
 		retries:     c.logCount(retryLine) - before.retries,
 	}
 	e.startAPIServer()
@@ -61,7 +55,7 @@ func (e *env) apiServerDown(c *controller, proxy *countingProxy, stoppedAt time.
 }
 
 func (c *controller) outageCounters(proxy *countingProxy) outage {
-	return outage{connections: proxy.conns.Load(), retries: c.logCount(retryLine)}
+	return outage{connections: proxy.Connections(), retries: c.logCount(retryLine)}
 }
 
 // checkBackoff fails when the controller hammered the API server during an
@@ -193,7 +187,7 @@ func (e *env) faultDuringAction(c *controller, proxy *countingProxy, phase, conf
 	e.t.Helper()
 	entered := c.logCount(transition)
 	c.pause()
-	sent := proxy.down.Load()
+	sent := proxy.BytesDown()
 	e.setConfig(config)
 	proxy.waitDownstreamBytes(e.t, sent, 10*time.Second) // the watch event is in its socket
 	before := c.outageCounters(proxy)
@@ -239,101 +233,30 @@ func waitAdded(t *testing.T, w watch.Interface, c *controller) {
 	}
 }
 
-// killSeedEnv overrides the seed of TestRandomKillsConverge, to replay a run.
-const killSeedEnv = "FAULT_SEED"
-
 // TestRandomKillsConverge SIGKILLs the controller at a random point after a
 // random perturbation (config toggle, DaemonSet delete, version bump), 20
 // times, and checks that the restarted controller converges every time: the
 // DaemonSet rolled out at the current version when enabled, none when
-// disabled. The seed is logged; FAULT_SEED=<seed> replays a run.
+// disabled. The seed is logged; FAULT_SEED=<seed> replays a run. `make soak`
+// runs the same cycle 200 times (TestSoakRandomKills).
 //
 // Leader election is off so that each restart acts at once instead of waiting
 // out the killed process's lease (TestLeaderFailoverWithinLease covers that).
 func TestRandomKillsConverge(t *testing.T) {
-	seed := uint64(20260429)
-	if s := os.Getenv(killSeedEnv); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", killSeedEnv, s, err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (replay with %s=%d)", seed, killSeedEnv, seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
-
+	const runs = 20
+	seed := killSeed(t, 20260429)
 	e := newEnv(t)
-	opts := controllerOpts{args: []string{"--disable-leader-election"}}
-	c := e.startController(opts)
-	e.waitRolledOut()
-	enabled, patch := true, 0
-	version := testcluster.DefaultVersion
+	k := e.newKillCycler(seed)
 	began := time.Now()
-	for run := 1; run <= 20; run++ {
-		var what string
-		switch rng.IntN(3) {
-		case 0:
-			enabled = !enabled
-			what = "enable"
-			config := enabledConfig
-			if !enabled {
-				what, config = "disable", disabledConfig
-			}
-			e.setConfig(config)
-		case 1:
-			what = "delete the DaemonSet"
-			err := e.kube.AppsV1().DaemonSets(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				t.Fatal(err)
-			}
-		case 2:
-			patch++
-			version = fmt.Sprintf("4.22.%d", patch)
-			what = "bump the version to " + version
-			e.setClusterVersion(version)
+	for run := 1; run <= runs; run++ {
+		r := k.cycle(run, convergeTimeout)
+		if !r.ok {
+			t.Fatalf("%s\n%s", r, r.logs())
 		}
-		// The controller reacts within tens of milliseconds and kwok rolls out
-		// in about a second: most kill points fall inside the reaction.
-		delay := time.Duration(rng.IntN(600)) * time.Millisecond
-		time.Sleep(delay) // the random kill point
-		c.kill()
-		killed := time.Now()
-		c = e.startController(opts)
-		// The new process's own view first: it must settle in the right state...
-		want := `runtime_extractor_state{state="Running"} 1`
-		if !enabled {
-			want = `runtime_extractor_state{state="Disabled"} 1`
-		}
-		e.eventually(fmt.Sprintf("run %d: the restarted controller reports %s", run, want), func(context.Context) (bool, error) {
-			return strings.Contains(c.metrics(), want), nil
-		})
-		// ...and the cluster must agree.
-		if enabled {
-			e.waitDaemonSet(fmt.Sprintf("run %d: the DaemonSet rolled out at %s", run, version), func(ds *appsv1.DaemonSet) bool {
-				return rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == version &&
-					ds.Spec.Template.Annotations[resources.VersionAnnotation] == version
-			})
-		} else {
-			e.waitDaemonSet(fmt.Sprintf("run %d: the DaemonSet gone", run), func(ds *appsv1.DaemonSet) bool { return ds == nil })
-		}
-		t.Logf("run %2d: %-28s killed after %4dms, converged (enabled=%v) %s after the kill",
-			run, what, delay.Milliseconds(), enabled, time.Since(killed).Round(time.Millisecond))
+		t.Logf("%s", r)
 	}
-	// The last controller must also stay converged: no late action of a stale
-	// decision may remove or resurrect the DaemonSet.
-	ds := e.daemonSet()
-	rv := "0"
-	if ds != nil {
-		rv = ds.ResourceVersion
-	} else if list, err := e.kube.AppsV1().DaemonSets(ns).List(context.Background(), metav1.ListOptions{}); err == nil {
-		rv = list.ResourceVersion
-	}
-	for _, ev := range e.quietFor(rv, 3*time.Second) {
-		if ev.Type == watch.Deleted || ev.Type == watch.Added {
-			t.Fatalf("the DaemonSet was %s after convergence (enabled=%v)", ev.Type, enabled)
-		}
-	}
-	t.Logf("20 kills converged in %s", time.Since(began).Round(time.Second))
+	k.staysConverged(3 * time.Second)
+	t.Logf("%d kills converged in %s", runs, time.Since(began).Round(time.Second))
 }
 
 // TestConcurrentImageWriter: another writer sets the DaemonSet's image 50 times

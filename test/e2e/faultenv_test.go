@@ -3,21 +3,17 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"io"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // Helpers of the fault and least-privilege tests.
@@ -66,6 +62,15 @@ func (c *controller) logCount(s string) int {
 		}
 	}
 	return n
+}
+
+// readFile returns the file's content, "" when it cannot be read.
+func readFile(path string) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return string(raw)
 }
 
 // logContainsFold reports whether the log contains s, ignoring case.
@@ -143,102 +148,28 @@ func (e *env) startAPIServer() time.Time {
 	return time.Now()
 }
 
-// countingProxy forwards TCP connections to the API server and counts them.
-// A client cannot reach a stopped API server without opening a connection,
-// so during an outage the count is the number of its attempts.
+// countingProxy is the API server behind a load balancer, for one test: it
+// counts the connections a client opens (see testcluster.Proxy).
 type countingProxy struct {
-	addr     string
-	upstream string
-	conns    atomic.Int64 // accepted connections
-	down     atomic.Int64 // bytes sent from the API server to the client
-	listener net.Listener
-	wg       sync.WaitGroup
+	*testcluster.Proxy
 }
 
 func startCountingProxy(t *testing.T, apiURL string) *countingProxy {
 	t.Helper()
-	u, err := url.Parse(apiURL)
+	p, err := testcluster.StartProxy(apiURL)
 	if err != nil {
-		t.Fatalf("parse API server URL: %v", err)
+		t.Fatal(err)
 	}
-	// The serving certificate names 127.0.0.1, so TLS through the proxy on the
-	// same address verifies as it does directly.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("proxy listen: %v", err)
-	}
-	p := &countingProxy{addr: l.Addr().String(), upstream: u.Host, listener: l}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() {
-		_ = l.Close()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *countingProxy) serve() {
-	defer p.wg.Done()
-	for {
-		conn, err := p.listener.Accept()
-		if err != nil {
-			return
-		}
-		p.conns.Add(1)
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			p.forward(conn)
-		}()
-	}
-}
-
-func (p *countingProxy) forward(client net.Conn) {
-	defer client.Close()
-	server, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
-	if err != nil {
-		return // the API server is down: the client sees its connection closed
-	}
-	defer server.Close()
-	done := make(chan struct{}, 2)
-	go func() {
-		_, _ = io.Copy(server, client)
-		done <- struct{}{}
-	}()
-	go func() {
-		_, _ = io.Copy(countingWriter{client, &p.down}, server)
-		done <- struct{}{}
-	}()
-	<-done // either side closed: close both, which ends the other copy
-	_ = client.Close()
-	_ = server.Close()
-	<-done
-}
-
-type countingWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
+	t.Cleanup(func() { _ = p.Close() })
+	return &countingProxy{p}
 }
 
 // kubeconfig writes the admin kubeconfig with the proxy as its server.
 func (p *countingProxy) kubeconfig(t *testing.T) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(cluster.Kubeconfig)
-	if err != nil {
-		t.Fatalf("load kubeconfig: %v", err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://" + p.addr
-	}
 	path := filepath.Join(t.TempDir(), "via-proxy.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatalf("write kubeconfig: %v", err)
+	if err := p.WriteKubeconfig(cluster.Kubeconfig, path); err != nil {
+		t.Fatal(err)
 	}
 	return path
 }
@@ -248,7 +179,7 @@ func (p *countingProxy) kubeconfig(t *testing.T) string {
 func (p *countingProxy) waitDownstreamBytes(t *testing.T, before int64, timeout time.Duration) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return p.down.Load() > before, nil
+		return p.BytesDown() > before, nil
 	})
 	if err != nil {
 		t.Fatalf("no data from the API server reached the controller within %s", timeout)

@@ -50,7 +50,8 @@ func run(m *testing.M) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, err = testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(dir, "cluster"), Log: os.Stdout})
+	// The audit log lets a test count the requests of one client (requests_test.go).
+	cluster, err = testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(dir, "cluster"), Log: os.Stdout, AuditLog: true})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "start local cluster: %v\n", err)
 		return 1
