@@ -325,8 +325,9 @@ func (s *stubNotifier) LastError() error {
 	return s.err
 }
 
-// runWith runs a controller over api with notifier n until the test ends.
-func runWith(t *testing.T, api *fakeapi.Server, n ConfigNotifier) *Controller {
+// runWith runs a controller over api with notifier n (and the host's updateCh,
+// if given) until the test ends.
+func runWith(t *testing.T, api *fakeapi.Server, n ConfigNotifier, updateCh ...chan struct{}) *Controller {
 	t.Helper()
 	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
 	factory := informers.NewSharedInformerFactoryWithOptions(api.Client, 0, informers.WithNamespace(resources.Namespace))
@@ -334,7 +335,11 @@ func runWith(t *testing.T, api *fakeapi.Server, n ConfigNotifier) *Controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewRuntimeExtractorController(n, nil, nil, api.Client, rec, ri,
+	var update chan struct{}
+	if len(updateCh) > 0 {
+		update = updateCh[0]
+	}
+	c := NewRuntimeExtractorController(n, update, nil, api.Client, rec, ri,
 		WithImages(resources.DefaultImages()), WithVersionSource(newSettableVersion("4.21.0")))
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
