@@ -151,15 +151,7 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 				return nil, err
 			}
 			ri.watch.established()
-			// A watch that starts can still end at once with an error event
-			// (410 Expired after an outage); the reflector then re-lists only
-			// after its backoff, so that counts as broken too.
-			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-				if e.Type == watch.Error {
-					ri.watch.failed(apierrors.FromObject(e.Object))
-				}
-				return e, true
-			}), nil
+			return w, nil
 		},
 	}
 	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &appsv1.DaemonSet{}, resync,

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -17,32 +16,18 @@ import (
 // While the DaemonSet watch cannot be established (the reflector backs off up
 // to 30 s), live reads stand in for it: a deletion is still repaired promptly.
 func TestBrokenWatchIsBridgedByLiveReads(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		watch clienttesting.WatchReactionFunc
-	}{
-		{"watch calls fail", func(clienttesting.Action) (bool, watch.Interface, error) {
-			return true, nil, errors.New("connection refused")
-		}},
-		{"watches end at once with 410 Expired", func(clienttesting.Action) (bool, watch.Interface, error) {
-			w := watch.NewFakeWithChanSize(1, false)
-			w.Error(&apierrors.NewResourceExpired("too old resource version").ErrStatus)
-			return true, w, nil
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			api := fakeapi.New()
-			api.Client.PrependWatchReactor("daemonsets", tc.watch)
-			c := runWith(t, api, &stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)})
-			stored := func() *appsv1.DaemonSet { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds }
-			waitFor(t, "the DaemonSet", func() bool { return stored() != nil })
-			first := stored()
-			waitFor(t, "a live read to show the created DaemonSet", func() bool { ds, ok := c.informer.current(); return ok && ds.UID == first.UID })
+	api := fakeapi.New()
+	api.Client.PrependWatchReactor("daemonsets", func(clienttesting.Action) (bool, watch.Interface, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	c := runWith(t, api, &stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)})
+	stored := func() *appsv1.DaemonSet { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds }
+	waitFor(t, "the DaemonSet", func() bool { return stored() != nil })
+	first := stored()
+	waitFor(t, "a live read to show the created DaemonSet", func() bool { ds, ok := c.informer.current(); return ok && ds.UID == first.UID })
 
-			if err := api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, "the DaemonSet to be recreated without a watch", func() bool { ds := stored(); return ds != nil && ds.UID != first.UID })
-		})
+	if err := api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName); err != nil {
+		t.Fatal(err)
 	}
+	waitFor(t, "the DaemonSet to be recreated without a watch", func() bool { ds := stored(); return ds != nil && ds.UID != first.UID })
 }
