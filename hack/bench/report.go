@@ -307,26 +307,14 @@ func (r *results) print(out io.Writer) {
 		fmt.Fprintf(w, "\nFirst apply (%s):\t%.0f ms / %.0f ms\n", r.FirstApply.Description, r.FirstApply.CreatedMs, r.FirstApply.RunningMs)
 	}
 
-	fmt.Fprintln(w, "\nLatency (external write -> change seen by a watch)\tn\tp50 ms\tp95 ms\tmax ms")
-	for _, l := range r.Latencies {
-		fmt.Fprintf(w, "  %s\t%d\t%.1f\t%.1f\t%.1f\n", l.Name, l.N, l.P50Ms, l.P95Ms, l.MaxMs)
-	}
-
-	fmt.Fprintln(w, "\nAPI requests by the controller, mean per action\ttrials\treads\twrites\tDaemonSet\tstatus\tEvents\tother")
-	for _, q := range r.Requests {
-		flag := ""
-		if q.ExpectZero {
-			flag = "  (must be 0 writes)"
-			if q.Writes > 0 {
-				flag = "  (MUST BE 0 WRITES: BUG)"
-			}
+	if len(r.Latencies) > 0 {
+		fmt.Fprintln(w, "\nLatency (external write -> change seen by a watch)\tn\tp50 ms\tp95 ms\tmax ms")
+		for _, l := range r.Latencies {
+			fmt.Fprintf(w, "  %s\t%d\t%.1f\t%.1f\t%.1f\n", l.Name, l.N, l.P50Ms, l.P95Ms, l.MaxMs)
 		}
-		fmt.Fprintf(w, "  %s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f%s\n", q.Action, q.Trials, q.Reads, q.Writes,
-			q.DaemonSetWrites, q.StatusWrites, q.EventWrites, q.OtherWrites, flag)
 	}
-	fmt.Fprintf(w, "  (excluded: %s)\n", r.Excluded)
-	if r.LeaseRequestsPerMinute > 0 {
-		fmt.Fprintf(w, "  leader election: %.1f lease requests per minute\n", r.LeaseRequestsPerMinute)
+	if len(r.Requests) > 0 {
+		r.printRequests(w)
 	}
 
 	if s := r.Storm; s.Updates > 0 {
@@ -351,7 +339,9 @@ func (r *results) print(out io.Writer) {
 	}
 	_ = w.Flush()
 
-	fmt.Fprintln(out, "\nRequests by kind, over all trials of each action:")
+	if len(r.Requests) > 0 {
+		fmt.Fprintln(out, "\nRequests by kind, over all trials of each action:")
+	}
 	for _, q := range r.Requests {
 		fmt.Fprintf(out, "  %s\n    reads:  %s\n    writes: %s\n", q.Action, orNone(q.ReadVerbs), orNone(q.WriteVerbs))
 	}
@@ -360,6 +350,25 @@ func (r *results) print(out io.Writer) {
 		for _, n := range r.Notes {
 			fmt.Fprintf(out, "  - %s\n", n)
 		}
+	}
+}
+
+func (r *results) printRequests(w io.Writer) {
+	fmt.Fprintln(w, "\nAPI requests by the controller, mean per action\ttrials\treads\twrites\tDaemonSet\tstatus\tEvents\tother")
+	for _, q := range r.Requests {
+		flag := ""
+		if q.ExpectZero {
+			flag = "  (must be 0 writes)"
+			if q.Writes > 0 {
+				flag = "  (MUST BE 0 WRITES: BUG)"
+			}
+		}
+		fmt.Fprintf(w, "  %s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f%s\n", q.Action, q.Trials, q.Reads, q.Writes,
+			q.DaemonSetWrites, q.StatusWrites, q.EventWrites, q.OtherWrites, flag)
+	}
+	fmt.Fprintf(w, "  (excluded: %s)\n", r.Excluded)
+	if r.LeaseRequestsPerMinute > 0 {
+		fmt.Fprintf(w, "  leader election: %.1f lease requests per minute\n", r.LeaseRequestsPerMinute)
 	}
 }
 

@@ -83,6 +83,10 @@ type cycleResult struct {
 	// the wait gave up.
 	took time.Duration
 	ok   bool
+	// seen is what the controller and the cluster showed when the cycle
+	// missed its bound: it tells a controller that stopped short from a
+	// rollout the cluster's own controllers are slow to make.
+	seen string
 }
 
 func (r cycleResult) String() string {
@@ -104,8 +108,8 @@ func (r cycleResult) want() string {
 // logs returns the end of the killed controller's log and of its successor's,
 // whose transitions (-v 4 logs every one) tell where it stopped.
 func (r cycleResult) logs() string {
-	return fmt.Sprintf("killed controller %d, last lines:\n%s\nrestarted controller %d, last lines:\n%s",
-		r.killed.PID(), tail(r.killed.Log, 15), r.restarted.PID(), tail(r.restarted.Log, 40))
+	return fmt.Sprintf("%s\nkilled controller %d, last lines:\n%s\nrestarted controller %d, last lines:\n%s",
+		r.seen, r.killed.PID(), tail(r.killed.Log, 15), r.restarted.PID(), tail(r.restarted.Log, 40))
 }
 
 // cycle perturbs, kills the controller at a random point, starts a new one and
@@ -146,7 +150,26 @@ func (k *killCycler) cycle(run int, bound time.Duration) cycleResult {
 	r.restarted = k.c
 	r.ok = k.waitConverged(bound)
 	r.took = time.Since(r.killedAt)
+	if !r.ok {
+		r.seen = k.observed()
+	}
 	return r
+}
+
+// observed describes the controller's state and the DaemonSet as they are.
+func (k *killCycler) observed() string {
+	state := k.c.state()
+	if state == "" {
+		state = "unknown (/metrics unreadable)"
+	}
+	ds := k.e.daemonSet()
+	if ds == nil {
+		return fmt.Sprintf("controller state %s; no DaemonSet", state)
+	}
+	st := ds.Status
+	return fmt.Sprintf("controller state %s; DaemonSet uid %s generation %d (observed %d), version %q, pods desired %d updated %d available %d",
+		state, ds.UID, ds.Generation, st.ObservedGeneration, ds.Annotations[resources.VersionAnnotation],
+		st.DesiredNumberScheduled, st.UpdatedNumberScheduled, st.NumberAvailable)
 }
 
 // converged: the running controller reports the state the config asks for,

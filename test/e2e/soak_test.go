@@ -51,7 +51,7 @@ func TestSoakRandomKills(t *testing.T) {
 		slices.Sort(took)
 		if len(took) > 0 {
 			t.Logf("convergence after the kill over %d cycles: p50 %s, p95 %s, max %s; %d late (over %s): %v",
-				len(took), pct(took, 0.50), pct(took, 0.95), took[len(took)-1], len(late), soakBound, runsOf(late))
+				len(took), pct(took, 0.50), pct(took, 0.95), took[len(took)-1].Round(time.Millisecond), len(late), soakBound, runsOf(late))
 		}
 		t.Logf("soak took %s", time.Since(began).Round(time.Second))
 		fmt.Printf("soak: %d/%d converged\n", converged, cycles)
@@ -82,7 +82,7 @@ func TestSoakRandomKills(t *testing.T) {
 	summary()
 }
 
-// pct is the nearest-rank percentile of sorted durations.
+// pct is the nearest-rank percentile of sorted durations, to the millisecond.
 func pct(sorted []time.Duration, p float64) time.Duration {
 	i := int(math.Ceil(float64(len(sorted))*p)) - 1
 	return sorted[max(0, min(i, len(sorted)-1))].Round(time.Millisecond)
