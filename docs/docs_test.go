@@ -114,7 +114,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 func TestEveryReasonIsDocumented(t *testing.T) {
 	doc := read(t, "operations.md")
 	for _, reason := range []string{
-		runtimeextractor.ReasonStateChanged, runtimeextractor.ReasonDriftDetected,
+		runtimeextractor.ReasonCreated, runtimeextractor.ReasonUpdated, runtimeextractor.ReasonDeleted,
 		runtimeextractor.ReasonApplyFailed, runtimeextractor.ReasonDeleteFailed,
 		resources.EventReasonCreated, resources.EventReasonUpdated, resources.EventReasonDeleted,
 		config.ReasonInvalidConfig,
@@ -367,10 +367,13 @@ func TestVersionClaims(t *testing.T) {
 func TestStatusTimingClaims(t *testing.T) {
 	doc := strings.Join(strings.Fields(read(t, "operations.md")), " ")
 	minutes := func(d time.Duration) string { return fmt.Sprintf("%d minutes", int(d.Minutes())) }
+	seconds := func(d time.Duration) string { return fmt.Sprintf("%d seconds", int(d.Seconds())) }
 	for _, claim := range []string{
 		"every `--resync` (" + minutes(runtimeextractor.DefaultResync) + " by default)",
-		"It trusts what it wrote for " + minutes(status.DefaultVerifyInterval),
-		"about " + minutes(status.DefaultVerifyInterval+runtimeextractor.DefaultResync) + " at the defaults",
+		"stayed the same for " + seconds(runtimeextractor.StatusSettle),
+		"waits up to " + seconds(runtimeextractor.StatusMaxDelay),
+		"at most once every " + seconds(runtimeextractor.StatusMaxDelay),
+		"field manager `" + status.FieldManager + "`",
 	} {
 		if !strings.Contains(doc, claim) {
 			t.Errorf("operations.md does not say %q", claim)

@@ -10,6 +10,7 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
+	configinformers "github.com/openshift/client-go/config/informers/externalversions"
 	"github.com/openshift/library-go/pkg/controller/controllercmd"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -149,7 +151,19 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 		runtimeextractor.WithMetrics(opts.metrics),
 	}
 	if opts.clusterOperator != "" {
-		controllerOpts = append(controllerOpts, runtimeextractor.WithStatusReporter(status.NewReporter(configClient.ConfigV1(), opts.clusterOperator)))
+		// The Reporter checks what is on the server through a watch of the one
+		// ClusterOperator, never a GET.
+		reporter := status.NewReporter(configClient.ConfigV1(), opts.clusterOperator)
+		coInformers := configinformers.NewSharedInformerFactoryWithOptions(configClient, 0,
+			configinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.clusterOperator).String()
+			}))
+		if err := reporter.Observe(coInformers.Config().V1().ClusterOperators()); err != nil {
+			return err
+		}
+		coInformers.Start(ctx.Done())
+		defer coInformers.Shutdown()
+		controllerOpts = append(controllerOpts, runtimeextractor.WithStatusReporter(reporter))
 	}
 	controller := runtimeextractor.NewRuntimeExtractorController(configSource, nil, tlsProfile(ctx, configClient.ConfigV1().APIServers(), tlsProfileTimeout),
 		kubeClient, recorder, resourceInformer, controllerOpts...)

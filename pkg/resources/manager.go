@@ -21,6 +21,7 @@ import (
 	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 )
 
 // applyBackoff bounds the in-call retries of an apply that lost a race
@@ -35,6 +36,8 @@ type Result struct {
 	Generation int64
 	// Changed is true when the apply created or updated the DaemonSet.
 	Changed bool
+	// Created is true when the apply created the DaemonSet.
+	Created bool
 	// Rolls is true when the apply created the DaemonSet or moved its
 	// generation (its spec changed), so its pods roll; a metadata-only repair
 	// changes without rolling.
@@ -64,7 +67,20 @@ type Manager struct {
 	// past are objects it wrote before (since deleted or replaced): late
 	// watch events of those writes are still its own.
 	past []ownedObject
+	// expected is the object as this manager's last create or spec update
+	// returned it, until the cache shows it (or its deletion is observed, or
+	// ExpectationTimeout passes). Meanwhile the cache is behind our own write,
+	// and an apply compares against this instead of writing again or reading
+	// the server: the ControllerExpectations pattern, for one object.
+	expected      *appsv1.DaemonSet
+	expectedUntil time.Time
+	clock         clock.PassiveClock
 }
+
+// ExpectationTimeout bounds how long an own write may stay unseen by the
+// cache before the manager stops trusting it and reads the server again. A
+// healthy watch shows a write within milliseconds.
+const ExpectationTimeout = 5 * time.Second
 
 // ownedObject identifies one incarnation of the DaemonSet: a generation is
 // only meaningful for the same UID (a recreated object restarts at 1).
@@ -93,7 +109,16 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 		recorder: recorder,
 		base:     base,
 		backoff:  applyBackoff,
+		clock:    clock.RealClock{},
 	}
+}
+
+// SetClock replaces the clock of the expectations' timeout (tests and
+// simulations).
+func (m *Manager) SetClock(c clock.PassiveClock) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clock = c
 }
 
 // Apply makes the DaemonSet match d with library-go's ApplyDaemonSet.
@@ -135,7 +160,11 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 			m.own(actual)
 		}
 		rolls := changed && (existing == nil || existing.UID != actual.UID || existing.Generation != actual.Generation)
-		result = Result{Generation: actual.Generation, Changed: changed, Rolls: rolls, Object: actual}
+		if rolls {
+			m.expect(actual)
+		}
+		created := changed && (existing == nil || existing.UID != actual.UID)
+		result = Result{Generation: actual.Generation, Changed: changed, Created: created, Rolls: rolls, Object: actual}
 		return nil
 	})
 	if err != nil {
@@ -237,17 +266,25 @@ func (m *Manager) ResourcesExists(_ context.Context) bool {
 	return ok
 }
 
-// read returns the existing DaemonSet or nil. It reads the lister unless
-// live is set or the cache has not caught up with this manager's last write;
-// then it GETs from the API server.
+// read returns the existing DaemonSet or nil. It reads the lister, or the
+// object of an own write the cache has not shown yet (see expected). It GETs
+// from the API server when live is set, or when the cache is behind an own
+// write that is no longer expected.
 func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error) {
 	if !live {
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, nil
-		case err != nil:
+		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("read cache: %w", err)
+		}
+		if err != nil {
+			cached = nil
+		}
+		if exp := m.expectation(cached); exp != nil {
+			return exp, nil
+		}
+		switch {
+		case cached == nil:
+			return nil, nil
 		case !m.cacheBehind(cached):
 			return cached.DeepCopy(), nil
 		}
@@ -299,6 +336,59 @@ func alreadyDesired(existing, required *appsv1.DaemonSet) bool {
 	return equality.Semantic.DeepDerivative(required.Spec, existing.Spec)
 }
 
+// expect records an own create or spec update the cache has yet to show.
+func (m *Manager) expect(ds *appsv1.DaemonSet) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expected, m.expectedUntil = ds.DeepCopy(), m.clock.Now().Add(ExpectationTimeout)
+}
+
+// expectation returns (a copy of) the expected own write while the cache,
+// showing cached (nil: nothing), has not caught up with it, and forgets it
+// once the cache shows it or it timed out.
+func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	exp := m.expected
+	switch {
+	case exp == nil:
+		return nil
+	case !m.clock.Now().Before(m.expectedUntil):
+		m.expected = nil // timed out: read the server (cacheBehind) or trust the cache
+		return nil
+	case cached == nil:
+		return exp.DeepCopy() // our create is not in the cache yet
+	case cached.UID == exp.UID && cached.Generation < exp.Generation:
+		return exp.DeepCopy() // our update is not in the cache yet
+	default:
+		m.expected = nil // shown, or another object holds the name: the cache knows better
+		return nil
+	}
+}
+
+// Expecting reports how long an own write may still be awaited in the cache
+// (false when none is). The caller re-asserts after it, so a write the cache
+// never shows is re-read from the server.
+func (m *Manager) Expecting() (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.expected == nil {
+		return 0, false
+	}
+	return max(m.expectedUntil.Sub(m.clock.Now()), 0), true
+}
+
+// ObservedDeletion tells the manager that the informer saw object uid
+// deleted, or ("") that a live read found no DaemonSet: a write of it is no
+// longer expected, and the cache is to be believed.
+func (m *Manager) ObservedDeletion(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.expected != nil && (uid == "" || m.expected.UID == uid) {
+		m.expected = nil
+	}
+}
+
 // cacheBehind reports whether cached is an older generation of the object
 // this manager last wrote.
 func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
@@ -340,6 +430,7 @@ func (m *Manager) disown() {
 	defer m.mu.Unlock()
 	m.retire()
 	m.owned = ownedObject{}
+	m.expected = nil
 }
 
 // isLostRace reports the errors a fresh read fixes: Conflict (the object

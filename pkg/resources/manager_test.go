@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func newTestManager(fc *fakeCluster) *Manager {
@@ -201,32 +203,80 @@ func TestApplyRecreatedObjectIsNotTrustedByGeneration(t *testing.T) {
 	}
 }
 
-func TestApplyWithStaleCache(t *testing.T) {
+// Expectations: until the cache shows an own create or spec update, an apply
+// compares against the object that write returned: no second create, no
+// read, no update bound to conflict.
+func TestApplyWithStaleCacheTrustsItsOwnWrite(t *testing.T) {
 	fc := newFakeCluster(t)
 	m := newTestManager(fc)
 	apply(t, m, defaultDesired())
 	fc.client.ClearActions()
 
-	// The cache has not seen the create: the create collides, a live GET
-	// shows the manager's own object, nothing more is written.
 	res := apply(t, m, defaultDesired())
-	expectRequests(t, fc, "apply before the cache saw the create", 1, 1)
+	expectRequests(t, fc, "apply before the cache saw the create", 0, 0)
 	if res.Changed || res.Generation != 1 {
 		t.Errorf("result %s, want unchanged at generation 1", summary(res))
 	}
 	fc.sync()
 
-	// The cache holds an older generation than the manager's last write:
-	// read live rather than send an update that must conflict.
+	// The cache holds an older generation than the manager's last write.
 	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
 	apply(t, m, defaultDesired()) // generation 3 written, cache at 2
 	fc.client.ClearActions()
 	res = apply(t, m, defaultDesired())
-	expectRequests(t, fc, "apply with the cache one write behind", 1, 0)
+	expectRequests(t, fc, "apply with the cache one write behind", 0, 0)
 	if res.Changed || res.Generation != 3 {
 		t.Errorf("result %s, want unchanged at generation 3", summary(res))
 	}
+	if _, ok := m.Expecting(); !ok {
+		t.Error("the write the cache has not shown is no longer expected")
+	}
+	fc.sync()
+	apply(t, m, defaultDesired())
+	if _, ok := m.Expecting(); ok {
+		t.Error("still expecting a write the cache shows")
+	}
 	expectEvents(t, fc, "stale cache", EventReasonCreated, EventReasonUpdated)
+}
+
+// An expected write the cache never shows is trusted only for
+// ExpectationTimeout; then the server is read again.
+func TestExpectationTimesOut(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	m.SetClock(clk)
+	apply(t, m, defaultDesired())
+	fc.client.ClearActions()
+
+	clk.SetTime(clk.Now().Add(ExpectationTimeout))
+	if _, ok := m.Expecting(); !ok {
+		t.Fatal("not expecting the create")
+	}
+	res := apply(t, m, defaultDesired())
+	// The create collides, a live GET shows the manager's own object.
+	expectRequests(t, fc, "apply after the expectation timed out", 1, 1)
+	if res.Changed {
+		t.Errorf("result %s, want unchanged", summary(res))
+	}
+}
+
+// The informer saw our new object deleted before it showed it: the deletion
+// ends the expectation and the next apply creates again.
+func TestObservedDeletionEndsTheExpectation(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	res := apply(t, m, defaultDesired())
+	if err := fc.client.AppsV1().DaemonSets(Namespace).Delete(context.Background(), DaemonSetName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fc.client.ClearActions()
+	m.ObservedDeletion(res.Object.UID)
+	res = apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply after the deletion", 0, 1)
+	if !res.Created {
+		t.Errorf("result %s, want created", summary(res))
+	}
 }
 
 func TestApplyRetriesConflict(t *testing.T) {

@@ -17,8 +17,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
@@ -38,7 +40,9 @@ type Controller struct {
 	updateCh       chan struct{}
 	tlsProfile     *configv1.TLSSecurityProfile
 	kubeClient     kubernetes.Interface
-	recorder       events.Recorder
+	recorder       events.Recorder // the host's; names our Events' source component
+	eventRecorder  record.EventRecorder
+	events         changeEvents
 
 	informer    *daemonSetInformer
 	runInformer func(ctx context.Context) // set when the controller made its own informer
@@ -52,19 +56,30 @@ type Controller struct {
 	images   *resources.Images
 	metrics  *metrics.Metrics
 	status   *statusWriter
+	door     *frontDoor // owned by the Run goroutine
 
 	// versionSignals counts handled updateCh notifications (tests wait on it).
 	versionSignals atomic.Uint64
 
+	// published is the latest snapshot, for Status; statusChanged signals a
+	// new one.
+	publishedMu   sync.Mutex
+	published     status.Snapshot
+	statusChanged chan struct{}
+
 	// Owned by the Run goroutine.
-	deleted   []types.UID // objects this controller deleted, newest last
-	version   string
-	failures  int
-	lastErr   error
-	retryIn   time.Duration
-	retry     *time.Timer
-	retryC    <-chan time.Time
-	imagesErr error
+	deleted     []types.UID // objects this controller deleted, newest last
+	deletedAny  bool        // this controller has deleted the DaemonSet before
+	driftKinds  []string    // what the drift being repaired changed, for its Event
+	lastDrift   []DriftKind // what the last drain counted as drift (log, tests)
+	upgradeFrom string      // the version before the current upgrade, for its Event
+	version     string
+	failures    int
+	lastErr     error
+	retryIn     time.Duration
+	retry       *time.Timer
+	retryC      <-chan time.Time
+	imagesErr   error
 }
 
 // NewRuntimeExtractorController is a constructor for the controller that is in
@@ -93,6 +108,8 @@ func NewRuntimeExtractorController(
 		machine:        fsm.New(fsm.StateDisabled),
 		limiter:        defaultRateLimiter(),
 		resync:         DefaultResync,
+		statusChanged:  make(chan struct{}, 1),
+		door:           newFrontDoor(clock.RealClock{}),
 	}
 	for _, o := range opts {
 		o(c)
@@ -126,7 +143,10 @@ func NewRuntimeExtractorController(
 		}
 	}
 	c.informer = ri
-	c.manager = resources.NewManager(kubeClient, ri.lister, recorder, resources.Desired{
+	c.events.recorder = c.eventRecorder
+	// library-go's generic DaemonSetCreated/Updated Events only go to the
+	// log: the controller records its own, saying why (events.go).
+	c.manager = resources.NewManager(kubeClient, ri.lister, events.NewLoggingEventRecorder(c.component(), clock.RealClock{}), resources.Desired{
 		Images: *c.images, TLSProfile: tlsProfile,
 	})
 	ownWrite := c.manager.IsOwnWrite
@@ -136,6 +156,14 @@ func NewRuntimeExtractorController(
 	}
 	c.machine.OnTransition(c.observeTransition)
 	return c
+}
+
+// component is the source of our Events: the host's component name.
+func (c *Controller) component() string {
+	if c.recorder != nil && c.recorder.ComponentName() != "" {
+		return c.recorder.ComponentName()
+	}
+	return "runtime-extractor-controller"
 }
 
 // State returns the machine's current state (safe from any goroutine).
@@ -188,10 +216,17 @@ func (c *Controller) Run(ctx context.Context) {
 	configHint := relay(relayCtx, &relays, configCh)
 	versionHint := relay(relayCtx, &relays, c.updateCh)
 
+	if c.eventRecorder == nil {
+		rec, stop := newEventRecorder(ctx, c.kubeClient, c.component())
+		defer stop()
+		c.events.recorder = rec
+	}
+
 	if !c.waitForCaches(ctx) {
 		return
 	}
 	defer c.stopRetry()
+	defer c.door.reset() // a later Run starts with nothing held
 	if c.status != nil {
 		statusCtx, stopStatus := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -211,6 +246,7 @@ func (c *Controller) Run(ctx context.Context) {
 
 	resync := time.NewTicker(c.resync)
 	defer resync.Stop()
+	var expectC <-chan time.Time // armed while an own write is awaited in the cache
 	for {
 		select {
 		case <-ctx.Done():
@@ -219,12 +255,16 @@ func (c *Controller) Run(ctx context.Context) {
 			// Always re-assert, even when the newest content was rejected: the
 			// level comes from the last good config, which may have changed in
 			// the same (coalesced) notification.
-			c.reassert(ctx)
+			c.levelSignal(ctx, signalConfig)
 		case <-versionHint:
-			c.onVersion(ctx)
+			c.levelSignal(ctx, signalVersion)
 			c.versionSignals.Add(1)
 		case <-c.versions.Changed():
-			c.onVersion(ctx)
+			c.levelSignal(ctx, signalVersion)
+		case <-c.door.C():
+			if k := c.door.take(); k != 0 {
+				c.actOnLevel(ctx, k)
+			}
 		case <-c.informer.ResourceModified():
 			c.onDrift(ctx, false)
 		case <-c.extraDrift:
@@ -236,6 +276,13 @@ func (c *Controller) Run(ctx context.Context) {
 			c.reassert(ctx)
 		case <-resync.C:
 			c.reassert(ctx)
+		case <-expectC:
+			// An own write the cache never showed: re-read and act.
+			expectC = nil
+			c.reassert(ctx)
+		}
+		if d, ok := c.manager.Expecting(); ok && expectC == nil {
+			expectC = time.After(d)
 		}
 		c.report()
 	}
@@ -275,6 +322,25 @@ func (c *Controller) holding() bool {
 	return ok && !k.HasGoodConfig()
 }
 
+// levelSignal acts on a config or version signal now, or holds it for the
+// front door's trailing edge (frontdoor.go).
+func (c *Controller) levelSignal(ctx context.Context, k signalKind) {
+	if c.door.admit(k) {
+		c.actOnLevel(ctx, k)
+	}
+}
+
+// actOnLevel re-asserts the level; a version signal also checks the version,
+// which re-asserts too.
+func (c *Controller) actOnLevel(ctx context.Context, k signalKind) {
+	if k&signalVersion != 0 {
+		c.onVersion(ctx)
+	} else {
+		c.reassert(ctx)
+	}
+	c.door.acted()
+}
+
 func (c *Controller) onVersion(ctx context.Context) {
 	v := c.versions.Version()
 	if v == c.version {
@@ -285,6 +351,9 @@ func (c *Controller) onVersion(ctx context.Context) {
 	}
 	from := c.version
 	c.version = v
+	if c.machine.State() != fsm.StateUpgrading {
+		c.upgradeFrom = from // an upgrade overtaken by another still started from here
+	}
 	c.fire(ctx, fsm.VersionChanged{From: from, To: v})
 }
 
@@ -303,6 +372,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	state := c.machine.State()
 	drifted, gone := hint, false
 	var kinds []string
+	c.lastDrift = c.lastDrift[:0]
 	ds, present := c.informer.current()
 	for _, o := range c.informer.drainDrift() {
 		switch o.kind {
@@ -315,22 +385,25 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 				continue // the controller's own write (a spec, or a new version)
 			}
 		case DriftDeleted:
+			c.manager.ObservedDeletion(o.uid)
 			if o.expected || c.deletedByUs(o.uid) || state == fsm.StateDeleting || state == fsm.StateDisabled {
 				gone = true // not drift; it may end Deleting
 				continue
 			}
 		}
 		drifted = true
-		if !slices.Contains(kinds, string(o.kind)) {
-			kinds = append(kinds, string(o.kind))
+		if !slices.Contains(c.lastDrift, o.kind) {
+			c.lastDrift = append(c.lastDrift, o.kind)
+			kinds = append(kinds, driftWords(o.kind))
 			if c.metrics != nil {
 				c.metrics.ObserveDrift(string(o.kind))
 			}
 		}
 	}
 	if len(kinds) > 0 {
-		c.recorder.Eventf(ReasonDriftDetected, "DaemonSet %s/%s was changed by someone else (%s); restoring it",
+		klog.Infof("DaemonSet %s/%s was changed by someone else (%s); restoring it",
 			resources.Namespace, resources.DaemonSetName, strings.Join(kinds, ", "))
+		c.driftKinds = kinds
 	}
 	switch {
 	case drifted && !present:
@@ -376,7 +449,7 @@ func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 			return
 		}
 		var obj *appsv1.DaemonSet
-		ev, obj = c.execute(ctx, t.Action)
+		ev, obj = c.execute(ctx, t)
 		if obj != nil {
 			applied = obj
 		}
@@ -388,9 +461,11 @@ func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 	}
 }
 
-// execute carries out one action and returns its outcome event (nil for none)
-// and, after a successful apply, the object applied.
-func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *appsv1.DaemonSet) {
+// execute carries out the action of t and returns its outcome event (nil for
+// none) and, after a successful apply, the object applied. The write comes
+// first; its Event is recorded after it, asynchronously.
+func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, *appsv1.DaemonSet) {
+	a := t.Action
 	switch a {
 	case fsm.ActionApply:
 		start := time.Now()
@@ -399,8 +474,13 @@ func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *app
 		cancel()
 		c.observeAction(a, err, time.Since(start))
 		if err != nil {
-			c.recorder.Warningf(ReasonApplyFailed, "apply DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)
+			on, _ := c.informer.current()
+			c.events.failed(on, ReasonApplyFailed, err)
 			return fsm.ApplyFailed{Err: err}, nil
+		}
+		if res.Changed {
+			cause := applyCause{transition: t, drift: c.driftKinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny}
+			c.events.applied(res.Object, res.Created, cause.String(res.Created))
 		}
 		uid := string(res.Object.UID)
 		if res.Rolls {
@@ -414,11 +494,14 @@ func (c *Controller) execute(ctx context.Context, a fsm.Action) (fsm.Event, *app
 		cancel()
 		c.observeAction(a, err, time.Since(start))
 		if err != nil {
-			c.recorder.Warningf(ReasonDeleteFailed, "delete DaemonSet %s/%s failed: %v", resources.Namespace, resources.DaemonSetName, err)
+			on, _ := c.informer.current()
+			c.events.failed(on, ReasonDeleteFailed, err)
 			return fsm.DeleteFailed{Err: err}, nil
 		}
 		if deleted != "" {
 			c.rememberDeleted(deleted)
+			c.deletedAny = true
+			c.events.deleted()
 		}
 		return fsm.DeleteDone{}, nil
 	case fsm.ActionRetry:
@@ -506,15 +589,30 @@ func (c *Controller) observeTransition(t fsm.Transition) {
 		return
 	}
 	klog.Infof("state %s -> %s on %s, action %s", t.From, t.To, fsm.Describe(t.Event), t.Action)
-	c.recorder.Eventf(ReasonStateChanged, "runtime extractor %s -> %s on %s", t.From, t.To, t.Event.Name())
+	if t.To == fsm.StateRunning || t.To == fsm.StateDisabled {
+		c.driftKinds, c.upgradeFrom = nil, ""
+	}
 }
 
-// report hands the current snapshot to the status writer (which writes only on
-// change, off this goroutine).
+// Status returns what the controller knows now: state, target version, the
+// DaemonSet's rollout counts, the failure streak and last error, the config
+// error. status.Conditions(c.Status()) are the three RuntimeExtractor*
+// conditions, for a host's status controller to aggregate. Safe from any
+// goroutine; the zero Snapshot (State Disabled) until Run has started.
+func (c *Controller) Status() status.Snapshot {
+	c.publishedMu.Lock()
+	defer c.publishedMu.Unlock()
+	return c.published
+}
+
+// StatusChanged is notified (coalesced, never blocking the controller) each
+// time Status changes. It has one buffered slot: a single consumer reads it
+// and then calls Status.
+func (c *Controller) StatusChanged() <-chan struct{} { return c.statusChanged }
+
+// report publishes the current snapshot for Status and hands it to the status
+// writer, if any (which writes when due, off this goroutine).
 func (c *Controller) report() {
-	if c.status == nil {
-		return
-	}
 	s := status.Snapshot{
 		State:     c.machine.State(),
 		Version:   c.version,
@@ -528,5 +626,15 @@ func (c *Controller) report() {
 	if r, ok := c.configNotifier.(configErrorReporter); ok {
 		s.ConfigError = r.LastError()
 	}
-	c.status.offer(s)
+	c.publishedMu.Lock()
+	changed := !s.Equal(c.published)
+	c.published = s
+	c.publishedMu.Unlock()
+	if !changed {
+		return
+	}
+	notify(c.statusChanged)
+	if c.status != nil {
+		c.status.offer(s)
+	}
 }

@@ -3,6 +3,8 @@ package runtimeextractor
 import (
 	"context"
 	"errors"
+	corev1 "k8s.io/api/core/v1"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,8 +86,13 @@ func TestDeletedWhileRunningIsRestored(t *testing.T) {
 	h.waitState(fsm.StateDrifted)
 	h.rollOut()
 	h.waitState(fsm.StateRunning)
-	if n := h.eventCount(ReasonDriftDetected); n < 1 {
-		t.Fatalf("no %s event", ReasonDriftDetected)
+	created := h.changes.with(ReasonCreated)
+	last := created[len(created)-1]
+	if last.object == nil || last.object.Kind != "DaemonSet" || last.object.UID == old.UID || !strings.Contains(last.text, "deleted by someone else") {
+		t.Fatalf("the recreate was recorded as %+v, want a Created Event on the new DaemonSet saying it was deleted by someone else", last)
+	}
+	if n := len(h.changes.with(ReasonUpdated)); n != 0 {
+		t.Fatalf("a recreate also recorded %d Updated Events", n)
 	}
 }
 
@@ -105,6 +112,25 @@ func TestImageChangedWhileRunningIsRestored(t *testing.T) {
 	})
 	h.rollOut()
 	h.waitState(fsm.StateRunning)
+	updated := h.changes.with(ReasonUpdated)
+	if len(updated) != 1 || updated[0].object == nil || updated[0].object.Kind != "DaemonSet" || !strings.Contains(updated[0].text, "spec changed") {
+		t.Fatalf("the repair was recorded as %+v, want one Updated Event on the DaemonSet naming the spec change", updated)
+	}
+}
+
+func TestVersionChangeIsRecordedWithBothVersions(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	h.version.set("4.22.0")
+	h.eventually("an Updated Event naming the versions", func() bool {
+		for _, e := range h.changes.with(ReasonUpdated) {
+			if strings.Contains(e.text, "version moved from 4.21.0 to 4.22.0") {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func TestVersionChangeUpgrades(t *testing.T) {
@@ -112,7 +138,7 @@ func TestVersionChangeUpgrades(t *testing.T) {
 	h.rollOut()
 	h.waitState(fsm.StateRunning)
 
-	seen := record(h.ctrl)
+	seen := recordTransitions(h.ctrl)
 	h.version.set("4.22.0")
 	h.waitStored("the new version annotation", func(ds *appsv1.DaemonSet) bool {
 		return ds.Annotations[resources.VersionAnnotation] == "4.22.0"
@@ -179,8 +205,11 @@ func TestApplyFailuresBackOffThenConverge(t *testing.T) {
 			t.Fatalf("backoff did not grow: %v", waits)
 		}
 	}
-	if n := h.eventCount(ReasonApplyFailed); n != 3 {
-		t.Fatalf("got %d %s events, want 3", n, ReasonApplyFailed)
+	// The same failure three times is one Warning, on the Namespace while
+	// there is no DaemonSet to put it on.
+	warnings := h.changes.with(ReasonApplyFailed)
+	if len(warnings) != 1 || warnings[0].eventType != corev1.EventTypeWarning || warnings[0].object.Kind != "Namespace" || !strings.Contains(warnings[0].text, "injected") {
+		t.Fatalf("got %+v, want one Warning naming the failure", warnings)
 	}
 }
 
@@ -222,14 +251,14 @@ func TestOwnWriteSeenBeforeBookkeepingIsNotDrift(t *testing.T) {
 
 	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation})
 	h.ctrl.onDrift(ctx, false)
-	if len(visited) != 0 || h.eventCount(ReasonDriftDetected) != 0 {
-		t.Fatalf("own write treated as drift: visited %v, %d drift events", visited, h.eventCount(ReasonDriftDetected))
+	if len(visited) != 0 || len(h.changes.with(ReasonUpdated)) != 0 {
+		t.Fatalf("own write treated as drift: visited %v, events %+v", visited, h.changes.with(ReasonUpdated))
 	}
 
 	// Someone else's write: Drifted, the (no-op) apply, the rollout check, Running.
 	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation + 1})
 	h.ctrl.onDrift(ctx, false)
-	if len(visited) == 0 || visited[0] != fsm.StateDrifted || h.eventCount(ReasonDriftDetected) != 1 {
+	if len(visited) == 0 || visited[0] != fsm.StateDrifted {
 		t.Fatalf("someone else's write not treated as drift: visited %v", visited)
 	}
 }

@@ -34,7 +34,7 @@ type transitions struct {
 	seen []fsm.Transition
 }
 
-func record(c *Controller) *transitions {
+func recordTransitions(c *Controller) *transitions {
 	r := &transitions{}
 	c.machine.OnTransition(func(t fsm.Transition) {
 		r.mu.Lock()
@@ -94,7 +94,7 @@ func TestRefusedUpgradeIsNotRunning(t *testing.T) {
 	})
 	h.rollOut()
 	h.waitState(fsm.StateRunning)
-	seen := record(h.ctrl)
+	seen := recordTransitions(h.ctrl)
 
 	refuse.Lock()
 	refusing = true
@@ -177,7 +177,7 @@ func TestLabelRepairDoesNotRollOut(t *testing.T) {
 	h := start(t)
 	h.rollOut()
 	h.waitState(fsm.StateRunning)
-	seen := record(h.ctrl)
+	seen := recordTransitions(h.ctrl)
 
 	ds := h.stored().DeepCopy()
 	delete(ds.Labels, resources.LabelManagedBy)
@@ -250,7 +250,8 @@ func TestRunAgainAfterCancelMidAction(t *testing.T) {
 	})
 }
 
-// Defect 9: one DriftDetected Event per drain, not one per queued observation.
+// Defect 9: one Event per repair, not one per queued observation: three
+// observations drained at once make one update, recorded once, naming both kinds.
 func TestOneDriftEventPerDrain(t *testing.T) {
 	h := start(t)
 	h.rollOut()
@@ -261,9 +262,22 @@ func TestOneDriftEventPerDrain(t *testing.T) {
 	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation + 1})
 	h.ctrl.informer.drift(observation{kind: DriftMetadata, uid: ds.UID, generation: ds.Generation + 1})
 	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation + 2})
+	tr := recordTransitions(h.ctrl)
+	before := len(h.changes.with(""))
 	h.ctrl.onDrift(context.Background(), false)
-	if n := h.eventCount(ReasonDriftDetected); n != 1 {
-		t.Fatalf("got %d %s events for one drain, want 1", n, ReasonDriftDetected)
+	if got := h.changes.with("")[before:]; len(got) > 1 {
+		t.Fatalf("got %d events for one drain, want at most 1: %+v", len(got), got)
+	}
+	modified := 0
+	tr.mu.Lock()
+	for _, x := range tr.seen {
+		if x.Event.Name() == fsm.EventModified {
+			modified++
+		}
+	}
+	tr.mu.Unlock()
+	if modified != 1 {
+		t.Fatalf("fired Modified %d times for one drain, want 1", modified)
 	}
 }
 

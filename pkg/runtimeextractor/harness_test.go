@@ -2,6 +2,8 @@ package runtimeextractor
 
 import (
 	"context"
+	"fmt"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sync"
 	"testing"
 	"time"
@@ -75,7 +77,8 @@ func (r *recordingLimiter) recorded() []time.Duration {
 type harness struct {
 	t        *testing.T
 	api      *fakeapi.Server
-	recorder events.InMemoryRecorder
+	recorder events.InMemoryRecorder // the host's: config warnings
+	changes  *eventLog               // the controller's own Events
 	ctrl     *Controller
 	updateCh chan struct{}
 	version  *settableVersion
@@ -133,8 +136,9 @@ func startWith(t *testing.T, prepare func(*harness), objs ...metav1.Object) *har
 	if h.limiterOverride != nil {
 		limiter = h.limiterOverride
 	}
+	h.changes = &eventLog{}
 	h.ctrl = NewRuntimeExtractorController(cfg, h.updateCh, nil, h.api.Client, h.recorder, ri,
-		WithImages(resources.DefaultImages()), WithVersionSource(h.version), WithRateLimiter(limiter))
+		WithImages(resources.DefaultImages()), WithVersionSource(h.version), WithRateLimiter(limiter), WithEventRecorder(h.changes))
 
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
@@ -224,13 +228,53 @@ const disabledConfig = "dataReporting:\n  disableRuntimeExtractor: true\n"
 const enabledConfig = "dataReporting:\n  disableRuntimeExtractor: false\n"
 
 func (h *harness) eventCount(reason string) int {
-	n := 0
+	n := len(h.changes.with(reason))
 	for _, e := range h.recorder.Events() {
 		if e.Reason == reason {
 			n++
 		}
 	}
 	return n
+}
+
+// loggedEvent is one Event the controller recorded.
+type loggedEvent struct {
+	object                  *corev1.ObjectReference
+	eventType, reason, text string
+}
+
+// eventLog is a record.EventRecorder that keeps every Event, synchronously.
+type eventLog struct {
+	mu     sync.Mutex
+	events []loggedEvent
+}
+
+func (l *eventLog) Event(object runtime.Object, eventType, reason, message string) {
+	ref, _ := object.(*corev1.ObjectReference)
+	l.mu.Lock()
+	l.events = append(l.events, loggedEvent{object: ref, eventType: eventType, reason: reason, text: message})
+	l.mu.Unlock()
+}
+
+func (l *eventLog) Eventf(object runtime.Object, eventType, reason, format string, args ...any) {
+	l.Event(object, eventType, reason, fmt.Sprintf(format, args...))
+}
+
+func (l *eventLog) AnnotatedEventf(object runtime.Object, _ map[string]string, eventType, reason, format string, args ...any) {
+	l.Eventf(object, eventType, reason, format, args...)
+}
+
+// with returns the Events of reason ("" for all), in order.
+func (l *eventLog) with(reason string) []loggedEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []loggedEvent
+	for _, e := range l.events {
+		if reason == "" || e.reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // signalVersion sends on updateCh as the host does (a blocking send) and waits

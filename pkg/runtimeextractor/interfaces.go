@@ -64,16 +64,3 @@ type configKnower interface {
 type syncer interface {
 	HasSynced() bool
 }
-
-// Reasons of the Kubernetes Events the controller emits. Warnings go through the
-// recorder's aggregation, so a failing loop does not flood the API server.
-const (
-	// ReasonStateChanged: the state machine moved to another state (Normal).
-	ReasonStateChanged = "RuntimeExtractorStateChanged"
-	// ReasonApplyFailed: applying the DaemonSet failed; it will be retried (Warning).
-	ReasonApplyFailed = "RuntimeExtractorApplyFailed"
-	// ReasonDeleteFailed: deleting the DaemonSet failed; it will be retried (Warning).
-	ReasonDeleteFailed = "RuntimeExtractorDeleteFailed"
-	// ReasonDriftDetected: someone else changed or deleted the DaemonSet (Normal).
-	ReasonDriftDetected = "RuntimeExtractorDriftDetected"
-)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
@@ -53,6 +54,13 @@ func WithImages(images resources.Images) Option { return func(c *Controller) { c
 
 // WithMetrics reports the controller's metrics on m.
 func WithMetrics(m *metrics.Metrics) Option { return func(c *Controller) { c.metrics = m } }
+
+// WithEventRecorder records the controller's Events through r instead of a
+// client-go broadcaster of its own (e.g. a host's, or controller-runtime's
+// GetEventRecorderFor).
+func WithEventRecorder(r record.EventRecorder) Option {
+	return func(c *Controller) { c.eventRecorder = r }
+}
 
 // WithStatusReporter reports the RuntimeExtractor* conditions through r.
 func WithStatusReporter(r *status.Reporter) Option {

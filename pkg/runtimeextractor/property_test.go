@@ -364,6 +364,7 @@ type propSim struct {
 	api     *fakeapi.Server
 	watcher watch.Interface
 	rec     events.InMemoryRecorder
+	clock   *clocktesting.FakePassiveClock // the manager's expectations
 	cfg     *flipConfig
 	ver     *settableVersion
 	c       *Controller
@@ -416,8 +417,10 @@ func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
 	factory := informers.NewSharedInformerFactoryWithOptions(s.api.Client, 0, informers.WithNamespace(resources.Namespace))
 	ri, err := NewResourceInformer(s.rec, factory)
 	s.must(err)
-	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri,
+	s.clock = clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri, WithEventRecorder(&eventLog{}),
 		WithImages(resources.DefaultImages()), WithVersionSource(s.ver))
+	s.c.manager.SetClock(s.clock)
 	s.ri = s.c.informer
 	s.c.machine.OnTransition(s.onTransition)
 	return s
@@ -880,23 +883,21 @@ func (s *propSim) dispatch(src loopSource) {
 	case srcResync:
 		handle = func() { s.c.reassert(s.ctx) }
 	}
-	before := len(s.driftEvents())
+	s.c.lastDrift = nil
 	s.controller(string(src), handle)
 	if src == srcDrift {
-		s.checkDriftEvents(s.driftEvents()[before:])
+		s.checkDrift(s.c.lastDrift)
 		s.observed, s.seenOther = nil, 0 // onDrift drained them all
 	}
 }
 
-// checkDriftEvents: every kind a DriftDetected Event lists needs an
-// observation of that kind caused by someone else; an own write is never drift.
-func (s *propSim) checkDriftEvents(found []string) {
+// checkDrift: every kind a drain counted as drift needs an observation of
+// that kind caused by someone else; an own write is never drift.
+func (s *propSim) checkDrift(found []DriftKind) {
 	for _, k := range []DriftKind{DriftDeleted, DriftModified, DriftMetadata} {
 		recorded, other, own := 0, 0, 0
-		for _, m := range found {
-			if slices.Contains(driftKinds(m), k) {
-				recorded++
-			}
+		if slices.Contains(found, k) {
+			recorded++
 		}
 		for _, o := range s.observed {
 			switch {
@@ -909,7 +910,7 @@ func (s *propSim) checkDriftEvents(found []string) {
 		}
 		if recorded > other {
 			s.violate("drift-for-own-write/"+string(k), fmt.Sprintf(
-				"onDrift recorded %d DriftDetected (%s) but only %d of the %d %s observation(s) it drained came from someone else",
+				"onDrift counted %d drift (%s) but only %d of the %d %s observation(s) it drained came from someone else",
 				recorded, k, other, other+own, k))
 		}
 	}
@@ -931,31 +932,6 @@ func (s *propSim) viewNote() string {
 		return ", view hides cached " + string(cached.UID)
 	}
 	return ""
-}
-
-// driftKinds returns the kinds a DriftDetected message lists: onDrift records
-// one Event per drain, "... changed by someone else (modified, metadata); ...".
-func driftKinds(msg string) []DriftKind {
-	_, rest, ok := strings.Cut(msg, "someone else (")
-	if !ok {
-		return nil
-	}
-	list, _, _ := strings.Cut(rest, ")")
-	var out []DriftKind
-	for _, k := range strings.Split(list, ", ") {
-		out = append(out, DriftKind(k))
-	}
-	return out
-}
-
-func (s *propSim) driftEvents() []string {
-	var out []string
-	for _, e := range s.rec.Events() {
-		if e.Reason == ReasonDriftDetected {
-			out = append(out, e.Message)
-		}
-	}
-	return out
 }
 
 // onTransition records the transitions and checks every entry into Running.
@@ -1051,6 +1027,13 @@ func (s *propSim) settle() bool {
 	return false
 }
 
+// expireExpectations lets the time of a resync period pass for the
+// manager's expectations: an own write the cache never showed is no longer
+// trusted (in the product, the expectation timer re-asserts then).
+func (s *propSim) expireExpectations() {
+	s.clock.SetTime(s.clock.Now().Add(10 * resources.ExpectationTimeout))
+}
+
 func (s *propSim) settleAndCheck() {
 	s.logf("--- settle (no resync) ---")
 	if !s.settle() {
@@ -1058,6 +1041,7 @@ func (s *propSim) settleAndCheck() {
 	}
 	if s.lossy {
 		s.logf("--- resync (a relist lost someone else's change) ---")
+		s.expireExpectations()
 		s.dispatch(srcResync)
 		if !s.settle() {
 			return
@@ -1068,6 +1052,7 @@ func (s *propSim) settleAndCheck() {
 	}
 	s.logf("--- resync ---")
 	writes := s.controllerWrites
+	s.expireExpectations()
 	s.dispatch(srcResync)
 	if !s.settle() {
 		return

@@ -6,14 +6,29 @@ import (
 	"sync"
 	"time"
 
+	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Status writes are bounded and retried on their own schedule.
+// When status is written. The conditions are for people and for the cluster
+// version operator, not for the control loop, so a change waits until it has
+// settled: a quick repair (Running, Drifted, Running) writes nothing, and a
+// long rollout, whose pod counts move all the time, writes at most once per
+// StatusMaxDelay. A failure is written at once.
 const (
+	// StatusSettle is how long a snapshot must stay unchanged before it is
+	// written; it covers the flurry of counts a single change produces.
+	StatusSettle = 2 * time.Second
+	// StatusMaxDelay bounds how long a change waits. A rollout in progress
+	// (Deploying, Upgrading, Drifted, Deleting) waits for it even when it
+	// looks settled, so a repair that ends within it writes nothing.
+	StatusMaxDelay = 5 * time.Second
+
 	statusTimeout = 10 * time.Second
 	statusRetry   = 5 * time.Second
 )
@@ -43,53 +58,136 @@ func (w *statusWriter) offer(s status.Snapshot) {
 	notify(w.wake)
 }
 
-// run writes offered snapshots until ctx is done. A failed write is retried
-// after statusRetry unless a newer snapshot is written first: a success
-// forgets the failed one, which is older.
+// pending is a change not yet written.
+type pending struct {
+	snapshot   status.Snapshot
+	conditions []configv1.ClusterOperatorStatusCondition
+	since      time.Time // the first unwritten change
+	changedAt  time.Time // the last change of the conditions
+	retryAt    time.Time // after a failed write, not before this
+}
+
+// run writes offered snapshots until ctx is done, when they are due (see
+// StatusSettle). A failed write is retried after statusRetry with the latest
+// snapshot, so an older one is never written over a newer one. When the
+// ClusterOperator changes under it, the last written snapshot is reported
+// again, which costs a request only if our conditions are no longer there.
 func (w *statusWriter) run(ctx context.Context) {
 	var (
-		failed *status.Snapshot
-		retry  clock.Timer
-		retryC <-chan time.Time
+		written      *status.Snapshot // nil until the first write
+		writtenConds []configv1.ClusterOperatorStatusCondition
+		next         *pending
+		timer        clock.Timer
+		timerC       <-chan time.Time
 	)
-	stopRetry := func() {
-		if retry != nil {
-			retry.Stop()
+	arm := func(at time.Time) {
+		if timer != nil {
+			timer.Stop()
 		}
-		failed, retry, retryC = nil, nil, nil
+		timer = w.clock.NewTimer(max(at.Sub(w.clock.Now()), 0))
+		timerC = timer.C()
 	}
-	defer stopRetry()
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	write := func(s status.Snapshot) bool {
+		rctx, cancel := context.WithTimeout(ctx, statusTimeout)
+		err := w.reporter.Report(rctx, s)
+		cancel()
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				klog.Warningf("report status (retrying in %s): %v", statusRetry, err)
+			}
+			return false
+		}
+		return true
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
-		case <-retryC:
-			retryC = nil
-			w.mu.Lock()
-			if w.latest == nil {
-				w.latest = failed
+		case <-timerC:
+			timerC = nil
+		case <-w.reporter.Changed():
+			if next == nil && written != nil && !write(*written) {
+				now := w.clock.Now()
+				next = &pending{snapshot: *written, conditions: writtenConds, since: now, changedAt: now, retryAt: now.Add(statusRetry)}
+				arm(next.retryAt)
 			}
-			w.mu.Unlock()
-		}
-		w.mu.Lock()
-		s := w.latest
-		w.latest = nil
-		w.mu.Unlock()
-		if s == nil {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, statusTimeout)
-		err := w.reporter.Report(rctx, *s)
-		cancel()
-		switch {
-		case err == nil:
-			stopRetry()
-		case !errors.Is(err, context.Canceled):
-			klog.Warningf("report status (retrying in %s): %v", statusRetry, err)
-			stopRetry()
-			failed, retry = s, w.clock.NewTimer(statusRetry)
-			retryC = retry.C()
+		now := w.clock.Now()
+		w.mu.Lock()
+		offered := w.latest
+		w.latest = nil
+		w.mu.Unlock()
+		if offered != nil {
+			conds := status.Conditions(*offered)
+			switch {
+			case written != nil && status.SameConditions(conds, writtenConds):
+				next = nil // back to what is written: nothing to do
+			case next == nil:
+				next = &pending{snapshot: *offered, conditions: conds, since: now, changedAt: now}
+			default:
+				if !status.SameConditions(conds, next.conditions) {
+					next.changedAt = now
+				}
+				next.snapshot, next.conditions = *offered, conds
+			}
+		}
+		if next == nil {
+			continue
+		}
+		if due := next.due(writtenConds); now.Before(due) {
+			if offered != nil || timerC == nil {
+				arm(due)
+			}
+			continue
+		}
+		if write(next.snapshot) {
+			written, writtenConds, next = &next.snapshot, next.conditions, nil
+			continue
+		}
+		next.retryAt = now.Add(statusRetry)
+		arm(next.retryAt)
+	}
+}
+
+// due is when p is written, given the conditions last written.
+func (p *pending) due(written []configv1.ClusterOperatorStatusCondition) time.Time {
+	at := p.since.Add(StatusMaxDelay)
+	switch {
+	case newFailure(p.conditions, written):
+		at = p.since
+	case !inProgress(p.snapshot.State):
+		if settled := p.changedAt.Add(StatusSettle); settled.Before(at) {
+			at = settled
 		}
 	}
+	if at.Before(p.retryAt) {
+		return p.retryAt
+	}
+	return at
+}
+
+// newFailure: Degraded turns True, or True with another reason.
+func newFailure(conds, written []configv1.ClusterOperatorStatusCondition) bool {
+	now := v1helpers.FindStatusCondition(conds, status.ConditionDegraded)
+	if now == nil || now.Status != configv1.ConditionTrue {
+		return false
+	}
+	before := v1helpers.FindStatusCondition(written, status.ConditionDegraded)
+	return before == nil || before.Status != configv1.ConditionTrue || before.Reason != now.Reason
+}
+
+// inProgress: states that converge on their own within moments.
+func inProgress(s fsm.State) bool {
+	switch s {
+	case fsm.StateDeploying, fsm.StateUpgrading, fsm.StateDrifted, fsm.StateDeleting:
+		return true
+	}
+	return false
 }

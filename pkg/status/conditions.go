@@ -65,6 +65,21 @@ type Snapshot struct {
 	ConfigError error
 }
 
+// Equal reports whether s and o say the same (errors compare by message).
+func (s Snapshot) Equal(o Snapshot) bool {
+	return s.State == o.State && s.Version == o.Version &&
+		s.Desired == o.Desired && s.Updated == o.Updated && s.Available == o.Available &&
+		s.Failures == o.Failures && s.RetryIn == o.RetryIn &&
+		errorText(s.LastError) == errorText(o.LastError) && errorText(s.ConfigError) == errorText(o.ConfigError)
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
 // Conditions derives the three RuntimeExtractor* conditions from s, in the order of
 // ConditionTypes. It is pure: LastTransitionTime is left zero for the Reporter to set.
 //

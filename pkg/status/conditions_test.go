@@ -2,6 +2,7 @@ package status
 
 import (
 	"errors"
+	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	"regexp"
 	"testing"
 	"time"
@@ -161,9 +162,9 @@ func TestConditionMessages(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := Conditions(c.s)
-			i := indexOf(got, c.typ)
-			require.GreaterOrEqual(t, i, 0)
-			assert.Equal(t, c.want, got[i].Message)
+			found := v1helpers.FindStatusCondition(got, c.typ)
+			require.NotNil(t, found)
+			assert.Equal(t, c.want, found.Message)
 		})
 	}
 }

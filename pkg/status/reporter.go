@@ -4,45 +4,61 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
+	configv1ac "github.com/openshift/client-go/config/applyconfigurations/config/v1"
 	configv1client "github.com/openshift/client-go/config/clientset/versioned/typed/config/v1"
+	configv1informers "github.com/openshift/client-go/config/informers/externalversions/config/v1"
+	configv1listers "github.com/openshift/client-go/config/listers/config/v1"
+	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-
-	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"k8s.io/utils/clock"
 )
 
 // DefaultClusterOperatorName is the ClusterOperator the conditions go to unless
 // another name is given: the Insights Operator's own.
 const DefaultClusterOperatorName = "insights"
 
-// DefaultVerifyInterval bounds how long the Reporter trusts its memory of what it
-// wrote: after it, the next Report reads the ClusterOperator again, so conditions
-// someone else removed or overwrote come back even when the state never changes.
-const DefaultVerifyInterval = 10 * time.Minute
+// FieldManager owns the RuntimeExtractor* conditions on the ClusterOperator. It
+// is distinct from every other writer's, so server-side apply merges our three
+// entries of status.conditions (a map keyed by type) with theirs.
+const FieldManager = "runtime-extractor-controller-status"
 
-// Reporter writes the RuntimeExtractor* conditions to a ClusterOperator. It remembers
-// the conditions it last wrote and makes no API call while they stay the same. It
-// touches no other condition. Its methods are safe for concurrent use.
+// Reporter writes the RuntimeExtractor* conditions to a ClusterOperator with
+// server-side apply of the status subresource: no read before a write, and no
+// conflict with another writer's UpdateStatus of the whole list, which keeps
+// the entries it does not know. It touches no other condition.
+//
+// It writes only when the conditions differ from what the server is known to
+// carry: what an Observe'd one-object informer shows, or else what it last
+// applied. LastTransitionTime is kept from there while a condition's status
+// holds. Its methods are safe for concurrent use.
 type Reporter struct {
 	client configv1client.ClusterOperatorsGetter
 	name   string
-	now    func() time.Time
-	// verifyInterval is DefaultVerifyInterval; tests shorten it.
-	verifyInterval time.Duration
+	clock  clock.PassiveClock
 
 	mu sync.Mutex
-	// written holds the conditions the ClusterOperator is known to carry (written or
-	// found there); nil when unknown, which forces a read on the next Report.
-	written    []configv1.ClusterOperatorStatusCondition
-	verifiedAt time.Time
-	// missing is true while the ClusterOperator (or its CRD) is absent; it makes the
-	// "not found" line print once per absence rather than on every Report.
+	// lister, when set and synced, shows the ClusterOperator as the server
+	// has it. Until it has synced (forever on a cluster without the CRD) the
+	// Reporter works from what it applied.
+	lister configv1listers.ClusterOperatorLister
+	synced cache.InformerSynced
+	// changed is notified when the observed ClusterOperator changes.
+	changed chan struct{}
+	// applied holds the conditions last applied (with their transition times);
+	// nil when unknown.
+	applied []configv1.ClusterOperatorStatusCondition
+	// appliedOver is the resourceVersion the lister showed when applied was
+	// written: while it still shows that one, the cache has not caught up with
+	// our apply, and applied is the better knowledge.
+	appliedOver string
+	// missing is true while the ClusterOperator (or its CRD) is absent; it makes
+	// the "not found" line print once per absence rather than on every Report.
 	missing bool
 }
 
@@ -52,69 +68,107 @@ func NewReporter(client configv1client.ClusterOperatorsGetter, name string) *Rep
 	if name == "" {
 		name = DefaultClusterOperatorName
 	}
-	return &Reporter{client: client, name: name, now: time.Now, verifyInterval: DefaultVerifyInterval}
+	return &Reporter{client: client, name: name, clock: clock.RealClock{}, changed: make(chan struct{}, 1)}
 }
 
-// Report brings the ClusterOperator's RuntimeExtractor* conditions in line with s.
-// It returns without an API call when they equal what was last written (ignoring
-// LastTransitionTime). Otherwise it reads the ClusterOperator, replaces only the
-// three owned conditions (keeping LastTransitionTime where Status did not change)
-// and writes the status back under the read resourceVersion, retrying on conflict.
-// A missing ClusterOperator or CRD is logged once and is not an error; later calls
-// keep trying, so reporting starts when it appears.
+// Name is the ClusterOperator the Reporter writes to.
+func (r *Reporter) Name() string { return r.name }
+
+// Observe makes the Reporter compare against the ClusterOperator as informer
+// shows it (an informer on that one object), so conditions someone else
+// removed or changed are noticed without a read; every change of it is
+// signalled on Changed, for the caller to report again. The caller starts the
+// informer and waits for its sync before the first Report.
+func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) error {
+	notifyChanged := func() {
+		select {
+		case r.changed <- struct{}{}:
+		default:
+		}
+	}
+	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notifyChanged() },
+		UpdateFunc: func(any, any) { notifyChanged() },
+		DeleteFunc: func(any) { notifyChanged() },
+	})
+	if err != nil {
+		return fmt.Errorf("observe clusteroperator %s: %w", r.name, err)
+	}
+	r.mu.Lock()
+	r.lister, r.synced = informer.Lister(), informer.Informer().HasSynced
+	r.mu.Unlock()
+	return nil
+}
+
+// Changed is notified (coalesced) whenever the observed ClusterOperator
+// changes; it never fires without Observe.
+func (r *Reporter) Changed() <-chan struct{} { return r.changed }
+
+// Report brings the ClusterOperator's RuntimeExtractor* conditions in line
+// with s, with one apply when they differ from what the server carries and no
+// request otherwise. A missing ClusterOperator or CRD is logged once and is not
+// an error; later calls keep trying, so reporting starts when it appears.
 func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	want := Conditions(s)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-
-	now := r.now()
-	if r.written != nil && sameConditions(r.written, want) && now.Sub(r.verifiedAt) < r.verifyInterval {
-		return nil
-	}
-
 	logger := klog.FromContext(ctx).WithValues("clusterOperator", r.name)
-	missing := false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		missing = false
-		co, err := r.client.ClusterOperators().Get(ctx, r.name, metav1.GetOptions{})
-		if isMissing(err) {
-			missing = true
+
+	known, over := r.applied, ""
+	if r.lister != nil && r.synced() {
+		co, err := r.lister.Get(r.name)
+		switch {
+		case apierrors.IsNotFound(err):
+			r.setMissing(logger, true)
+			r.applied = nil
 			return nil
+		case err != nil:
+			return fmt.Errorf("report conditions on clusteroperator %s: read cache: %w", r.name, err)
 		}
-		if err != nil {
-			return err
+		over = co.ResourceVersion
+		if r.applied == nil || over != r.appliedOver {
+			known = co.Status.Conditions
 		}
-		updated := co.DeepCopy()
-		if !mergeConditions(&updated.Status.Conditions, want, metav1.NewTime(now)) {
-			return nil
-		}
-		_, err = r.client.ClusterOperators().UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: resources.FieldManager})
-		if isMissing(err) { // deleted between the read and the write
-			missing = true
-			return nil
-		}
-		return err
-	})
-	switch {
-	case err != nil:
-		r.written = nil
-		return fmt.Errorf("report conditions on clusteroperator %s: %w", r.name, err)
-	case missing:
-		r.written = nil
-		if !r.missing {
-			logger.Info("ClusterOperator not found, runtime extractor conditions are not reported until it exists")
-			r.missing = true
-		}
+	}
+	if carries(known, want) {
 		return nil
 	}
-	if r.missing {
-		logger.Info("ClusterOperator found, reporting runtime extractor conditions")
-		r.missing = false
+
+	next := owned(known)
+	for _, w := range want {
+		v1helpers.SetStatusCondition(&next, w, r.clock)
 	}
-	r.written = want
-	r.verifiedAt = now
+	apply := configv1ac.ClusterOperatorStatus()
+	for _, c := range next {
+		apply.WithConditions(configv1ac.ClusterOperatorStatusCondition().
+			WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).WithMessage(c.Message).
+			WithLastTransitionTime(c.LastTransitionTime))
+	}
+	_, err := r.client.ClusterOperators().ApplyStatus(ctx, configv1ac.ClusterOperator(r.name).WithStatus(apply),
+		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	switch {
+	case isMissing(err):
+		r.setMissing(logger, true)
+		r.applied = nil
+		return nil
+	case err != nil:
+		r.applied = nil
+		return fmt.Errorf("report conditions on clusteroperator %s: %w", r.name, err)
+	}
+	r.setMissing(logger, false)
+	r.applied, r.appliedOver = next, over
 	return nil
+}
+
+func (r *Reporter) setMissing(logger klog.Logger, missing bool) {
+	switch {
+	case missing && !r.missing:
+		logger.Info("ClusterOperator not found, runtime extractor conditions are not reported until it exists")
+	case !missing && r.missing:
+		logger.Info("ClusterOperator found, reporting runtime extractor conditions")
+	}
+	r.missing = missing
 }
 
 // isMissing tells a ClusterOperator that does not exist, or a cluster that does not
@@ -126,40 +180,30 @@ func isMissing(err error) bool {
 	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
 }
 
-// mergeConditions sets every condition of want in conds, in place and leaving every
-// other condition as it is. A condition whose Status did not change keeps its
-// LastTransitionTime; a new or flipped one gets now. It reports whether conds changed.
-func mergeConditions(conds *[]configv1.ClusterOperatorStatusCondition, want []configv1.ClusterOperatorStatusCondition, now metav1.Time) bool {
-	changed := false
-	for _, w := range want {
-		i := indexOf(*conds, w.Type)
-		if i < 0 {
-			w.LastTransitionTime = now
-			*conds = append(*conds, w)
-			changed = true
-			continue
+// owned copies the owned conditions out of conds, in ConditionTypes order.
+func owned(conds []configv1.ClusterOperatorStatusCondition) []configv1.ClusterOperatorStatusCondition {
+	out := make([]configv1.ClusterOperatorStatusCondition, 0, len(ConditionTypes))
+	for _, t := range ConditionTypes {
+		if c := v1helpers.FindStatusCondition(conds, t); c != nil {
+			out = append(out, *c)
 		}
-		existing := (*conds)[i]
-		if sameCondition(existing, w) {
-			continue
-		}
-		w.LastTransitionTime = now
-		if existing.Status == w.Status {
-			w.LastTransitionTime = existing.LastTransitionTime
-		}
-		(*conds)[i] = w
-		changed = true
 	}
-	return changed
+	return out
 }
 
-func indexOf(conds []configv1.ClusterOperatorStatusCondition, t configv1.ClusterStatusConditionType) int {
-	for i := range conds {
-		if conds[i].Type == t {
-			return i
+// carries reports whether conds holds every condition of want, ignoring
+// LastTransitionTime.
+func carries(conds, want []configv1.ClusterOperatorStatusCondition) bool {
+	if conds == nil {
+		return false
+	}
+	for _, w := range want {
+		c := v1helpers.FindStatusCondition(conds, w.Type)
+		if c == nil || !sameCondition(*c, w) {
+			return false
 		}
 	}
-	return -1
+	return true
 }
 
 // sameCondition compares everything but LastTransitionTime.
@@ -167,7 +211,9 @@ func sameCondition(a, b configv1.ClusterOperatorStatusCondition) bool {
 	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
 }
 
-func sameConditions(a, b []configv1.ClusterOperatorStatusCondition) bool {
+// SameConditions reports whether a and b hold the same conditions in the same
+// order, ignoring LastTransitionTime.
+func SameConditions(a, b []configv1.ClusterOperatorStatusCondition) bool {
 	if len(a) != len(b) {
 		return false
 	}

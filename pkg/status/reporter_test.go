@@ -12,6 +12,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 	configv1 "github.com/openshift/api/config/v1"
 	configfake "github.com/openshift/client-go/config/clientset/versioned/fake"
+	configinformers "github.com/openshift/client-go/config/informers/externalversions"
+	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,11 +21,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
-	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
 var (
@@ -50,17 +54,18 @@ func clusterOperator(conds ...configv1.ClusterOperatorStatusCondition) *configv1
 	}
 }
 
-// fixture is a Reporter on a fake clientset with a settable clock.
+// fixture is a Reporter on a fake clientset (with server-side apply) and a
+// settable clock.
 type fixture struct {
 	client   *configfake.Clientset
 	reporter *Reporter
-	now      time.Time
+	clock    *clocktesting.FakePassiveClock
 }
 
 func newFixture(objects ...runtime.Object) *fixture {
-	f := &fixture{client: configfake.NewClientset(objects...), now: t0}
+	f := &fixture{client: configfake.NewClientset(objects...), clock: clocktesting.NewFakePassiveClock(t0)}
 	f.reporter = NewReporter(f.client.ConfigV1(), "")
-	f.reporter.now = func() time.Time { return f.now }
+	f.reporter.clock = f.clock
 	return f
 }
 
@@ -82,24 +87,47 @@ func (f *fixture) count(verb, subresource string) int {
 	return n
 }
 
-func condition(t *testing.T, co *configv1.ClusterOperator, typ configv1.ClusterStatusConditionType) configv1.ClusterOperatorStatusCondition {
+// observe starts a one-object informer on the fake and hands it to the Reporter.
+func (f *fixture) observe(t *testing.T) {
 	t.Helper()
-	i := indexOf(co.Status.Conditions, typ)
-	require.GreaterOrEqual(t, i, 0, "condition %s present", typ)
-	return co.Status.Conditions[i]
+	factory := configinformers.NewSharedInformerFactory(f.client, 0)
+	require.NoError(t, f.reporter.Observe(factory.Config().V1().ClusterOperators()))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
 }
 
-func TestReportWritesOncePerChange(t *testing.T) {
+// waitCached waits until the informer shows a ClusterOperator for which ok holds.
+func (f *fixture) waitCached(t *testing.T, ok func(*configv1.ClusterOperator) bool) {
+	t.Helper()
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		co, err := f.reporter.lister.Get("insights")
+		return err == nil && ok(co), nil
+	}))
+}
+
+func condition(t *testing.T, co *configv1.ClusterOperator, typ configv1.ClusterStatusConditionType) configv1.ClusterOperatorStatusCondition {
+	t.Helper()
+	c := v1helpers.FindStatusCondition(co.Status.Conditions, typ)
+	require.NotNil(t, c, "condition %s present", typ)
+	return *c
+}
+
+func TestReportAppliesOncePerChangeWithoutReads(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(clusterOperator(othersOf()...))
 
 	require.NoError(t, f.reporter.Report(ctx, deploying))
-	assert.Equal(t, 1, f.count("update", "status"), "first report writes")
-	assert.Equal(t, 0, f.count("update", ""), "only the status subresource is written")
+	assert.Equal(t, 1, f.count("patch", "status"), "first report applies")
+	assert.Equal(t, 0, f.count("get", ""), "no read")
+	assert.Equal(t, 0, f.count("update", "status"), "no update")
 	for _, a := range f.client.Actions() {
-		if u, ok := a.(clienttesting.UpdateActionImpl); ok {
-			assert.Equal(t, resources.FieldManager, u.UpdateOptions.FieldManager)
-			assert.Equal(t, "7", u.Object.(*configv1.ClusterOperator).ResourceVersion, "written under the read resourceVersion")
+		if p, ok := a.(clienttesting.PatchActionImpl); ok {
+			assert.Equal(t, types.ApplyPatchType, p.PatchType)
+			assert.Equal(t, FieldManager, p.PatchOptions.FieldManager)
+			require.NotNil(t, p.PatchOptions.Force)
+			assert.True(t, *p.PatchOptions.Force, "our conditions are ours: force")
 		}
 	}
 
@@ -110,9 +138,9 @@ func TestReportWritesOncePerChange(t *testing.T) {
 	assert.Len(t, f.client.Actions(), before, "an unchanged report makes no API call at all")
 
 	require.NoError(t, f.reporter.Report(ctx, running))
-	assert.Equal(t, 2, f.count("update", "status"), "a change is written")
+	assert.Equal(t, 2, f.count("patch", "status"), "a change is applied")
 	require.NoError(t, f.reporter.Report(ctx, running))
-	assert.Equal(t, 2, f.count("update", "status"))
+	assert.Equal(t, 2, f.count("patch", "status"))
 
 	co := f.get(t)
 	assert.Equal(t, "True AsExpected", summary(condition(t, co, ConditionAvailable)))
@@ -129,10 +157,38 @@ func TestReportPreservesOtherConditions(t *testing.T) {
 
 	co := f.get(t)
 	require.Len(t, co.Status.Conditions, len(othersOf())+3)
-	assert.Equal(t, othersOf(), co.Status.Conditions[:len(othersOf())], "other conditions untouched, in place")
+	for _, want := range othersOf() {
+		got := condition(t, co, want.Type)
+		assert.Equal(t, summary(want), summary(got))
+		assert.Equal(t, want.Message, got.Message)
+		assert.True(t, want.LastTransitionTime.Equal(&got.LastTransitionTime), "%s keeps its time", want.Type)
+	}
 	for _, typ := range ConditionTypes {
 		condition(t, co, typ)
 	}
+}
+
+// The host's status controller rewrites the whole list with UpdateStatus after
+// a GET; our applies carry no resourceVersion, so neither side conflicts and
+// both sets of conditions survive.
+func TestReportDoesNotConflictWithAnUpdateStatusWriter(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(clusterOperator(othersOf()...))
+	require.NoError(t, f.reporter.Report(ctx, deploying))
+
+	hostView := f.get(t) // the host read before our next apply
+	require.NoError(t, f.reporter.Report(ctx, running))
+	hostView.Status.Conditions = append(othersOf()[:1:1], hostView.Status.Conditions[1:]...)
+	_, err := f.client.ConfigV1().ClusterOperators().UpdateStatus(ctx, hostView, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) { // as the host does: read again, write again
+		hostView = f.get(t)
+		_, err = f.client.ConfigV1().ClusterOperators().UpdateStatus(ctx, hostView, metav1.UpdateOptions{})
+	}
+	require.NoError(t, err)
+	require.NoError(t, f.reporter.Report(ctx, Snapshot{State: fsm.StateRunning, Version: "4.22.2", Desired: 3, Updated: 3, Available: 3}))
+	co := f.get(t)
+	assert.Contains(t, condition(t, co, ConditionAvailable).Message, "4.22.2")
+	condition(t, co, "UploadDegraded")
 }
 
 func TestReportKeepsLastTransitionTimeWhileStatusHolds(t *testing.T) {
@@ -141,28 +197,29 @@ func TestReportKeepsLastTransitionTimeWhileStatusHolds(t *testing.T) {
 
 	require.NoError(t, f.reporter.Report(ctx, deploying))
 	co := f.get(t)
-	assert.Equal(t, t0, condition(t, co, ConditionProgressing).LastTransitionTime.Time)
+	assert.True(t, condition(t, co, ConditionProgressing).LastTransitionTime.Time.Equal(t0))
 
 	// Progressing stays True (reason and message change): its time is kept.
-	f.now = t0.Add(time.Minute)
+	f.clock.SetTime(t0.Add(time.Minute))
 	require.NoError(t, f.reporter.Report(ctx, upgrading))
 	co = f.get(t)
 	progressing := condition(t, co, ConditionProgressing)
 	assert.Equal(t, "True Upgrading", summary(progressing))
-	assert.Equal(t, t0, progressing.LastTransitionTime.Time)
-	assert.Equal(t, t0, condition(t, co, ConditionAvailable).LastTransitionTime.Time)
+	assert.True(t, progressing.LastTransitionTime.Time.Equal(t0))
+	assert.True(t, condition(t, co, ConditionAvailable).LastTransitionTime.Time.Equal(t0))
 
 	// Progressing turns False: its time moves; Available (still True) keeps t0.
-	f.now = t0.Add(2 * time.Minute)
+	f.clock.SetTime(t0.Add(2 * time.Minute))
 	require.NoError(t, f.reporter.Report(ctx, running))
 	co = f.get(t)
-	assert.Equal(t, t0.Add(2*time.Minute), condition(t, co, ConditionProgressing).LastTransitionTime.Time)
-	assert.Equal(t, t0, condition(t, co, ConditionAvailable).LastTransitionTime.Time)
-	assert.Equal(t, t0, condition(t, co, ConditionDegraded).LastTransitionTime.Time)
+	assert.True(t, condition(t, co, ConditionProgressing).LastTransitionTime.Time.Equal(t0.Add(2*time.Minute)))
+	assert.True(t, condition(t, co, ConditionAvailable).LastTransitionTime.Time.Equal(t0))
+	assert.True(t, condition(t, co, ConditionDegraded).LastTransitionTime.Time.Equal(t0))
 }
 
-// After a restart the Reporter knows nothing; conditions already on the
-// ClusterOperator that match are not rewritten, and matching times are kept.
+// After a restart the Reporter knows what the informer shows: conditions
+// already on the ClusterOperator that match are not rewritten, and a change
+// keeps the observed transition time.
 func TestReportAfterRestartDoesNotRewriteMatchingConditions(t *testing.T) {
 	ctx := context.Background()
 	earlier := metav1.NewTime(t0.Add(-time.Hour))
@@ -171,66 +228,63 @@ func TestReportAfterRestartDoesNotRewriteMatchingConditions(t *testing.T) {
 		existing[i].LastTransitionTime = earlier
 	}
 	f := newFixture(clusterOperator(append(othersOf(), existing...)...))
+	f.observe(t)
+	f.client.ClearActions()
 
 	require.NoError(t, f.reporter.Report(ctx, running))
-	assert.Equal(t, 1, f.count("get", ""))
-	assert.Equal(t, 0, f.count("update", "status"), "conditions already as wanted")
-
-	require.NoError(t, f.reporter.Report(ctx, running))
-	assert.Equal(t, 1, f.count("get", ""), "verified once, then trusted")
+	assert.Empty(t, f.client.Actions(), "conditions already as wanted: no request at all")
 
 	// A message change keeps the original time, as Status did not move.
 	require.NoError(t, f.reporter.Report(ctx, Snapshot{State: fsm.StateRunning, Version: "4.22.1", Desired: 4, Updated: 4, Available: 4}))
-	assert.Equal(t, 1, f.count("update", "status"))
-	assert.Equal(t, earlier.Time, condition(t, f.get(t), ConditionAvailable).LastTransitionTime.Time)
+	assert.Equal(t, 1, f.count("patch", "status"))
+	assert.Equal(t, 0, f.count("get", ""))
+	assert.True(t, condition(t, f.get(t), ConditionAvailable).LastTransitionTime.Time.Equal(earlier.Time))
 }
 
-// Someone else wipes the conditions: the Reporter puts them back at its next
-// verification, even though the state never changed.
+// Someone else removes our conditions: the informer signals Changed, and the
+// next Report puts them back; until the cache shows our own apply, the
+// Reporter does not apply the same conditions twice.
 func TestReportRestoresConditionsRemovedBySomeoneElse(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(clusterOperator(othersOf()...))
+	f.observe(t)
 	require.NoError(t, f.reporter.Report(ctx, running))
+	require.NoError(t, f.reporter.Report(ctx, running))
+	assert.Equal(t, 1, f.count("patch", "status"), "a lagging cache does not cause a second apply")
+	f.waitCached(t, func(co *configv1.ClusterOperator) bool { return len(co.Status.Conditions) == len(othersOf())+3 })
+	drainChanged(f.reporter)
 
 	co := f.get(t)
 	co.Status.Conditions = othersOf()
+	co.ResourceVersion = "8" // the fake does not move it as a server does
 	_, err := f.client.ConfigV1().ClusterOperators().UpdateStatus(ctx, co, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	writes := f.count("update", "status")
-
-	f.now = t0.Add(DefaultVerifyInterval - time.Second)
+	select {
+	case <-f.reporter.Changed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Changed signal for someone else's write")
+	}
+	f.waitCached(t, func(co *configv1.ClusterOperator) bool { return len(co.Status.Conditions) == len(othersOf()) })
 	require.NoError(t, f.reporter.Report(ctx, running))
-	assert.Equal(t, writes, f.count("update", "status"), "trusted until the verify interval passes")
-
-	f.now = t0.Add(DefaultVerifyInterval)
-	require.NoError(t, f.reporter.Report(ctx, running))
-	assert.Equal(t, writes+1, f.count("update", "status"))
+	assert.Equal(t, 2, f.count("patch", "status"))
 	condition(t, f.get(t), ConditionAvailable)
 }
 
-func TestReportRetriesOnConflict(t *testing.T) {
-	ctx := context.Background()
-	f := newFixture(clusterOperator(othersOf()...))
-	conflicts := 2
-	f.client.PrependReactor("update", "clusteroperators", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		if a.GetSubresource() != "status" || conflicts == 0 {
-			return false, nil, nil
+func drainChanged(r *Reporter) {
+	for {
+		select {
+		case <-r.Changed():
+		default:
+			return
 		}
-		conflicts--
-		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "config.openshift.io", Resource: "clusteroperators"}, "insights", errors.New("the object has been modified"))
-	})
-
-	require.NoError(t, f.reporter.Report(ctx, deploying))
-	assert.Equal(t, 3, f.count("get", ""), "re-read after each conflict")
-	assert.Equal(t, 3, f.count("update", "status"))
-	assert.Equal(t, "True RollingOut", summary(condition(t, f.get(t), ConditionProgressing)))
+	}
 }
 
-func TestReportReturnsOtherErrorsAndRetriesNextTime(t *testing.T) {
+func TestReportReturnsErrorsAndRetriesNextTime(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(clusterOperator(othersOf()...))
 	fail := true
-	f.client.PrependReactor("update", "clusteroperators", func(clienttesting.Action) (bool, runtime.Object, error) {
+	f.client.PrependReactor("patch", "clusteroperators", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if !fail {
 			return false, nil, nil
 		}
@@ -272,6 +326,7 @@ func TestReportMissingClusterOperatorLogsOnceAndRecovers(t *testing.T) {
 	logs := &logSink{}
 	ctx := logs.context()
 	f := newFixture() // no ClusterOperator
+	f.observe(t)
 
 	for range 5 {
 		require.NoError(t, f.reporter.Report(ctx, deploying))
@@ -279,21 +334,15 @@ func TestReportMissingClusterOperatorLogsOnceAndRecovers(t *testing.T) {
 	require.Len(t, logs.all(), 1, "one line for the whole absence")
 	assert.Contains(t, logs.all()[0], "ClusterOperator not found")
 	assert.Contains(t, logs.all()[0], `"clusterOperator"="insights"`)
-	assert.Equal(t, 5, f.count("get", ""), "keeps looking on every report")
+	assert.Equal(t, 0, f.count("patch", "status"), "the informer says it is absent: no request")
 
 	_, err := f.client.ConfigV1().ClusterOperators().Create(context.Background(), clusterOperator(othersOf()...), metav1.CreateOptions{})
 	require.NoError(t, err)
+	f.waitCached(t, func(*configv1.ClusterOperator) bool { return true })
 	require.NoError(t, f.reporter.Report(ctx, deploying))
 	assert.Equal(t, "True RollingOut", summary(condition(t, f.get(t), ConditionProgressing)), "reporting starts once it exists")
 	require.Len(t, logs.all(), 2)
 	assert.Contains(t, logs.all()[1], "ClusterOperator found")
-
-	// Gone again: one more line, not one per report.
-	require.NoError(t, f.client.ConfigV1().ClusterOperators().Delete(context.Background(), "insights", metav1.DeleteOptions{}))
-	for range 3 {
-		require.NoError(t, f.reporter.Report(ctx, running))
-	}
-	assert.Len(t, logs.all(), 3)
 }
 
 func TestReportMissingCRD(t *testing.T) {
@@ -301,40 +350,29 @@ func TestReportMissingCRD(t *testing.T) {
 		"no kind match": &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "config.openshift.io", Kind: "ClusterOperator"}},
 		"no resource match": &meta.NoResourceMatchError{PartialResource: schema.GroupVersionResource{
 			Group: "config.openshift.io", Version: "v1", Resource: "clusteroperators"}},
-		// A cluster without the CRD answers the typed client's GET with a plain 404.
-		"not served": apierrors.NewNotFound(schema.GroupResource{Group: "config.openshift.io", Resource: "clusteroperators"}, "insights"),
+		// A cluster without the CRD, or without the object, answers with a plain 404.
+		"not found": apierrors.NewNotFound(schema.GroupResource{Group: "config.openshift.io", Resource: "clusteroperators"}, "insights"),
 	}
 	for name, missingErr := range cases {
 		t.Run(name, func(t *testing.T) {
 			logs := &logSink{}
 			f := newFixture()
-			f.client.PrependReactor("get", "clusteroperators", func(clienttesting.Action) (bool, runtime.Object, error) {
+			f.client.PrependReactor("patch", "clusteroperators", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, missingErr
 			})
 			for range 3 {
 				require.NoError(t, f.reporter.Report(logs.context(), running))
 			}
 			assert.Len(t, logs.all(), 1)
-			assert.Equal(t, 0, f.count("update", "status"))
+			assert.Equal(t, 3, f.count("patch", "status"), "unknown absence: tried on every report")
 		})
 	}
 }
 
-// A real read failure is an error, not a "missing" line.
-func TestReportGetErrorIsReturned(t *testing.T) {
-	logs := &logSink{}
-	f := newFixture(clusterOperator())
-	f.client.PrependReactor("get", "clusteroperators", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewInternalError(errors.New("etcd timeout"))
-	})
-	require.Error(t, f.reporter.Report(logs.context(), running))
-	assert.Empty(t, logs.all())
-}
-
 func TestNewReporterName(t *testing.T) {
 	client := configfake.NewClientset()
-	assert.Equal(t, DefaultClusterOperatorName, NewReporter(client.ConfigV1(), "").name)
-	assert.Equal(t, "custom", NewReporter(client.ConfigV1(), "custom").name)
+	assert.Equal(t, DefaultClusterOperatorName, NewReporter(client.ConfigV1(), "").Name())
+	assert.Equal(t, "custom", NewReporter(client.ConfigV1(), "custom").Name())
 }
 
 func TestReportIsSafeForConcurrentUse(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -43,9 +44,15 @@ func TestFirstDeployRollsOutAndReportsAvailable(t *testing.T) {
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
 	e.waitCondition(status.ConditionProgressing, configv1.ConditionFalse, status.ReasonAsExpected)
 	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
-	if len(e.events("RuntimeExtractorStateChanged")) == 0 {
-		t.Fatal("no RuntimeExtractorStateChanged events")
-	}
+	// One Event for the change made, on the DaemonSet itself.
+	e.eventually("a Created Event on the DaemonSet", func(context.Context) (bool, error) {
+		for _, ev := range e.events(runtimeextractor.ReasonCreated) {
+			if ev.InvolvedObject.Kind == "DaemonSet" && ev.InvolvedObject.UID == ds.UID && strings.Contains(ev.Message, "first deploy") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 	metrics := c.metrics()
 	for _, want := range []string{
 		`runtime_extractor_state{state="Running"} 1`,

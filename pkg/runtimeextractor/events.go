@@ -1,0 +1,150 @@
+package runtimeextractor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+// Reasons of the Kubernetes Events the controller records: one per change it
+// makes to the DaemonSet, saying what and why, and one Warning per distinct
+// failure. They go on the DaemonSet itself, so `kubectl describe daemonset
+// insights-runtime-extractor` shows its history; the delete Event goes on the
+// Namespace, as the DaemonSet is gone.
+const (
+	// ReasonCreated: the DaemonSet was created: first deploy, re-enabled, or
+	// recreated after someone deleted it (Normal).
+	ReasonCreated = "RuntimeExtractorCreated"
+	// ReasonUpdated: the DaemonSet was updated: a drift repaired, the version
+	// moved, or insights-config changed (Normal).
+	ReasonUpdated = "RuntimeExtractorUpdated"
+	// ReasonDeleted: the DaemonSet was deleted as insights-config disables it (Normal).
+	ReasonDeleted = "RuntimeExtractorDeleted"
+	// ReasonApplyFailed: applying the DaemonSet failed; it will be retried (Warning).
+	ReasonApplyFailed = "RuntimeExtractorApplyFailed"
+	// ReasonDeleteFailed: deleting the DaemonSet failed; it will be retried (Warning).
+	ReasonDeleteFailed = "RuntimeExtractorDeleteFailed"
+)
+
+// newEventRecorder returns client-go's asynchronous recorder writing to the
+// API server as component, and the function that stops it. Recording never
+// waits for the API server, so Events stay off the repair path.
+func newEventRecorder(ctx context.Context, client kubernetes.Interface, component string) (record.EventRecorder, func()) {
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), broadcaster.Shutdown
+}
+
+// changeEvents words the controller's Events from what it did and why.
+type changeEvents struct {
+	recorder record.EventRecorder
+	// warned is the last failure recorded; the same failure again is not.
+	warned string
+}
+
+// namespaceRef is the involved object of Events about a DaemonSet that no
+// longer exists. Its namespace is set so the Event is stored there (where the
+// controller may write Events), not in "default".
+var namespaceRef = &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: resources.Namespace, Namespace: resources.Namespace}
+
+// applied records what an apply that wrote did, on the object it wrote.
+func (e *changeEvents) applied(ds *appsv1.DaemonSet, created bool, why string) {
+	e.warned = ""
+	ref := daemonSetRef(ds)
+	if created {
+		e.recorder.Event(ref, corev1.EventTypeNormal, ReasonCreated, "created DaemonSet: "+why)
+		return
+	}
+	e.recorder.Event(ref, corev1.EventTypeNormal, ReasonUpdated, "updated DaemonSet: "+why)
+}
+
+// deleted records an own delete, on the Namespace.
+func (e *changeEvents) deleted() {
+	e.warned = ""
+	e.recorder.Event(namespaceRef, corev1.EventTypeNormal, ReasonDeleted,
+		fmt.Sprintf("deleted DaemonSet %s: runtime extractor disabled by insights-config", resources.DaemonSetName))
+}
+
+// failed records a failure once: the same failure again, until something
+// succeeds, adds nothing.
+func (e *changeEvents) failed(on *appsv1.DaemonSet, reason string, err error) {
+	msg := fmt.Sprintf("%s; retrying with backoff", err)
+	if e.warned == reason+msg {
+		return
+	}
+	e.warned = reason + msg
+	var ref runtime.Object = namespaceRef
+	if on != nil {
+		ref = daemonSetRef(on)
+	}
+	e.recorder.Event(ref, corev1.EventTypeWarning, reason, msg)
+}
+
+// daemonSetRef is ds as an Event's involved object; only its identity is
+// needed, whatever the informer copy lacks (TypeMeta).
+func daemonSetRef(ds *appsv1.DaemonSet) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		Kind: "DaemonSet", APIVersion: "apps/v1",
+		Namespace: ds.Namespace, Name: ds.Name, UID: ds.UID, ResourceVersion: ds.ResourceVersion,
+	}
+}
+
+// applyCause says why an apply that wrote was made, from the transition that
+// named it and what the controller knew then.
+type applyCause struct {
+	transition fsm.Transition
+	// drift lists the kinds of the drift being repaired, if any.
+	drift []string
+	// upgradeFrom is the version before the current upgrade.
+	upgradeFrom, version string
+	// reenabled: this controller deleted the DaemonSet before.
+	reenabled bool
+}
+
+func (c applyCause) String(created bool) string {
+	at := ""
+	if c.version != "" {
+		at = " at version " + c.version
+	}
+	state := c.transition.To
+	switch {
+	case state == fsm.StateDrifted && created:
+		return "recreated after it was deleted by someone else" + at
+	case state == fsm.StateDrifted:
+		return "repaired a change made by someone else (" + strings.Join(c.drift, ", ") + ")"
+	case state == fsm.StateUpgrading && c.upgradeFrom != "" && c.upgradeFrom != c.version:
+		return fmt.Sprintf("version moved from %s to %s", c.upgradeFrom, c.version)
+	case created && c.reenabled:
+		return "runtime extractor re-enabled by insights-config" + at
+	case created:
+		return "first deploy" + at
+	case c.transition.Event != nil && c.transition.Event.Name() == fsm.EventVersionChanged:
+		return "brought in line with version " + c.version
+	default:
+		return "brought back to the desired spec (insights-config, images or TLS profile changed)"
+	}
+}
+
+// driftWords says what a drift kind means to an admin.
+func driftWords(kind DriftKind) string {
+	switch kind {
+	case DriftModified:
+		return "spec changed"
+	case DriftMetadata:
+		return "owned label or annotation changed"
+	case DriftDeleted:
+		return "deleted"
+	}
+	return string(kind)
+}

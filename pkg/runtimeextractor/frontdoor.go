@@ -1,0 +1,121 @@
+package runtimeextractor
+
+import (
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Coalescing of level signals (config and version notifications). The first
+// signal after a quiet spell is acted on at once; signals that arrive within
+// levelQuiet of the last action, or of each other, merge into one re-assert of
+// the latest level once they stop, and a storm that never stops is still
+// re-asserted every levelMaxDelay. 200 config toggles thus cost a handful of
+// writes instead of 200, and the end state follows the last toggle within
+// levelQuiet plus one action.
+const (
+	levelQuiet    = 200 * time.Millisecond
+	levelMaxDelay = time.Second
+)
+
+// signalKind says which level a signal may have moved.
+type signalKind int
+
+const (
+	signalConfig  signalKind = 1 << iota // insights-config (or the host's config)
+	signalVersion                        // the cluster version (updateCh, ClusterVersion)
+)
+
+// frontDoor decides when level signals are acted on. It is owned by the
+// control loop's goroutine.
+type frontDoor struct {
+	clock clock.Clock
+
+	lastAct      time.Time   // when the last level action ended
+	pending      signalKind  // signals held for the trailing edge
+	held         atomic.Bool // pending != 0, for readers on other goroutines
+	pendingSince time.Time   // the first held signal
+	lastSignal   time.Time   // the latest held signal
+	timer        clock.Timer
+}
+
+func newFrontDoor(c clock.Clock) *frontDoor { return &frontDoor{clock: c} }
+
+// admit reports whether a signal of kind k is acted on now (leading edge);
+// otherwise it is held, and C fires when its trailing edge may be due.
+func (d *frontDoor) admit(k signalKind) bool {
+	now := d.clock.Now()
+	if d.pending == 0 && now.Sub(d.lastAct) >= levelQuiet {
+		return true
+	}
+	if d.pending == 0 {
+		d.pendingSince = now
+		d.arm(levelQuiet)
+	}
+	d.pending |= k
+	d.held.Store(true)
+	d.lastSignal = now
+	return false
+}
+
+// due is when the held signals are acted on: once they have been quiet for
+// levelQuiet, and no later than levelMaxDelay after the first.
+func (d *frontDoor) due() time.Time {
+	at := d.lastSignal.Add(levelQuiet)
+	if capAt := d.pendingSince.Add(levelMaxDelay); capAt.Before(at) {
+		return capAt
+	}
+	return at
+}
+
+// take, called when C fires, returns the held signals and forgets them if
+// they are due; otherwise it waits for the rest and returns 0.
+func (d *frontDoor) take() signalKind {
+	if d.pending == 0 {
+		return 0
+	}
+	if wait := d.due().Sub(d.clock.Now()); wait > 0 {
+		d.arm(wait)
+		return 0
+	}
+	k := d.pending
+	d.pending = 0
+	d.held.Store(false)
+	d.stop()
+	return k
+}
+
+// holding reports whether signals are held (safe from any goroutine).
+func (d *frontDoor) holding() bool { return d.held.Load() }
+
+// reset forgets held signals (Run ends).
+func (d *frontDoor) reset() {
+	d.pending = 0
+	d.held.Store(false)
+	d.stop()
+}
+
+// acted records the end of a level action; signals within levelQuiet of it
+// are held.
+func (d *frontDoor) acted() { d.lastAct = d.clock.Now() }
+
+// C fires when held signals are due; nil while none are held.
+func (d *frontDoor) C() <-chan time.Time {
+	if d.pending == 0 || d.timer == nil {
+		return nil
+	}
+	return d.timer.C()
+}
+
+func (d *frontDoor) arm(after time.Duration) {
+	d.stop()
+	d.timer = d.clock.NewTimer(max(after, 0))
+}
+
+func (d *frontDoor) stop() {
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+}

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+// API economy on the real cluster, counted in kube-apiserver's audit log (the
+// controller runs as the shipped ServiceAccount, so its requests are told
+// apart from the test's). Each repair costs one DaemonSet write, at most one
+// status write and at most one Event, and no read: the DaemonSet comes from
+// the informer, the ClusterOperator from a watch of it.
+
+// requestCost sorts user's requests in [from, to) by resource.
+type requestCost struct {
+	daemonSetWrites, statusWrites, eventWrites, otherWrites int
+	gets                                                    int
+	writes                                                  []string
+}
+
+func (l *requestLog) cost(user string, from, to time.Time) requestCost {
+	var c requestCost
+	c.writes = l.writes(user, from, to)
+	for _, w := range c.writes {
+		switch res := strings.Fields(w)[1]; {
+		case strings.HasPrefix(res, "daemonsets/"):
+			c.daemonSetWrites++
+		case strings.HasPrefix(res, "clusteroperators/status/"):
+			c.statusWrites++
+		case strings.HasPrefix(res, "events/"):
+			c.eventWrites++
+		default:
+			c.otherWrites++
+		}
+	}
+	for _, ev := range l.read {
+		if ev.User == user && ev.Verb == "get" && !notCounted[ev.Resource] && !ev.Received.Before(from) && ev.Received.Before(to) {
+			c.gets++
+		}
+	}
+	return c
+}
+
+// statusQuiet is how long a status write may follow the change it reports:
+// a rollout in progress waits up to StatusMaxDelay, then a settled status
+// StatusSettle more. Windows that count status writes extend this far.
+const statusQuiet = runtimeextractor.StatusMaxDelay + runtimeextractor.StatusSettle + time.Second
+
+func TestRequestCostsAtProductionDefaults(t *testing.T) {
+	e := newEnv(t)
+	e.installRBAC()
+	ctx := context.Background()
+	kubeconfig := filepath.Join(t.TempDir(), "controller.kubeconfig")
+	if _, err := cluster.ServiceAccountKubeconfig(ctx, ns, controllerAccount, kubeconfig, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	user := testcluster.ServiceAccountUser(ns, controllerAccount)
+	requests := e.requestLog()
+
+	// First deploy: one create.
+	from := time.Now()
+	c := e.startController(controllerOpts{kubeconfig: kubeconfig})
+	e.waitRolledOut()
+	e.waitState(c, "Running")
+	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
+	time.Sleep(statusQuiet) // the window: any late status write lands in it
+	requests.flush()
+	first := requests.cost(user, from, time.Now())
+	t.Logf("first deploy: %s", joinOrNone(first.writes))
+	if first.daemonSetWrites != 1 || !containsPrefix(first.writes, "create daemonsets/") {
+		t.Errorf("first deploy wrote the DaemonSet %d times (%s), want one create", first.daemonSetWrites, joinOrNone(first.writes))
+	}
+
+	repairs := []struct {
+		name  string
+		drift func() func(*appsv1.DaemonSet) bool // returns "repaired"
+	}{
+		{"delete", func() func(*appsv1.DaemonSet) bool {
+			old := e.daemonSet()
+			if err := e.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID }
+		}},
+		{"image", func() func(*appsv1.DaemonSet) bool {
+			var want string
+			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				ds := e.daemonSet().DeepCopy()
+				want = ds.Spec.Template.Spec.Containers[0].Image
+				ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
+				_, err := e.kube.AppsV1().DaemonSets(ns).Update(ctx, ds, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.Spec.Template.Spec.Containers[0].Image == want }
+		}},
+	}
+	for _, r := range repairs {
+		from := time.Now()
+		repaired := r.drift()
+		e.waitDaemonSet(r.name+" repaired", repaired)
+		e.waitRolledOut()
+		e.waitState(c, "Running")
+		time.Sleep(statusQuiet)
+		requests.flush()
+		got := requests.cost(user, from, time.Now())
+		t.Logf("%s repair: %d gets, writes: %s", r.name, got.gets, joinOrNone(got.writes))
+		if got.daemonSetWrites != 1 || got.statusWrites > 1 || got.eventWrites > 1 || got.otherWrites > 0 || got.gets > 0 {
+			t.Errorf("%s repair cost %d DaemonSet, %d status, %d Event, %d other writes and %d reads; want 1, ≤1, ≤1, 0 and 0",
+				r.name, got.daemonSetWrites, got.statusWrites, got.eventWrites, got.otherWrites, got.gets)
+		}
+	}
+
+	// 200 config toggles as fast as the API takes them, ending enabled.
+	from = time.Now()
+	for i := range 200 {
+		if i%2 == 0 {
+			e.setConfig("dataReporting:\n  disableRuntimeExtractor: true\n")
+		} else {
+			e.setConfig("dataReporting:\n  disableRuntimeExtractor: false\n")
+		}
+	}
+	last := time.Now()
+	ds := e.waitDaemonSet("the DaemonSet after the toggles", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	e.waitRolledOut()
+	e.waitState(c, "Running")
+	requests.flush()
+	toggles := requests.cost(user, from, time.Now())
+	t.Logf("200 toggles in %s: %d DaemonSet writes; present again %s after the last (uid %s)",
+		last.Sub(from).Round(time.Millisecond), toggles.daemonSetWrites, time.Since(last).Round(time.Millisecond), ds.UID)
+	if toggles.daemonSetWrites > 10 {
+		t.Errorf("200 toggles cost %d DaemonSet writes, want at most 10: %s", toggles.daemonSetWrites, joinOrNone(toggles.writes))
+	}
+}
+
+func containsPrefix(list []string, prefix string) bool {
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}
