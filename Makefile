@@ -61,8 +61,10 @@ run: tools build
 	  --namespace openshift-insights --listen $(LISTEN) \
 	  --leader-elect-lease-duration 15s --leader-elect-renew-deadline 10s --leader-elect-retry-period 2s
 
+# Compares with bench/reference/latest.json; BENCH_ARGS=-write-reference makes
+# this run the new reference (commit it with the change that moved a figure).
 bench: tools build
-	$(GO) run ./hack/bench
+	$(GO) run ./hack/bench -binary $(BIN) $(BENCH_ARGS)
 
 # Not part of `make test`: the kill-at-random-point cycle of
 # TestRandomKillsConverge, 200 times (SOAK_CYCLES=<n> to change) at the default

@@ -175,6 +175,8 @@ func TestRBACAllowsWhatTheControllerDoes(t *testing.T) {
 		{ns, "create", "", "events", ""},
 		{ns, "patch", "", "events", "some-event"},
 		{ns, "update", "", "events", "some-event"},
+		{ns, "list", "", "events", ""}, // a stuck rollout's warnings
+		{ns, "list", "", "pods", ""},   // a stuck rollout's pods
 		// Leader election.
 		{ns, "get", "coordination.k8s.io", "leases", leaseName},
 		{ns, "create", "coordination.k8s.io", "leases", ""},
@@ -214,7 +216,8 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		{ns, "get", "", "configmaps", "another-config"},
 		{ns, "update", "", "configmaps", config.ConfigMapName},
 		{ns, "get", "", "secrets", resources.TLSSecretName},
-		{ns, "list", "", "pods", ""},
+		{ns, "watch", "", "pods", ""},
+		{"kube-system", "list", "", "pods", ""},
 		{ns, "update", "coordination.k8s.io", "leases", "another-lock"},
 		{ns, "delete", "coordination.k8s.io", "leases", leaseName},
 		{"", "patch", "config.openshift.io", "clusteroperators/status", "another-operator"},

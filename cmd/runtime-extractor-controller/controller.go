@@ -38,6 +38,7 @@ const componentName = "runtime-extractor-controller"
 
 type controllerOptions struct {
 	resync          time.Duration
+	rolloutDeadline time.Duration
 	clusterOperator string
 	// metrics are registered before controllercmd starts (see newControllerCommand)
 	// and handed to the controller once this replica leads.
@@ -92,6 +93,7 @@ func newControllerCommand(ctx context.Context, reg prometheus.Registerer) *cobra
 		}
 	}
 	flags.DurationVar(&opts.resync, "resync", runtimeextractor.DefaultResync, "period of the level re-assert")
+	flags.DurationVar(&opts.rolloutDeadline, "rollout-deadline", runtimeextractor.DefaultRolloutDeadline, "how long a rollout may make no progress before RuntimeExtractorDegraded turns True (RolloutStuck)")
 	flags.StringVar(&opts.clusterOperator, "cluster-operator", status.DefaultClusterOperatorName, "ClusterOperator that receives the RuntimeExtractor* conditions (empty: none)")
 	flags.DurationVar(&cc.LeaseDuration.Duration, "leader-elect-lease-duration", cc.LeaseDuration.Duration, "leader election lease duration")
 	flags.DurationVar(&cc.RenewDeadline.Duration, "leader-elect-renew-deadline", cc.RenewDeadline.Duration, "leader election renew deadline")
@@ -147,6 +149,7 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 
 	controllerOpts := []runtimeextractor.Option{
 		runtimeextractor.WithResync(opts.resync),
+		runtimeextractor.WithRolloutDeadline(opts.rolloutDeadline),
 		runtimeextractor.WithVersionSource(versionSource),
 		runtimeextractor.WithMetrics(opts.metrics),
 	}

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,9 +19,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/insights-runtime-extractor/controller/manifests"
@@ -64,7 +62,9 @@ type bench struct {
 
 	ds   *dsWatcher
 	ctrl *controllerProcess
-	res  *results
+	// floorKube is the ideal watcher's client (floor.go).
+	floorKube kubernetes.Interface
+	res       *results
 	// leaseWindow is the quiet window over which lease traffic is reported.
 	leaseWindow [2]time.Time
 }
@@ -94,7 +94,11 @@ func setUp(ctx context.Context, o options, root, work string) (*bench, error) {
 	}
 	b.res.Cluster = fmt.Sprintf("%d kwok nodes, started in %s", len(b.cluster.Nodes), b.cluster.StartupDuration.Round(100*time.Millisecond))
 	b.kube = b.cluster.Client()
-	if b.config, err = configclient.NewForConfig(b.cluster.RESTConfig); err != nil {
+	// The ClusterVersion client knows fields the local CRD lacks; the API
+	// server's warning about them on every update is noise here.
+	configCfg := rest.CopyConfig(b.cluster.RESTConfig)
+	configCfg.WarningHandler = rest.NoWarnings{}
+	if b.config, err = configclient.NewForConfig(configCfg); err != nil {
 		b.tearDown()
 		return nil, fmt.Errorf("config client: %w", err)
 	}
@@ -110,6 +114,10 @@ func setUp(ctx context.Context, o options, root, work string) (*bench, error) {
 		return nil, err
 	}
 	b.user = testcluster.ServiceAccountUser(ns, controllerAccount)
+	if b.floorKube, err = floorClient(b.kubeconfig); err != nil {
+		b.tearDown()
+		return nil, err
+	}
 	if b.ds, err = watchDaemonSet(ctx, b.kube); err != nil {
 		b.tearDown()
 		return nil, err
@@ -154,7 +162,6 @@ func (b *bench) installRBAC(ctx context.Context) error {
 // controllerProcess is one run of the binary.
 type controllerProcess struct {
 	*testcluster.ControllerProcess
-	http *http.Client
 }
 
 // makeRunLease is make run's lease timings.
@@ -170,121 +177,28 @@ func (b *bench) startController(resync time.Duration, label string) (*controller
 // for everything else.
 func (b *bench) startControllerWith(label, kubeconfig string, args []string) (*controllerProcess, error) {
 	p, err := testcluster.StartController(testcluster.ControllerOptions{
-		Binary:     b.binary,
-		Kubeconfig: kubeconfig,
-		LogPath:    filepath.Join(b.work, "controller-"+label+".log"),
-		Args:       args,
-		Env:        []string{"RELEASE_VERSION=0.0.0-local"},
+		Binary:      b.binary,
+		Kubeconfig:  kubeconfig,
+		LogPath:     filepath.Join(b.work, "controller-"+label+".log"),
+		Args:        args,
+		MetricsAuth: b.cluster.RESTConfig,
 	})
 	if err != nil {
 		return nil, err
 	}
-	c := &controllerProcess{ControllerProcess: p}
-	if c.http, err = testcluster.MetricsClient(b.cluster.RESTConfig); err != nil {
-		c.stop()
-		return nil, err
-	}
-	return c, nil
+	return &controllerProcess{ControllerProcess: p}, nil
 }
 
 // stop sends SIGTERM to exactly this process; SIGKILL after a grace period.
-func (c *controllerProcess) stop() { c.Stop(20 * time.Second) }
-
-func (c *controllerProcess) running() bool {
-	select {
-	case <-c.Done():
-		return false
-	default:
-		return true
+func (c *controllerProcess) stop() {
+	if c.Stop() {
+		logf("controller %d ignored SIGTERM; killed it", c.PID())
 	}
-}
-
-// metrics scrapes /metrics once.
-func (c *controllerProcess) metrics(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+c.Listen+"/metrics", nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return string(body), nil
 }
 
 // scrape retries until /metrics answers (it does once the process serves).
-func (c *controllerProcess) scrape(ctx context.Context) (string, error) {
-	var body string
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if !c.running() {
-			return false, errors.New("the controller exited")
-		}
-		body, last = c.metrics(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("scrape /metrics: %w (last error: %v)", err, last)
-	}
-	return body, nil
-}
-
-// metricSum adds up the samples of metric family name whose labels contain
-// every one of labels.
-func metricSum(body, name string, labels ...string) float64 {
-	var sum float64
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		rest := line[len(name):]
-		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(rest, l)
-		}
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(fields) > 0 {
-			if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-				sum += v
-			}
-		}
-	}
-	return sum
-}
-
-// rssBytes reads the process's resident set size from /proc.
-func (c *controllerProcess) rssBytes() (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", c.PID()))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			fields := strings.Fields(rest) // "12345 kB"
-			kb, err := strconv.ParseInt(fields[0], 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("parse VmRSS %q: %w", rest, err)
-			}
-			return kb * 1024, nil
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc status")
+func (c *controllerProcess) scrape(ctx context.Context) (*testcluster.Metrics, error) {
+	return c.WaitScrape(ctx, 30*time.Second)
 }
 
 func (b *bench) dumpControllerLog() {
@@ -304,13 +218,12 @@ func (b *bench) dumpControllerLog() {
 
 // waitState waits until the controller's /metrics shows the state.
 func (b *bench) waitState(ctx context.Context, state string) error {
-	want := fmt.Sprintf(`runtime_extractor_state{state=%q} 1`, state)
 	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		if !b.ctrl.running() {
+		if !b.ctrl.Running() {
 			return false, errors.New("the controller exited")
 		}
-		body, err := b.ctrl.metrics(ctx)
-		return err == nil && strings.Contains(body, want), nil
+		s, err := b.ctrl.State(ctx)
+		return err == nil && s == state, nil
 	})
 }
 
@@ -342,6 +255,17 @@ type dsWatcher struct {
 	cur    *appsv1.DaemonSet
 	seen   chan struct{} // closed and replaced on every change
 	done   chan struct{}
+	// history is every change since the last resetHistory, in order.
+	history []observation
+}
+
+// observation is one change of the DaemonSet as the watch delivered it.
+type observation struct {
+	at         time.Time
+	present    bool // false: deleted
+	deleting   bool // a deletionTimestamp is set
+	uid        types.UID
+	generation int64
 }
 
 type dsListWatch struct{ kube kubernetes.Interface }
@@ -387,6 +311,10 @@ func watchDaemonSet(ctx context.Context, kube kubernetes.Interface) (*dsWatcher,
 				} else {
 					w.cur = ds
 				}
+				w.history = append(w.history, observation{
+					at: time.Now(), present: ev.Type != watch.Deleted, deleting: ds.DeletionTimestamp != nil,
+					uid: ds.UID, generation: ds.Generation,
+				})
 				close(w.seen)
 				w.seen = make(chan struct{})
 				w.mu.Unlock()
@@ -407,6 +335,41 @@ func (w *dsWatcher) current() (*appsv1.DaemonSet, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.cur, w.seen
+}
+
+// resetHistory forgets the changes seen so far.
+func (w *dsWatcher) resetHistory() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.history = nil
+}
+
+// settledSince returns when the DaemonSet last became what it is now: the
+// first of the trailing changes that all show the current object (same UID
+// and generation, present, not being deleted; status updates do not count),
+// or, when there is none, its deletion. ok is false when no change was
+// recorded since resetHistory, or the DaemonSet is being deleted.
+func (w *dsWatcher) settledSince() (at time.Time, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.history) == 0 {
+		return time.Time{}, false
+	}
+	if w.cur == nil { // gone: since the deletion, the last change
+		last := w.history[len(w.history)-1]
+		return last.at, !last.present
+	}
+	if w.cur.DeletionTimestamp != nil {
+		return time.Time{}, false
+	}
+	for i := len(w.history) - 1; i >= 0; i-- {
+		o := w.history[i]
+		if !o.present || o.deleting || o.uid != w.cur.UID || o.generation != w.cur.Generation {
+			break
+		}
+		at = o.at
+	}
+	return at, !at.IsZero()
 }
 
 // waitFor returns when the watch shows a DaemonSet (nil: none) for which cond
@@ -445,7 +408,9 @@ func (b *bench) flushAudit(ctx context.Context) error {
 		}
 		found := false
 		for _, e := range events {
-			if e.User == b.user {
+			// The floor's watcher runs as the controller's user; it is not
+			// the controller.
+			if e.User == b.user && !strings.HasPrefix(e.UserAgent, floorUserAgent) {
 				b.requests = append(b.requests, e)
 			}
 			found = found || (e.Name == marker && e.Resource == "configmaps")

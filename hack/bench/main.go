@@ -1,10 +1,34 @@
 // Command bench measures the controller on the local real cluster: reaction
-// latencies, API requests per action (from kube-apiserver's audit log), event
-// storms, memory with and without unrelated objects, and the state machine's
+// latencies, API requests per action (from kube-apiserver's audit log, split
+// by resource: DaemonSet, ClusterOperator, Event, other; lease requests apart),
+// event storms, config bursts, a long rollout, memory and the state machine's
 // Fire. It starts one cluster and the real binary, prints one table and writes
-// the same figures as JSON to bench/results/<timestamp>.json, so runs can be
-// compared. It measures; it asserts nothing about speed. `make bench` runs it;
-// -only runs some of the steps, e.g. `go run ./hack/bench -only "outage recovery"`.
+// the same figures as JSON to bench/results/<timestamp>.json. It measures; it
+// asserts nothing about speed. `make bench` runs it; -only runs some of the
+// steps, e.g. `go run ./hack/bench -only "outage recovery"`.
+//
+// The floor. Latencies are also printed as ratios to a floor measured in the
+// same run: an ideal watcher built into the bench (one client-go watch on the
+// DaemonSet that recreates it the moment it sees the deletion, nothing else).
+// The "drift: DaemonSet deleted" step alternates blocks of the controller and
+// of the floor (stop the controller, measure the floor, start it again), so a
+// cluster that speeds up or slows down during the run weighs on both alike;
+// -trials samples of each over -blocks blocks.
+//
+// The reference. Each run is compared with bench/reference/latest.json (a
+// whole run, with the machine it ran on; -write-reference replaces it). Every
+// figure is printed beside the reference's, and regressions are flagged:
+//   - request counts exactly: any mean per trial above the reference's
+//     (means rounded to hundredths, as saved), resource by resource;
+//   - latencies as p50 ratios to the floor, when the ratio exceeds the
+//     reference's by more than 15% (ratioTolerance). The median of 50
+//     samples whose p95 is about twice the p50 has a standard error near 5%,
+//     a ratio of two such medians near 7%: 15% is about two of those. Rows
+//     with fewer than 20 samples are shown, not judged; raw milliseconds are
+//     never judged, as they move with the machine.
+//
+// Update the reference in the same commit as a change that moves a figure on
+// purpose.
 package main
 
 import (
@@ -25,30 +49,40 @@ import (
 )
 
 type options struct {
-	nodes      int
-	trials     int // drift trials per kind
-	toggles    int // config toggle trials per direction, and version changes
-	noops      int
-	storm      int
-	burst      int
-	clutter    int
-	resyncWait time.Duration
-	outages    int
-	outage     time.Duration
-	only       string
-	binary     string
-	outDir     string
-	keep       bool
+	nodes           int
+	trials          int // DaemonSet-deleted samples of the controller, and of the floor
+	blocks          int // over how many interleaved blocks
+	imageTrials     int
+	toggles         int // config toggle trials per direction, and version changes
+	noops           int
+	storm           int
+	burst           int
+	rolloutNodes    int
+	rolloutInterval time.Duration
+	clutter         int
+	resyncWait      time.Duration
+	outages         int
+	outage          time.Duration
+	only            string
+	binary          string
+	outDir          string
+	reference       string
+	writeReference  bool
+	keep            bool
 }
 
 func main() {
 	var o options
 	flag.IntVar(&o.nodes, "nodes", testcluster.DefaultNodes, "kwok nodes in the local cluster")
-	flag.IntVar(&o.trials, "trials", 30, "drift-restore trials per kind (DaemonSet deleted, image changed)")
+	flag.IntVar(&o.trials, "trials", 50, "DaemonSet-deleted samples of the controller, and as many of the floor")
+	flag.IntVar(&o.blocks, "blocks", 5, "interleaved blocks (controller, then floor) the DaemonSet-deleted samples are taken in")
+	flag.IntVar(&o.imageTrials, "image-trials", 20, "image-changed drift trials")
 	flag.IntVar(&o.toggles, "toggles", 10, "config toggle trials per direction, and version changes")
 	flag.IntVar(&o.noops, "noops", 10, "no-op applies (config changes that leave the DaemonSet as it is)")
 	flag.IntVar(&o.storm, "storm", 5000, "status-only updates of the DaemonSet in the event storm")
-	flag.IntVar(&o.burst, "burst", 500, "ConfigMap toggles in the config burst")
+	flag.IntVar(&o.burst, "burst", 200, "ConfigMap toggles in the config burst (an even number ends enabled)")
+	flag.IntVar(&o.rolloutNodes, "rollout-nodes", 10, "nodes that join one at a time in the long rollout")
+	flag.DurationVar(&o.rolloutInterval, "rollout-interval", 2*time.Second, "time between two nodes joining in the long rollout")
 	flag.IntVar(&o.clutter, "clutter", 1000, "unrelated DaemonSets, and ConfigMaps, created in openshift-insights")
 	flag.DurationVar(&o.resyncWait, "resync-window", 20*time.Second, "quiet window over which resyncs (every 2s) are counted")
 	flag.IntVar(&o.outages, "outages", 5, "API server outages after which the first correction is timed")
@@ -56,6 +90,8 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "run only these steps, comma-separated (e.g. \"outage recovery\"); steps that need the controller of \"first apply\" run it first")
 	flag.StringVar(&o.binary, "binary", "", "controller binary (default: build ./cmd/runtime-extractor-controller)")
 	flag.StringVar(&o.outDir, "out", "", "results directory (default: bench/results in the module)")
+	flag.StringVar(&o.reference, "reference", "", "the run to compare with (default: bench/reference/latest.json in the module)")
+	flag.BoolVar(&o.writeReference, "write-reference", false, "also write this run as the reference")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (cluster and controller logs)")
 	flag.Parse()
 
@@ -75,6 +111,13 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.outDir == "" {
 		o.outDir = filepath.Join(root, "bench", "results")
+	}
+	if o.reference == "" {
+		o.reference = filepath.Join(root, "bench", "reference", "latest.json")
+	}
+	ref, err := loadReference(o.reference)
+	if err != nil {
+		return err
 	}
 	work, err := os.MkdirTemp("", "rec-bench-")
 	if err != nil {
@@ -109,13 +152,31 @@ func run(ctx context.Context, o options) error {
 		logf("%s done in %s", s.name, time.Since(start).Round(100*time.Millisecond))
 	}
 	b.res.Duration = time.Since(began).Round(time.Second).String()
-	b.res.print(os.Stdout)
+	b.res.finish()
+	if ref != nil {
+		b.res.Reference = relativeTo(root, o.reference)
+		b.res.compare(ref)
+	}
+	b.res.print(os.Stdout, ref)
 	path, err := b.res.save(o.outDir)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("\nresults written to %s (bench took %s)\n", path, b.res.Duration)
+	if o.writeReference {
+		if err := b.res.saveAs(o.reference); err != nil {
+			return err
+		}
+		fmt.Printf("reference written to %s\n", o.reference)
+	}
 	return nil
+}
+
+func relativeTo(root, path string) string {
+	if rel, err := filepath.Rel(root, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
 }
 
 // step is one measurement. needsController: it uses the controller that
@@ -138,6 +199,7 @@ func selectSteps(b *bench, only string) ([]step, error) {
 		{"version changes", b.versionChanges, true},
 		{"event storm", b.eventStorm, true},
 		{"config burst", b.configBurst, true},
+		{"long rollout", b.longRollout, true},
 		{"memory", b.memory, true},
 		{"restart and resync", b.restartAndResync, true},
 		{"leader election", b.leaderElection, true},

@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,9 +34,15 @@ const (
 	// the DaemonSet shows: it names the default priority class.
 	noopConfig = "dataReporting:\n  disableRuntimeExtractor: false\n  runtimeExtractor:\n    priorityClassName: " + resources.PriorityClassName + "\n"
 
-	// settle is how long after convergence a measurement window stays open,
-	// so that the writes that follow an action (conditions, Events) count.
+	// settle is how long after convergence a trial's window stays open, so
+	// that the writes that follow an action (conditions, Events) count; a
+	// later write falls in the next trial's window, which the mean per trial
+	// does not mind.
 	settle = time.Second
+	// tail keeps the last window of a series open longer than the status
+	// settle window the controller may wait before publishing (about 2 s),
+	// so that no trailing write is lost at the end of a series.
+	tail = 4 * time.Second
 	// defaultResync is the first controller's resync: long enough to never
 	// fire during the measurements.
 	defaultResync = 10 * time.Minute
@@ -42,35 +50,66 @@ const (
 	fastResync = 2 * time.Second
 )
 
-// windows collects the measurement windows of one kind of trial; window i
-// runs from its start to the next one's, the last one to end.
+// Row keys: stable names under which a figure is compared with the reference.
+const (
+	keyFirstApply    = "first-apply"
+	keyNoop          = "noop-apply"
+	keyDriftDelete   = "drift-delete"
+	keyFloor         = "drift-delete-floor"
+	keyDriftImage    = "drift-image"
+	keyConfigDisable = "config-disable"
+	keyConfigEnable  = "config-enable"
+	keyVersion       = "version-change"
+	keyClutter       = "clutter"
+	keyRestart       = "restart-adopt"
+	keyResync        = "resync"
+	keyOutage        = "outage-recovery"
+)
+
+// repairTarget is issue 13's bound on the requests of one repair.
+const repairTarget = "1 DaemonSet write + ≤ 1 status write + ≤ 1 Event, 0 reads"
+
+// windows collects the measurement windows of one kind of trial: a trial's
+// window runs from its start to the next trial's start, or to finish for the
+// last trial of a series (trials may come in several series, the drift
+// blocks, with gaps between them that count for nothing).
 type windows struct {
-	starts []time.Time
-	end    time.Time
+	spans [][2]time.Time
 }
 
+// begin starts a trial's window now.
 func (w *windows) begin() time.Time {
 	t := time.Now()
-	w.starts = append(w.starts, t)
+	w.beginAt(t)
 	return t
 }
 
-func (w *windows) finish() { w.end = time.Now() }
+// beginAt starts a trial's window at t, closing the previous open one.
+func (w *windows) beginAt(t time.Time) {
+	w.closeAt(t)
+	w.spans = append(w.spans, [2]time.Time{t, {}})
+}
+
+// finish closes the open window now.
+func (w *windows) finish() { w.closeAt(time.Now()) }
+
+func (w *windows) closeAt(t time.Time) {
+	if n := len(w.spans); n > 0 && w.spans[n-1][1].IsZero() {
+		w.spans[n-1][1] = t
+	}
+}
 
 // count reads the audit log up to now and adds a row of requests per trial.
-func (b *bench) count(ctx context.Context, action string, w windows, expectZeroWrites bool) error {
+func (b *bench) count(ctx context.Context, key, action, target string, w *windows, expectZeroWrites bool) error {
+	w.finish()
 	if err := b.flushAudit(ctx); err != nil {
 		return err
 	}
 	var per [][]testcluster.AuditEvent
-	for i, start := range w.starts {
-		end := w.end
-		if i+1 < len(w.starts) {
-			end = w.starts[i+1]
-		}
-		per = append(per, b.requestsBetween(start, end))
+	for _, span := range w.spans {
+		per = append(per, b.requestsBetween(span[0], span[1]))
 	}
-	b.res.addRequests(action, per, expectZeroWrites)
+	b.res.addRequests(key, action, target, per, expectZeroWrites)
 	return nil
 }
 
@@ -105,14 +144,32 @@ func (b *bench) firstApply(ctx context.Context) error {
 	if err := b.waitSteady(ctx, true); err != nil {
 		return err
 	}
-	b.res.FirstApply = firstApply{
-		CreatedMs:   ms(created.Sub(start)),
-		RunningMs:   ms(time.Since(start)),
-		Description: "process start -> DaemonSet created / rolled out and Running",
+	time.Sleep(tail)
+	if err := b.count(ctx, keyFirstApply, "first apply (process start, create, rollout)", "1 DaemonSet create", &w, false); err != nil {
+		return err
 	}
-	time.Sleep(settle)
-	w.finish()
-	return b.count(ctx, "first apply (process start, create, rollout)", w, false)
+	creates := 0
+	for _, e := range b.requestsBetween(w.spans[0][0], w.spans[0][1]) {
+		if e.Resource == "daemonsets" && e.Subresource == "" && e.Verb == "create" {
+			creates++ // refused ones (AlreadyExists) too: each is a request
+		}
+	}
+	b.res.FirstApply = firstApply{
+		CreatedMs:        ms(created.Sub(start)),
+		RunningMs:        ms(time.Since(start)),
+		Description:      "process start -> DaemonSet created / rolled out and Running",
+		DaemonSetCreates: creates,
+	}
+	return nil
+}
+
+// applies is the controller's Apply actions so far.
+func (b *bench) applies(ctx context.Context) (float64, error) {
+	m, err := b.ctrl.scrape(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return m.Sum(testcluster.MetricActions, "action", "Apply"), nil
 }
 
 // noopApplies changes the config in a way the DaemonSet does not show; each
@@ -121,11 +178,10 @@ func (b *bench) noopApplies(ctx context.Context) error {
 	var w windows
 	before, _ := b.ds.current()
 	for i := range b.o.noops {
-		body, err := b.ctrl.scrape(ctx)
+		applies, err := b.applies(ctx)
 		if err != nil {
 			return err
 		}
-		applies := metricSum(body, "runtime_extractor_actions_total", `action="Apply"`)
 		cfg := noopConfig
 		if i%2 == 1 {
 			cfg = enabledConfig
@@ -135,53 +191,123 @@ func (b *bench) noopApplies(ctx context.Context) error {
 			return err
 		}
 		err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-			body, err := b.ctrl.metrics(ctx)
-			return err == nil && metricSum(body, "runtime_extractor_actions_total", `action="Apply"`) > applies, nil
+			m, err := b.ctrl.Scrape(ctx)
+			return err == nil && m.Sum(testcluster.MetricActions, "action", "Apply") > applies, nil
 		})
 		if err != nil {
 			return fmt.Errorf("the controller did not apply after a config change: %w", err)
 		}
 		time.Sleep(settle)
 	}
-	w.finish()
+	time.Sleep(tail - settle)
 	after, _ := b.ds.current()
 	if after == nil || before == nil || after.UID != before.UID || after.Generation != before.Generation {
 		b.res.note("no-op applies changed the DaemonSet (generation or UID moved): a bug")
 	}
-	return b.count(ctx, "no-op apply (config change, same DaemonSet)", w, true)
+	return b.count(ctx, keyNoop, "no-op apply (config change, same DaemonSet)", "0 requests", &w, true)
 }
 
+// driftDeleted deletes the DaemonSet and times its return, in blocks that
+// alternate between the controller and the floor: the ideal watcher, run in
+// the controller's place (stopped for the block), which recreates the
+// DaemonSet as fast as a client can. Interleaving makes a cluster that speeds
+// up or slows down during the run weigh on both alike. Every sample starts
+// from the same state: the DaemonSet rolled out on every node.
 func (b *bench) driftDeleted(ctx context.Context) error {
+	blocks := max(1, b.o.blocks)
+	perBlock := (b.o.trials + blocks - 1) / blocks
 	var w windows
-	var samples []time.Duration
-	for range b.o.trials {
-		old, _ := b.ds.current()
-		if old == nil {
-			return errors.New("no DaemonSet to delete")
+	var product, floor []time.Duration
+	for blk := range blocks {
+		for range perBlock {
+			took, err := b.deleteAndTime(ctx, &w)
+			if err != nil {
+				return err
+			}
+			product = append(product, took)
+			if err := b.waitSteady(ctx, true); err != nil {
+				return err
+			}
+			time.Sleep(settle)
 		}
-		start := w.begin()
-		if err := b.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			return fmt.Errorf("delete the DaemonSet: %w", err)
+		time.Sleep(tail - settle)
+		w.finish()
+
+		if err := b.floorBlock(ctx, perBlock, &floor); err != nil {
+			return fmt.Errorf("floor block %d: %w", blk+1, err)
 		}
-		restored, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
-		if err != nil {
-			return fmt.Errorf("wait for the DaemonSet to be restored: %w", err)
+		var err error
+		if b.ctrl, err = b.startController(defaultResync, fmt.Sprintf("a%d", blk+1)); err != nil {
+			return err
 		}
-		samples = append(samples, restored.Sub(start))
 		if err := b.waitSteady(ctx, true); err != nil {
 			return err
 		}
+		logf("drift block %d/%d: %d samples each, controller p50 so far %s, floor %s", blk+1, blocks, perBlock,
+			p50(product).Round(100*time.Microsecond), p50(floor).Round(100*time.Microsecond))
 	}
-	time.Sleep(settle)
-	w.finish()
-	b.res.addLatency("drift restore: DaemonSet deleted -> recreated", samples)
-	return b.count(ctx, "drift correction: DaemonSet deleted", w, false)
+	b.res.addLatency(keyDriftDelete, "drift restore: DaemonSet deleted -> recreated", product)
+	b.res.addLatency(keyFloor, "  floor: ideal watcher, deleted -> recreated", floor)
+	return b.count(ctx, keyDriftDelete, "drift correction: DaemonSet deleted", repairTarget, &w, false)
+}
+
+// floorBlock stops the controller and takes n samples of the ideal watcher.
+func (b *bench) floorBlock(ctx context.Context, n int, samples *[]time.Duration) error {
+	b.ctrl.stop()
+	b.ctrl = nil
+	iw, err := startIdealWatcher(ctx, b.floorKube)
+	if err != nil {
+		return err
+	}
+	defer iw.stop()
+	for range n {
+		took, err := b.deleteAndTime(ctx, nil)
+		if err != nil {
+			return errors.Join(err, iw.check())
+		}
+		*samples = append(*samples, took)
+		if _, err := b.ds.waitFor(ctx, b.rolledOut); err != nil {
+			return fmt.Errorf("wait for the rollout: %w", err)
+		}
+		time.Sleep(settle)
+	}
+	return iw.check()
+}
+
+// deleteAndTime deletes the DaemonSet and returns how long until the bench's
+// watch shows a new one. With w, the deletion starts a trial's window.
+func (b *bench) deleteAndTime(ctx context.Context, w *windows) (time.Duration, error) {
+	old, _ := b.ds.current()
+	if old == nil {
+		return 0, errors.New("no DaemonSet to delete")
+	}
+	start := time.Now()
+	if w != nil {
+		w.beginAt(start)
+	}
+	if err := b.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old.UID}}); err != nil {
+		return 0, fmt.Errorf("delete the DaemonSet: %w", err)
+	}
+	restored, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
+	if err != nil {
+		return 0, fmt.Errorf("wait for the DaemonSet to be recreated: %w", err)
+	}
+	return restored.Sub(start), nil
+}
+
+func p50(samples []time.Duration) time.Duration {
+	if len(samples) == 0 {
+		return 0
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
 }
 
 func (b *bench) driftImage(ctx context.Context) error {
 	var w windows
 	var samples []time.Duration
-	for i := range b.o.trials {
+	for i := range b.o.imageTrials {
 		var start time.Time
 		var written *appsv1.DaemonSet
 		var want string
@@ -199,7 +325,7 @@ func (b *bench) driftImage(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("change the image: %w", err)
 		}
-		w.starts = append(w.starts, start)
+		w.beginAt(start)
 		restored, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
 			return ds != nil && ds.Generation > written.Generation && ds.Spec.Template.Spec.Containers[0].Image == want
 		})
@@ -210,11 +336,11 @@ func (b *bench) driftImage(ctx context.Context) error {
 		if err := b.waitSteady(ctx, true); err != nil {
 			return err
 		}
+		time.Sleep(settle)
 	}
-	time.Sleep(settle)
-	w.finish()
-	b.res.addLatency("drift restore: image changed -> restored", samples)
-	return b.count(ctx, "drift correction: image changed", w, false)
+	time.Sleep(tail - settle)
+	b.res.addLatency(keyDriftImage, "drift restore: image changed -> restored", samples)
+	return b.count(ctx, keyDriftImage, "drift correction: image changed", repairTarget, &w, false)
 }
 
 // configToggles disables and enables through insights-config.
@@ -235,9 +361,11 @@ func (b *bench) configToggles(ctx context.Context) error {
 			return err
 		}
 		time.Sleep(settle)
-		off.finish()
 
+		// A disable trial runs until the enable that follows it, an enable
+		// trial until the next disable.
 		start = on.begin()
+		off.closeAt(start)
 		if err := b.setConfig(ctx, enabledConfig); err != nil {
 			return err
 		}
@@ -252,26 +380,14 @@ func (b *bench) configToggles(ctx context.Context) error {
 		time.Sleep(settle)
 		on.finish()
 	}
-	b.res.addLatency("config disabled -> DaemonSet deleted", offSamples)
-	b.res.addLatency("config enabled -> DaemonSet created", onSamples)
-	// The two directions alternate: a disable trial runs until the enable that
-	// follows it, an enable trial until the next disable (the last one until
-	// its own finish).
-	if err := b.flushAudit(ctx); err != nil {
+	time.Sleep(tail - settle)
+	on.spans[len(on.spans)-1][1] = time.Now()
+	b.res.addLatency(keyConfigDisable, "config disabled -> DaemonSet deleted", offSamples)
+	b.res.addLatency(keyConfigEnable, "config enabled -> DaemonSet created", onSamples)
+	if err := b.count(ctx, keyConfigDisable, "delete (config disabled)", "", &off, false); err != nil {
 		return err
 	}
-	var disables, enables [][]testcluster.AuditEvent
-	for i := range off.starts {
-		disables = append(disables, b.requestsBetween(off.starts[i], on.starts[i]))
-		end := on.end
-		if i+1 < len(off.starts) {
-			end = off.starts[i+1]
-		}
-		enables = append(enables, b.requestsBetween(on.starts[i], end))
-	}
-	b.res.addRequests("delete (config disabled)", disables, false)
-	b.res.addRequests("create (config enabled)", enables, false)
-	return nil
+	return b.count(ctx, keyConfigEnable, "create (config enabled)", "", &on, false)
 }
 
 // versionChanges bumps the ClusterVersion's desired version.
@@ -294,7 +410,7 @@ func (b *bench) versionChanges(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("bump the version: %w", err)
 		}
-		w.starts = append(w.starts, start)
+		w.beginAt(start)
 		applied, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
 			return ds != nil && ds.Annotations[resources.VersionAnnotation] == version
 		})
@@ -305,11 +421,11 @@ func (b *bench) versionChanges(ctx context.Context) error {
 		if err := b.waitSteady(ctx, true); err != nil {
 			return err
 		}
+		time.Sleep(settle)
 	}
-	time.Sleep(settle)
-	w.finish()
-	b.res.addLatency("version changed -> DaemonSet annotated", samples)
-	return b.count(ctx, "version change (upgrade rollout)", w, false)
+	time.Sleep(tail - settle)
+	b.res.addLatency(keyVersion, "version changed -> DaemonSet annotated", samples)
+	return b.count(ctx, keyVersion, "version change (upgrade rollout)", "", &w, false)
 }
 
 // eventStorm sends status-only updates of the DaemonSet: a condition the
@@ -347,7 +463,7 @@ func (b *bench) eventStorm(ctx context.Context) error {
 		i++
 	}
 	sent := time.Since(start)
-	time.Sleep(2 * settle) // let the controller drain the notifications
+	time.Sleep(tail) // let the controller drain the notifications
 	w.finish()
 	m1, err := b.ctrl.scrape(ctx)
 	if err != nil {
@@ -356,28 +472,34 @@ func (b *bench) eventStorm(ctx context.Context) error {
 	if err := b.flushAudit(ctx); err != nil {
 		return err
 	}
-	reqs := b.requestsBetween(w.starts[0], w.end)
-	tally := tallyRequests(reqs)
+	t := tallyRequests(b.requestsBetween(w.spans[0][0], w.spans[0][1]))
+	delta := func(name string) float64 { return m1.Sum(name) - m0.Sum(name) }
 	b.res.Storm = storm{
-		Updates:          b.o.storm,
-		Conflicts:        conflicts,
-		Seconds:          sent.Seconds(),
-		Actions:          metricSum(m1, "runtime_extractor_actions_total") - metricSum(m0, "runtime_extractor_actions_total"),
-		Transitions:      metricSum(m1, "runtime_extractor_transitions_total") - metricSum(m0, "runtime_extractor_transitions_total"),
-		DriftEvents:      metricSum(m1, "runtime_extractor_drift_events_total") - metricSum(m0, "runtime_extractor_drift_events_total"),
-		ControllerReads:  tally.reads,
-		ControllerWrites: tally.writes,
-		Writes:           tally.detail,
+		Updates:     b.o.storm,
+		Conflicts:   conflicts,
+		Seconds:     sent.Seconds(),
+		Actions:     delta(testcluster.MetricActions),
+		Transitions: delta(testcluster.MetricTransits),
+		DriftEvents: delta(testcluster.MetricDrift),
+		Requests:    t.c,
+		Writes:      t.detail,
 	}
 	return nil
 }
 
-// configBurst toggles insights-config as fast as one client can.
+// configBurst toggles insights-config as fast as one client can, ending on
+// enabled (an even count) or disabled. "Correct" is the state the last toggle
+// asks for, holding still afterwards, with the pod template it had before.
 func (b *bench) configBurst(ctx context.Context) error {
 	m0, err := b.ctrl.scrape(ctx)
 	if err != nil {
 		return err
 	}
+	before, _ := b.ds.current()
+	if before == nil {
+		return errors.New("no DaemonSet before the burst")
+	}
+	b.ds.resetHistory()
 	var w windows
 	start := w.begin()
 	for i := 1; i <= b.o.burst; i++ {
@@ -394,12 +516,16 @@ func (b *bench) configBurst(ctx context.Context) error {
 	if err := b.waitSteady(ctx, enabled); err != nil {
 		return fmt.Errorf("converge after the burst: %w", err)
 	}
-	converged := time.Since(last)
+	rolledOut := time.Since(last)
 	settled, _ := b.ds.current()
-	time.Sleep(2 * settle)
+	time.Sleep(tail)
 	w.finish()
 	final, _ := b.ds.current()
 	stable := (settled == nil) == (final == nil) && (final == nil || (final.UID == settled.UID && final.Generation == settled.Generation))
+	correct := stable && (final != nil) == enabled &&
+		(final == nil || equality.Semantic.DeepEqual(final.Spec.Template, before.Spec.Template))
+	correctAt, ok := b.ds.settledSince()
+	correct = correct && ok
 	m1, err := b.ctrl.scrape(ctx)
 	if err != nil {
 		return err
@@ -407,24 +533,101 @@ func (b *bench) configBurst(ctx context.Context) error {
 	if err := b.flushAudit(ctx); err != nil {
 		return err
 	}
-	tally := tallyRequests(b.requestsBetween(w.starts[0], w.end))
+	t := tallyRequests(b.requestsBetween(w.spans[0][0], w.spans[0][1]))
+	delta := func(labels ...string) float64 {
+		return m1.Sum(testcluster.MetricActions, labels...) - m0.Sum(testcluster.MetricActions, labels...)
+	}
 	b.res.Burst = burst{
 		Toggles:         b.o.burst,
 		Seconds:         last.Sub(start).Seconds(),
 		FinalEnabled:    enabled,
-		Correct:         stable && (final != nil) == enabled,
-		ConvergedAfterS: converged.Seconds(),
-		Applies:         metricSum(m1, "runtime_extractor_actions_total", `action="Apply"`) - metricSum(m0, "runtime_extractor_actions_total", `action="Apply"`),
-		Deletes:         metricSum(m1, "runtime_extractor_actions_total", `action="Delete"`) - metricSum(m0, "runtime_extractor_actions_total", `action="Delete"`),
-		Failed:          metricSum(m1, "runtime_extractor_actions_total", `result="error"`) - metricSum(m0, "runtime_extractor_actions_total", `result="error"`),
-		Reads:           tally.reads,
-		Writes:          tally.writes,
-		DaemonSetWrites: tally.byResource["daemonsets"],
-		StatusWrites:    tally.byResource["clusteroperators/status"],
-		EventWrites:     tally.byResource["events"],
-		WriteVerbs:      tally.daemonSetVerbs,
+		Correct:         correct,
+		CorrectAfterS:   max(0, correctAt.Sub(last).Seconds()),
+		RolledOutAfterS: rolledOut.Seconds(),
+		Applies:         delta("action", "Apply"),
+		Deletes:         delta("action", "Delete"),
+		Failed:          delta("result", "error"),
+		Requests:        t.c,
+		DaemonSetVerbs:  counted(t.dsVerbs),
 	}
 	return nil
+}
+
+// longRollout lets nodes join one at a time while the controller runs: the
+// DaemonSet rolls out onto each, and its pod counts change for the whole
+// window. The controller's status must not follow every change (issue 13: at
+// most one write per 5 s). The nodes go again afterwards.
+func (b *bench) longRollout(ctx context.Context) (err error) {
+	n := b.o.rolloutNodes
+	if n <= 0 {
+		return nil
+	}
+	total := int32(len(b.cluster.Nodes) + n)
+	var joined []string
+	defer func() {
+		if rmErr := b.removeNodes(ctx, joined); rmErr != nil {
+			err = errors.Join(err, rmErr)
+		}
+	}()
+	var w windows
+	start := w.begin()
+	for i := range n {
+		if i > 0 {
+			time.Sleep(b.o.rolloutInterval)
+		}
+		node := fmt.Sprintf("bench-rollout-%d", i)
+		if err := b.cluster.AddNode(ctx, node); err != nil {
+			return err
+		}
+		joined = append(joined, node)
+	}
+	if _, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
+		return ds != nil && resources.RolloutComplete(ds) && ds.Status.DesiredNumberScheduled == total
+	}); err != nil {
+		return fmt.Errorf("wait for the rollout onto %d nodes: %w", total, err)
+	}
+	done := time.Now()
+	time.Sleep(tail)
+	w.finish()
+	if err := b.flushAudit(ctx); err != nil {
+		return err
+	}
+	span := w.spans[0]
+	t := tallyRequests(b.requestsBetween(span[0], span[1]))
+	b.res.Rollout = rollout{
+		Nodes:             n,
+		Seconds:           math.Round(done.Sub(start).Seconds()*10) / 10,
+		Requests:          t.c,
+		StatusWritesPer5s: math.Round(t.c.ClusterOperator.Writes/span[1].Sub(span[0]).Seconds()*5*100) / 100,
+		Writes:            t.detail,
+	}
+	return nil
+}
+
+// removeNodes deletes the nodes and their pods (force: no kubelet is left to
+// confirm), then waits for the DaemonSet to be rolled out on the cluster's
+// own nodes again.
+func (b *bench) removeNodes(ctx context.Context, nodes []string) error {
+	if len(nodes) == 0 {
+		return nil
+	}
+	now := int64(0)
+	for _, node := range nodes {
+		if err := b.kube.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete node %s: %w", node, err)
+		}
+		pods, err := b.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return fmt.Errorf("list the pods of node %s: %w", node, err)
+		}
+		for _, p := range pods.Items {
+			err := b.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &now})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+		}
+	}
+	return b.waitSteady(ctx, true)
 }
 
 // memory samples the controller, creates the unrelated objects and samples
@@ -443,11 +646,10 @@ func (b *bench) memory(ctx context.Context) error {
 	}
 	created := time.Now()
 	time.Sleep(5 * time.Second) // whatever the controller would cache, it has by now
-	w.finish()
-	if err := b.count(ctx, fmt.Sprintf("%d unrelated DaemonSets + %d ConfigMaps created", b.o.clutter, b.o.clutter), w, true); err != nil {
+	if err := b.count(ctx, keyClutter, fmt.Sprintf("%d unrelated DaemonSets + %d ConfigMaps created", b.o.clutter, b.o.clutter), "0 requests", &w, true); err != nil {
 		return err
 	}
-	b.res.ClutterSeconds = created.Sub(w.starts[0]).Seconds()
+	b.res.ClutterSeconds = created.Sub(w.spans[0][0]).Seconds()
 	m, err = b.sampleMemory(ctx, "same process, after the clutter was created")
 	if err != nil {
 		return err
@@ -456,50 +658,30 @@ func (b *bench) memory(ctx context.Context) error {
 	return nil
 }
 
+// clutterWorkers bounds the requests in flight while creating the clutter.
+const clutterWorkers = 8
+
 // createClutter creates DaemonSets that schedule nowhere (their node selector
-// matches no node, so they cost the cluster nothing) and ConfigMaps of 4 KiB,
-// at most 8 requests at a time.
+// matches no node, so they cost the cluster nothing) and ConfigMaps of 4 KiB.
+// The first failure cancels the rest.
 func (b *bench) createClutter(ctx context.Context) error {
-	const workers = 8
 	filler := make([]byte, 4096)
 	for i := range filler {
 		filler[i] = 'a' + byte(i%26)
 	}
 	payload := string(filler)
-	jobs := make(chan int)
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				if err := b.createClutterPair(ctx, i, payload); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	var err error
-feed:
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(clutterWorkers)
 	for i := range b.o.clutter {
-		select {
-		case jobs <- i:
-		case err = <-errs:
-			break feed
-		case <-ctx.Done():
-			err = ctx.Err()
-			break feed
+		if gctx.Err() != nil {
+			break // a worker failed, or the bench was interrupted
 		}
+		g.Go(func() error { return b.createClutterPair(gctx, i, payload) })
 	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	if err != nil {
-		return err
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("create clutter: %w", err)
 	}
-	return <-errs // nil when no worker failed
+	return ctx.Err()
 }
 
 func (b *bench) createClutterPair(ctx context.Context, i int, payload string) error {
@@ -518,39 +700,38 @@ func (b *bench) createClutterPair(ctx context.Context, i int, payload string) er
 		},
 	}
 	if _, err := b.kube.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create clutter daemonset: %w", err)
+		return fmt.Errorf("create clutter daemonset %s: %w", ds.Name, err)
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("clutter-%04d", i), Labels: labels},
 		Data:       map[string]string{"payload": payload},
 	}
 	if _, err := b.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create clutter configmap: %w", err)
+		return fmt.Errorf("create clutter configmap %s: %w", cm.Name, err)
 	}
 	return nil
 }
 
-// sampleMemory takes the median of five samples a second apart: the Go heap
-// moves with every GC cycle.
+// sampleMemory takes the median of five scrapes a second apart: the Go heap
+// moves with every GC cycle. The resident set size is client_golang's
+// process collector's, which reads it from the kernel for the process.
 func (b *bench) sampleMemory(ctx context.Context, label string) (memory, error) {
 	var rss, heap []float64
 	for i := range 5 {
 		if i > 0 {
 			time.Sleep(time.Second)
 		}
-		r, err := b.ctrl.rssBytes()
-		if err != nil {
-			return memory{}, fmt.Errorf("read RSS: %w", err)
-		}
-		body, err := b.ctrl.scrape(ctx)
+		m, err := b.ctrl.scrape(ctx)
 		if err != nil {
 			return memory{}, err
 		}
-		h := metricSum(body, "go_memstats_heap_inuse_bytes")
-		if h == 0 {
-			return memory{}, errors.New("/metrics has no go_memstats_heap_inuse_bytes")
+		for _, name := range []string{testcluster.MetricRSS, testcluster.MetricHeapInuse} {
+			if !m.Has(name) {
+				return memory{}, fmt.Errorf("/metrics has no %s", name)
+			}
 		}
-		rss, heap = append(rss, float64(r)), append(heap, h)
+		rss = append(rss, m.Sum(testcluster.MetricRSS))
+		heap = append(heap, m.Sum(testcluster.MetricHeapInuse))
 	}
 	return memory{Label: label, RSSBytes: int64(median(rss)), HeapInuseBytes: int64(median(heap))}, nil
 }
@@ -569,9 +750,8 @@ func (b *bench) restartAndResync(ctx context.Context) error {
 	if err := b.waitSteady(ctx, true); err != nil {
 		return err
 	}
-	time.Sleep(settle)
-	w.finish()
-	if err := b.count(ctx, "restart: adopt the existing DaemonSet", w, false); err != nil {
+	time.Sleep(tail)
+	if err := b.count(ctx, keyRestart, "restart: adopt the existing DaemonSet", "", &w, false); err != nil {
 		return err
 	}
 	m, err := b.sampleMemory(ctx, "new process started with the clutter present")
@@ -580,18 +760,18 @@ func (b *bench) restartAndResync(ctx context.Context) error {
 	}
 	b.res.Memory = append(b.res.Memory, m)
 
-	m0, err := b.ctrl.scrape(ctx)
+	applies0, err := b.applies(ctx)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	time.Sleep(b.o.resyncWait) // the quiet window itself
 	end := time.Now()
-	m1, err := b.ctrl.scrape(ctx)
+	applies1, err := b.applies(ctx)
 	if err != nil {
 		return err
 	}
-	resyncs := metricSum(m1, "runtime_extractor_actions_total", `action="Apply"`) - metricSum(m0, "runtime_extractor_actions_total", `action="Apply"`)
+	resyncs := applies1 - applies0
 	if resyncs < 1 {
 		return fmt.Errorf("no resync in %s with --resync %s", b.o.resyncWait, fastResync)
 	}
@@ -687,7 +867,7 @@ func (b *bench) outageRecovery(ctx context.Context) (err error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !b.ctrl.running() {
+		if !b.ctrl.Running() {
 			return errors.New("the controller exited during the outage")
 		}
 		var took time.Duration
@@ -697,7 +877,7 @@ func (b *bench) outageRecovery(ctx context.Context) (err error) {
 		samples = append(samples, took)
 		logf("outage %d/%d (%s): DaemonSet recreated %s after the API server was back", i+1, b.o.outages, b.o.outage, took.Round(time.Millisecond))
 	}
-	b.res.addLatency(fmt.Sprintf("first correction after a %g s outage: API server back -> DaemonSet recreated", b.o.outage.Seconds()), samples)
+	b.res.addLatency(keyOutage, fmt.Sprintf("first correction after a %g s outage: API server back -> DaemonSet recreated", b.o.outage.Seconds()), samples)
 	return b.waitSteady(ctx, true)
 }
 

@@ -53,6 +53,7 @@ type Metrics struct {
 	actionDuration     *prometheus.HistogramVec
 	retryBackoff       prometheus.Gauge
 	lastTransitionTime prometheus.Gauge
+	rolloutStuck       prometheus.Gauge
 
 	// stateMu keeps the one-hot state gauge consistent when two goroutines report
 	// transitions at the same time.
@@ -107,6 +108,11 @@ func New() *Metrics {
 			Name:      "last_transition_timestamp_seconds",
 			Help:      "Unix time of the last change of the state machine's state; 0 before the first change.",
 		}),
+		rolloutStuck: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "rollout_stuck",
+			Help:      "1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0.",
+		}),
 		now: time.Now,
 	}
 	for _, s := range fsm.States {
@@ -134,6 +140,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		m.actionDuration,
 		m.retryBackoff,
 		m.lastTransitionTime,
+		m.rolloutStuck,
 	}
 }
 
@@ -252,6 +259,15 @@ func (m *Metrics) ObserveDrift(kind string) {
 func (m *Metrics) ObserveAction(a fsm.Action, result string, d time.Duration) {
 	m.actions.WithLabelValues(string(a), result).Inc()
 	m.actionDuration.WithLabelValues(string(a)).Observe(d.Seconds())
+}
+
+// SetRolloutStuck records whether the rollout is stuck.
+func (m *Metrics) SetRolloutStuck(stuck bool) {
+	v := 0.0
+	if stuck {
+		v = 1
+	}
+	m.rolloutStuck.Set(v)
 }
 
 // SetBackoff records the delay before the next retry; pass 0 once the retry ran or

@@ -27,6 +27,7 @@ var allNames = []string{
 	"runtime_extractor_action_duration_seconds",
 	"runtime_extractor_retry_backoff_seconds",
 	"runtime_extractor_last_transition_timestamp_seconds",
+	"runtime_extractor_rollout_stuck",
 }
 
 const stateHeader = `# HELP runtime_extractor_state Current state of the runtime extractor state machine: 1 for the current state, 0 for the others.

@@ -2,6 +2,7 @@ package runtimeextractor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -56,7 +57,8 @@ type Controller struct {
 	images   *resources.Images
 	metrics  *metrics.Metrics
 	status   *statusWriter
-	door     *frontDoor // owned by the Run goroutine
+	door     *frontDoor    // owned by the Run goroutine
+	rollouts *rolloutWatch // owned by the Run goroutine
 
 	// versionSignals counts handled updateCh notifications (tests wait on it).
 	versionSignals atomic.Uint64
@@ -110,6 +112,7 @@ func NewRuntimeExtractorController(
 		resync:         DefaultResync,
 		statusChanged:  make(chan struct{}, 1),
 		door:           newFrontDoor(clock.RealClock{}),
+		rollouts:       newRolloutWatch(DefaultRolloutDeadline),
 	}
 	for _, o := range opts {
 		o(c)
@@ -227,6 +230,7 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 	defer c.stopRetry()
 	defer c.door.reset() // a later Run starts with nothing held
+	defer c.rollouts.reset()
 	if c.status != nil {
 		statusCtx, stopStatus := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -280,6 +284,17 @@ func (c *Controller) Run(ctx context.Context) {
 			// An own write the cache never showed: re-read and act.
 			expectC = nil
 			c.reassert(ctx)
+		case <-c.rollouts.C():
+			if ds, ok := c.informer.current(); ok {
+				c.rollouts.expired(ctx, c.kubeClient, ds, time.Now())
+			}
+		case r := <-c.rollouts.result:
+			if c.rollouts.accept(r) {
+				c.stuckChanged()
+			}
+		}
+		if ds, _ := c.informer.current(); c.rollouts.observe(c.machine.State(), ds, time.Now()) {
+			c.stuckChanged()
 		}
 		if d, ok := c.manager.Expecting(); ok && expectC == nil {
 			expectC = time.After(d)
@@ -412,6 +427,24 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		c.fire(ctx, fsm.Modified{Generation: ds.Generation})
 	case gone && !present && c.machine.State() == fsm.StateDeleting:
 		c.fire(ctx, fsm.Deleted{}) // our delete went through, though its call failed
+	}
+}
+
+// stuckChanged reports a new stuck verdict, or its end.
+func (c *Controller) stuckChanged() {
+	stuck := c.rollouts.stuck
+	if c.metrics != nil {
+		c.metrics.SetRolloutStuck(stuck != nil)
+	}
+	if stuck == nil {
+		klog.Info("the rollout progresses again")
+		return
+	}
+	s := c.snapshot()
+	msg := status.Conditions(s)[2].Message
+	klog.Warningf("rollout stuck: %s", msg)
+	if ds, ok := c.informer.current(); ok {
+		c.events.failed(ds, ReasonRolloutStuck, errors.New(msg))
 	}
 }
 
@@ -613,6 +646,22 @@ func (c *Controller) StatusChanged() <-chan struct{} { return c.statusChanged }
 // report publishes the current snapshot for Status and hands it to the status
 // writer, if any (which writes when due, off this goroutine).
 func (c *Controller) report() {
+	s := c.snapshot()
+	c.publishedMu.Lock()
+	changed := !s.Equal(c.published)
+	c.published = s
+	c.publishedMu.Unlock()
+	if !changed {
+		return
+	}
+	notify(c.statusChanged)
+	if c.status != nil {
+		c.status.offer(s)
+	}
+}
+
+// snapshot is what the controller knows now.
+func (c *Controller) snapshot() status.Snapshot {
 	s := status.Snapshot{
 		State:     c.machine.State(),
 		Version:   c.version,
@@ -626,15 +675,6 @@ func (c *Controller) report() {
 	if r, ok := c.configNotifier.(configErrorReporter); ok {
 		s.ConfigError = r.LastError()
 	}
-	c.publishedMu.Lock()
-	changed := !s.Equal(c.published)
-	c.published = s
-	c.publishedMu.Unlock()
-	if !changed {
-		return
-	}
-	notify(c.statusChanged)
-	if c.status != nil {
-		c.status.offer(s)
-	}
+	s.Stuck = c.rollouts.stuck
+	return s
 }

@@ -35,6 +35,10 @@ const (
 	ReasonApplyFailed = "RuntimeExtractorApplyFailed"
 	// ReasonDeleteFailed: deleting the DaemonSet failed; it will be retried (Warning).
 	ReasonDeleteFailed = "RuntimeExtractorDeleteFailed"
+	// ReasonRolloutStuck: the rollout made no progress for the rollout
+	// deadline; the message names the nodes and the DaemonSet's newest
+	// warning (Warning).
+	ReasonRolloutStuck = "RuntimeExtractorRolloutStuck"
 )
 
 // newEventRecorder returns client-go's asynchronous recorder writing to the

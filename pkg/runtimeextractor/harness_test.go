@@ -79,6 +79,7 @@ type harness struct {
 	api      *fakeapi.Server
 	recorder events.InMemoryRecorder // the host's: config warnings
 	changes  *eventLog               // the controller's own Events
+	opts     []Option                // more options, set by a prepare hook
 	ctrl     *Controller
 	updateCh chan struct{}
 	version  *settableVersion
@@ -138,7 +139,7 @@ func startWith(t *testing.T, prepare func(*harness), objs ...metav1.Object) *har
 	}
 	h.changes = &eventLog{}
 	h.ctrl = NewRuntimeExtractorController(cfg, h.updateCh, nil, h.api.Client, h.recorder, ri,
-		WithImages(resources.DefaultImages()), WithVersionSource(h.version), WithRateLimiter(limiter), WithEventRecorder(h.changes))
+		append([]Option{WithImages(resources.DefaultImages()), WithVersionSource(h.version), WithRateLimiter(limiter), WithEventRecorder(h.changes)}, h.opts...)...)
 
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup

@@ -55,6 +55,13 @@ func WithImages(images resources.Images) Option { return func(c *Controller) { c
 // WithMetrics reports the controller's metrics on m.
 func WithMetrics(m *metrics.Metrics) Option { return func(c *Controller) { c.metrics = m } }
 
+// WithRolloutDeadline sets how long a rollout may make no progress before
+// RuntimeExtractorDegraded turns True with reason RolloutStuck (default 10
+// minutes).
+func WithRolloutDeadline(d time.Duration) Option {
+	return func(c *Controller) { c.rollouts = newRolloutWatch(d) }
+}
+
 // WithEventRecorder records the controller's Events through r instead of a
 // client-go broadcaster of its own (e.g. a host's, or controller-runtime's
 // GetEventRecorderFor).

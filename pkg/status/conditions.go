@@ -5,6 +5,8 @@ package status
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
@@ -43,7 +45,45 @@ const (
 	ReasonDeleteFailed = "DeleteFailed"
 	// ReasonInvalidConfig: insights-config was rejected; the last good config stays in use.
 	ReasonInvalidConfig = "InvalidConfig"
+	// ReasonRolloutStuck: the rollout of the last applied generation made no
+	// progress for the rollout deadline.
+	ReasonRolloutStuck = "RolloutStuck"
 )
+
+// RolloutStuck describes a rollout that made no progress for the deadline.
+type RolloutStuck struct {
+	// For is how long it has made no progress (at least the deadline).
+	For time.Duration
+	// NotReady counts the nodes that should run a pod but have none available.
+	NotReady int32
+	// Nodes names a few of them (those with a pod that is not ready).
+	Nodes []string
+	// Warning is the newest warning Event on the DaemonSet, e.g.
+	// "FailedCreate: ..."; empty when there is none.
+	Warning string
+}
+
+func (r *RolloutStuck) message(s Snapshot) string {
+	msg := fmt.Sprintf("rollout made no progress for %s: %d of %d nodes not ready", roundBackoff(r.For), r.NotReady, s.Desired)
+	if len(r.Nodes) > 0 {
+		msg += " (" + strings.Join(r.Nodes, ", ")
+		if int(r.NotReady) > len(r.Nodes) {
+			msg += ", ..."
+		}
+		msg += ")"
+	}
+	if r.Warning != "" {
+		msg += "; newest warning on the DaemonSet: " + r.Warning
+	}
+	return msg
+}
+
+func (r *RolloutStuck) equal(o *RolloutStuck) bool {
+	if r == nil || o == nil {
+		return r == o
+	}
+	return r.NotReady == o.NotReady && slices.Equal(r.Nodes, o.Nodes) && r.Warning == o.Warning
+}
 
 // Snapshot is what the controller knows at one moment, the only input of Conditions.
 type Snapshot struct {
@@ -63,6 +103,8 @@ type Snapshot struct {
 	// ConfigError is why insights-config was rejected (the last good config is kept);
 	// nil when the current config is good.
 	ConfigError error
+	// Stuck is set while the rollout made no progress for the rollout deadline.
+	Stuck *RolloutStuck
 }
 
 // Equal reports whether s and o say the same (errors compare by message).
@@ -70,7 +112,8 @@ func (s Snapshot) Equal(o Snapshot) bool {
 	return s.State == o.State && s.Version == o.Version &&
 		s.Desired == o.Desired && s.Updated == o.Updated && s.Available == o.Available &&
 		s.Failures == o.Failures && s.RetryIn == o.RetryIn &&
-		errorText(s.LastError) == errorText(o.LastError) && errorText(s.ConfigError) == errorText(o.ConfigError)
+		errorText(s.LastError) == errorText(o.LastError) && errorText(s.ConfigError) == errorText(o.ConfigError) &&
+		s.Stuck.equal(o.Stuck)
 }
 
 func errorText(err error) string {
@@ -102,8 +145,9 @@ func errorText(err error) string {
 //
 // Degraded is independent of the state: True [ApplyFailed, or DeleteFailed in
 // Disabled and Deleting] once an action failed (Failures >= 1 with a LastError),
-// else True [InvalidConfig] when insights-config was rejected, else False
-// [AsExpected]. A failing action and a rejected config together report the action's
+// else True [RolloutStuck] while the rollout made no progress for the rollout
+// deadline, else True [InvalidConfig] when insights-config was rejected, else
+// False [AsExpected]. A failing action and a rejected config together report the action's
 // reason and both messages.
 func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	return []configv1.ClusterOperatorStatusCondition{available(s), progressing(s), degraded(s)}
@@ -156,6 +200,11 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	switch {
 	case failing(s):
 		c.Status, c.Reason, c.Message = configv1.ConditionTrue, failureReason(s.State), failureMessage(s)
+		if s.ConfigError != nil {
+			c.Message += "; " + configMessage(s.ConfigError)
+		}
+	case s.Stuck != nil:
+		c.Status, c.Reason, c.Message = configv1.ConditionTrue, ReasonRolloutStuck, s.Stuck.message(s)
 		if s.ConfigError != nil {
 			c.Message += "; " + configMessage(s.ConfigError)
 		}

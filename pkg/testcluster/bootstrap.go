@@ -101,48 +101,62 @@ func parallel(fns ...func() error) error {
 // except for its NoSchedule taint: the DaemonSets under test carry no kwok
 // toleration, and they must run on these nodes.
 func (c *Cluster) createNodes(ctx context.Context) error {
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("32"),
-		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("110"),
-	}
 	c.Nodes = nil
 	for i := range c.opts.Nodes {
 		name := fmt.Sprintf("%s%d", fakeNodePrefix, i)
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: name,
-				Labels: map[string]string{
-					"kubernetes.io/hostname":         name,
-					"kubernetes.io/os":               "linux",
-					"kubernetes.io/arch":             "amd64",
-					"beta.kubernetes.io/os":          "linux",
-					"beta.kubernetes.io/arch":        "amd64",
-					"node-role.kubernetes.io/worker": "",
-					"type":                           "kwok",
-				},
-				Annotations: map[string]string{
-					"kwok.x-k8s.io/node":           "fake",
-					"node.alpha.kubernetes.io/ttl": "0",
-				},
-			},
-			Status: corev1.NodeStatus{
-				Capacity:    capacity,
-				Allocatable: capacity,
-				NodeInfo: corev1.NodeSystemInfo{
-					Architecture:    "amd64",
-					OperatingSystem: "linux",
-					KubeletVersion:  "fake",
-				},
-				Phase: corev1.NodeRunning,
-			},
-		}
-		if _, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := c.client.CoreV1().Nodes().Create(ctx, fakeNode(name), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create node %s: %w", name, err)
 		}
 		c.Nodes = append(c.Nodes, name)
 	}
 	return nil
+}
+
+// AddNode registers one more kwok fake node, shaped as those Start creates, for
+// tests and benchmarks that need a node to join the running cluster (kwok
+// manages every node). It is not listed in Nodes. kube-controller-manager
+// lifts the not-ready taint once kwok reports the node Ready, within seconds.
+func (c *Cluster) AddNode(ctx context.Context, name string) error {
+	if _, err := c.client.CoreV1().Nodes().Create(ctx, fakeNode(name), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+	return nil
+}
+
+func fakeNode(name string) *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname":         name,
+				"kubernetes.io/os":               "linux",
+				"kubernetes.io/arch":             "amd64",
+				"beta.kubernetes.io/os":          "linux",
+				"beta.kubernetes.io/arch":        "amd64",
+				"node-role.kubernetes.io/worker": "",
+				"type":                           "kwok",
+			},
+			Annotations: map[string]string{
+				"kwok.x-k8s.io/node":           "fake",
+				"node.alpha.kubernetes.io/ttl": "0",
+			},
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity,
+			NodeInfo: corev1.NodeSystemInfo{
+				Architecture:    "amd64",
+				OperatingSystem: "linux",
+				KubeletVersion:  "fake",
+			},
+			Phase: corev1.NodeRunning,
+		},
+	}
 }
 
 func (c *Cluster) createPlatformObjects(ctx context.Context) error {

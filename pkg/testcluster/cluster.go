@@ -142,7 +142,7 @@ func (c *Cluster) start(ctx context.Context) error {
 
 	// etcd
 	step = time.Now()
-	etcd := newProcess(binEtcd, c.bin(binEtcd), c.Dir,
+	etcd := newProcess(binEtcd, c.bin(binEtcd), c.Dir, stopGrace,
 		"--name=testcluster",
 		"--data-dir="+filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls="+etcdClientURL,
@@ -204,7 +204,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 		apiArgs = append(apiArgs, auditArgs...)
 	}
-	c.apiserver = newProcess(binAPIServer, c.bin(binAPIServer), c.Dir, apiArgs...)
+	c.apiserver = newProcess(binAPIServer, c.bin(binAPIServer), c.Dir, apiServerGrace, apiArgs...)
 	if err := c.launch(c.apiserver); err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	// Controllers and kwok start together; the bootstrap objects are created
 	// while they come up.
 	step = time.Now()
-	kcm := newProcess(binControllerMgr, c.bin(binControllerMgr), c.Dir,
+	kcm := newProcess(binControllerMgr, c.bin(binControllerMgr), c.Dir, stopGrace,
 		"--kubeconfig="+kcmKubeconfig,
 		"--authentication-kubeconfig="+kcmKubeconfig,
 		"--authorization-kubeconfig="+kcmKubeconfig,
@@ -232,14 +232,14 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--cluster-signing-key-file="+p.caKey,
 		"--service-cluster-ip-range="+serviceClusterIPRange,
 	)
-	sched := newProcess(binScheduler, c.bin(binScheduler), c.Dir,
+	sched := newProcess(binScheduler, c.bin(binScheduler), c.Dir, stopGrace,
 		"--kubeconfig="+schedKubeconfig,
 		"--authentication-kubeconfig="+schedKubeconfig,
 		"--authorization-kubeconfig="+schedKubeconfig,
 		"--secure-port=0",
 		"--leader-elect=false",
 	)
-	kwok := newProcess(binKwok, c.bin(binKwok), c.Dir,
+	kwok := newProcess(binKwok, c.bin(binKwok), c.Dir, stopGrace,
 		"--kubeconfig="+c.Kubeconfig,
 		"--manage-all-nodes=true",
 		"--config="+c.bin(kwokStagesFile),
@@ -313,7 +313,7 @@ func (c *Cluster) exitedProcess() *process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
-		if p.done != nil && !p.running() {
+		if p.child != nil && p.child.exited() {
 			return p
 		}
 	}
@@ -357,10 +357,11 @@ func httpOK(ctx context.Context, client *http.Client, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// apiServerFaultGrace is short: with its clients still watching, kube-apiserver
-// drains for up to its request timeout (a minute) after SIGTERM. etcd holds the
-// data, so a SIGKILL loses nothing, and an abrupt end is the fault tests want.
-const apiServerFaultGrace = 2 * time.Second
+// apiServerGrace is kube-apiserver's grace period, at every stop. It is short:
+// with its clients still watching, kube-apiserver drains for up to its request
+// timeout (a minute) after SIGTERM. etcd holds the data, so a SIGKILL loses
+// nothing, and an abrupt end is what the fault tests want.
+const apiServerGrace = 2 * time.Second
 
 // StopAPIServer stops kube-apiserver only (SIGTERM, SIGKILL after a short grace);
 // etcd and its data stay, and so do the controllers and kwok, which retry until
@@ -373,9 +374,7 @@ func (c *Cluster) StopAPIServer() error {
 		return errors.New("kube-apiserver was never started")
 	}
 	began := time.Now()
-	if err := api.stop(apiServerFaultGrace); err != nil {
-		return fmt.Errorf("stop kube-apiserver: %w", err)
-	}
+	api.stop()
 	logf(c.opts.Log, "kube-apiserver (pid %d) stopped in %s", api.pid(), since(began))
 	return nil
 }
@@ -393,7 +392,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		c.mu.Unlock()
 		return errors.New("kube-apiserver is already running")
 	}
-	restarted := newProcess(old.name, old.bin, c.Dir, old.args...)
+	restarted := newProcess(old.name, old.bin, c.Dir, old.grace, old.args...)
 	if err := restarted.start(); err != nil {
 		c.mu.Unlock()
 		return err
@@ -456,11 +455,9 @@ func (c *Cluster) Stop() error {
 			clients = append(clients, p)
 		}
 	}
-	errs = append(errs, stopAll(clients)...)
+	stopAll(clients)
 	for i := len(servers) - 1; i >= 0; i-- {
-		if err := servers[i].stop(stopGrace); err != nil {
-			errs = append(errs, err)
-		}
+		servers[i].stop()
 	}
 	if c.ownsDir {
 		if err := os.RemoveAll(c.Dir); err != nil {
@@ -471,25 +468,12 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
-func stopAll(procs []*process) []error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+func stopAll(procs []*process) {
+	var wg sync.WaitGroup
 	for _, p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.stop(stopGrace); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
+		wg.Go(p.stop)
 	}
 	wg.Wait()
-	return errs
 }
 
 // TailLogs returns the last n lines of every component's log.

@@ -1,25 +1,37 @@
 package testcluster
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+)
+
+const (
+	// LocalReleaseVersion is the release version the controller reports on the
+	// local cluster (its RELEASE_VERSION), unless ControllerOptions say otherwise.
+	LocalReleaseVersion = "0.0.0-local"
+	// controllerStopGrace is how long the controller gets to release its lease
+	// and exit after SIGTERM before SIGKILL.
+	controllerStopGrace = 20 * time.Second
 )
 
 // ControllerProcess is the controller binary run as a child process against a
 // cluster, for end-to-end tests and benchmarks. Only its own PID is ever
 // signalled, and it dies with its parent (Pdeathsig).
 type ControllerProcess struct {
-	Cmd    *exec.Cmd
 	Log    string // its combined output
 	Listen string // the address of its /healthz, /readyz and /metrics
-	done   chan struct{}
+
+	child   *child
+	metrics *http.Client
 }
 
 // ControllerOptions say how to run the binary. Args follow the connection
@@ -31,6 +43,15 @@ type ControllerOptions struct {
 	LogPath    string
 	Args       []string
 	Env        []string
+	// ReleaseVersion is the controller's RELEASE_VERSION; empty:
+	// LocalReleaseVersion.
+	ReleaseVersion string
+	// MetricsAuth holds the credentials /metrics accepts (delegated
+	// authentication: the cluster's admin certificate does); nil: Scrape fails.
+	MetricsAuth *rest.Config
+	// StopGrace is how long Stop waits after SIGTERM before SIGKILL; zero:
+	// 20 s.
+	StopGrace time.Duration
 }
 
 // StartController starts the binary.
@@ -39,56 +60,114 @@ func StartController(o ControllerOptions) (*ControllerProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &ControllerProcess{Log: o.LogPath, Listen: fmt.Sprintf("127.0.0.1:%d", ports[0]), done: make(chan struct{})}
+	p := &ControllerProcess{Log: o.LogPath, Listen: fmt.Sprintf("127.0.0.1:%d", ports[0])}
+	if o.MetricsAuth != nil {
+		if p.metrics, err = MetricsClient(o.MetricsAuth); err != nil {
+			return nil, err
+		}
+	}
+	if o.ReleaseVersion == "" {
+		o.ReleaseVersion = LocalReleaseVersion
+	}
+	if o.StopGrace == 0 {
+		o.StopGrace = controllerStopGrace
+	}
 	logFile, err := os.Create(o.LogPath)
 	if err != nil {
 		return nil, fmt.Errorf("create controller log: %w", err)
 	}
 	args := append([]string{"--kubeconfig", o.Kubeconfig, "--namespace", InsightsNamespace, "--listen", p.Listen}, o.Args...)
-	p.Cmd = exec.Command(o.Binary, args...)
-	p.Cmd.Env = append(os.Environ(), o.Env...)
-	p.Cmd.Stdout, p.Cmd.Stderr = logFile, logFile
-	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.Cmd.Start(); err != nil {
-		logFile.Close()
+	p.child, err = startChild(childSpec{
+		bin:   o.Binary,
+		args:  args,
+		env:   append([]string{"RELEASE_VERSION=" + o.ReleaseVersion}, o.Env...),
+		out:   logFile,
+		grace: o.StopGrace,
+	})
+	if err != nil {
+		_ = logFile.Close()
 		return nil, fmt.Errorf("start controller: %w", err)
 	}
-	go func() {
-		_ = p.Cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
 	return p, nil
 }
 
 // PID is the process's ID.
-func (p *ControllerProcess) PID() int { return p.Cmd.Process.Pid }
+func (p *ControllerProcess) PID() int { return p.child.pid() }
 
 // Done is closed when the process has exited and been reaped.
-func (p *ControllerProcess) Done() <-chan struct{} { return p.done }
+func (p *ControllerProcess) Done() <-chan struct{} { return p.child.done }
 
-// Stop sends SIGTERM and waits; after grace it sends SIGKILL. It reports
-// whether the kill was needed.
-func (p *ControllerProcess) Stop(grace time.Duration) (killed bool) {
-	select {
-	case <-p.done:
-		return false
-	default:
-	}
-	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return false
-	case <-time.After(grace):
-		p.Kill()
-		return true
-	}
+// Running reports whether the process has not exited yet.
+func (p *ControllerProcess) Running() bool { return !p.child.exited() }
+
+// Stop sends SIGTERM and waits; after the grace period it sends SIGKILL. It
+// reports whether the kill was needed.
+func (p *ControllerProcess) Stop() (killed bool) {
+	defer p.closeIdle()
+	return p.child.stop()
 }
 
 // Kill sends SIGKILL, as a crash would, and waits for the exit.
 func (p *ControllerProcess) Kill() {
-	_ = p.Cmd.Process.Kill()
-	<-p.done
+	defer p.closeIdle()
+	p.child.kill()
+}
+
+func (p *ControllerProcess) closeIdle() {
+	if p.metrics != nil {
+		p.metrics.CloseIdleConnections()
+	}
+}
+
+// Scrape reads /metrics once.
+func (p *ControllerProcess) Scrape(ctx context.Context) (*Metrics, error) {
+	if p.metrics == nil {
+		return nil, errors.New("scrape /metrics: no credentials (ControllerOptions.MetricsAuth)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+p.Listen+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("scrape /metrics: %w", err)
+	}
+	resp, err := p.metrics.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape /metrics: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape /metrics: %s: %.200q", resp.Status, body)
+	}
+	return ParseMetrics(string(body))
+}
+
+// WaitScrape retries Scrape until /metrics answers (it does once the process
+// serves), the process exits, or timeout passes.
+func (p *ControllerProcess) WaitScrape(ctx context.Context, timeout time.Duration) (*Metrics, error) {
+	var m *Metrics
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if !p.Running() {
+			return false, errors.New("the controller exited")
+		}
+		m, last = p.Scrape(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scrape /metrics of controller %d: %w (last error: %v)", p.PID(), err, last)
+	}
+	return m, nil
+}
+
+// State is the machine's state the controller reports in /metrics.
+func (p *ControllerProcess) State(ctx context.Context) (string, error) {
+	m, err := p.Scrape(ctx)
+	if err != nil {
+		return "", err
+	}
+	return m.State(), nil
 }
 
 // MetricsClient returns an HTTP client for the controller's /metrics: it

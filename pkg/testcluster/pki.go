@@ -1,20 +1,18 @@
 package testcluster
 
 import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/openshift/library-go/pkg/crypto"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // certValidity is long enough for any test run or local session.
@@ -42,16 +40,14 @@ type pki struct {
 	caPEM []byte
 }
 
-// certAuthority signs the cluster's leaf certificates.
-type certAuthority struct {
-	cert *x509.Certificate
-	key  crypto.Signer
-}
+// leafKeys generates the CAs' and leaf certificates' keys: ECDSA P-256 keeps
+// generation fast on a small machine (RSA 2048 takes tens of milliseconds each).
+var leafKeys = crypto.ECDSAKeyPairGenerator{Curve: crypto.P256}
 
 // generatePKI writes a fresh CA, the API server's serving certificate, client
-// certificates for each component and the service-account key pair into dir.
-// ECDSA P-256 keeps generation fast; the service-account key is RSA because every
-// consumer of service-account tokens accepts RS256.
+// certificates for each component and the service-account key pair into dir,
+// with library-go's certificate helpers. The service-account key is RSA because
+// every consumer of service-account tokens accepts RS256.
 func generatePKI(dir string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create pki dir: %w", err)
@@ -67,54 +63,49 @@ func generatePKI(dir string) (*pki, error) {
 		proxyClientCert: filepath.Join(dir, "front-proxy-client.crt"), proxyClientKey: filepath.Join(dir, "front-proxy-client.key"),
 	}
 
-	ca, caPEM, err := newCA("testcluster-ca", p.caCert, p.caKey)
+	ca, err := newCA("testcluster-ca", p.caCert, p.caKey)
 	if err != nil {
 		return nil, err
 	}
-	p.caPEM = caPEM
-	frontProxyCA, _, err := newCA("testcluster-front-proxy-ca", p.frontProxyCACert, p.frontProxyCAKey)
+	if p.caPEM, err = crypto.EncodeCertificates(ca.Config.Certs...); err != nil {
+		return nil, fmt.Errorf("encode CA certificate: %w", err)
+	}
+	frontProxyCA, err := newCA("testcluster-front-proxy-ca", p.frontProxyCACert, p.frontProxyCAKey)
 	if err != nil {
 		return nil, err
 	}
-	proxyClient := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: frontProxyClientName},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if err := frontProxyCA.issue(proxyClient, p.proxyClientCert, p.proxyClientKey); err != nil {
-		return nil, fmt.Errorf("issue front-proxy client certificate: %w", err)
+	if err := issueClient(frontProxyCA, &user.DefaultInfo{Name: frontProxyClientName}, p.proxyClientCert, p.proxyClientKey); err != nil {
+		return nil, err
 	}
 
-	serving := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kube-apiserver"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{
-			"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-			"kubernetes.default.svc.cluster.local",
-		},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceClusterIP)},
-	}
-	if err := ca.issue(serving, p.servingCert, p.servingKey); err != nil {
+	// What clients dial: loopback, the in-cluster names and the Service IP.
+	// library-go would name the certificate after the first host; the
+	// extension gives it the component's name instead.
+	hosts := sets.New("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+		"kubernetes.default.svc.cluster.local", serviceClusterIP)
+	serving, err := ca.NewServerCertificate(hosts, leafKeys, crypto.WithLifetime(certValidity),
+		crypto.WithExtensions(func(c *x509.Certificate) error {
+			c.Subject = pkix.Name{CommonName: "kube-apiserver"}
+			return nil
+		}))
+	if err != nil {
 		return nil, fmt.Errorf("issue serving certificate: %w", err)
+	}
+	if err := serving.WriteCertConfigFile(p.servingCert, p.servingKey); err != nil {
+		return nil, fmt.Errorf("write serving certificate: %w", err)
 	}
 
 	clients := []struct {
-		cn, org   string
+		user      user.Info
 		cert, key string
 	}{
-		{"admin", "system:masters", p.adminCert, p.adminKey},
-		{"system:kube-controller-manager", "", p.kcmCert, p.kcmKey},
-		{"system:kube-scheduler", "", p.schedulerCert, p.schedulerKey},
+		{&user.DefaultInfo{Name: "admin", Groups: []string{"system:masters"}}, p.adminCert, p.adminKey},
+		{&user.DefaultInfo{Name: "system:kube-controller-manager"}, p.kcmCert, p.kcmKey},
+		{&user.DefaultInfo{Name: "system:kube-scheduler"}, p.schedulerCert, p.schedulerKey},
 	}
 	for _, c := range clients {
-		tmpl := &x509.Certificate{
-			Subject:     pkix.Name{CommonName: c.cn},
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		}
-		if c.org != "" {
-			tmpl.Subject.Organization = []string{c.org}
-		}
-		if err := ca.issue(tmpl, c.cert, c.key); err != nil {
-			return nil, fmt.Errorf("issue client certificate %s: %w", c.cn, err)
+		if err := issueClient(ca, c.user, c.cert, c.key); err != nil {
+			return nil, err
 		}
 	}
 
@@ -124,96 +115,50 @@ func generatePKI(dir string) (*pki, error) {
 	return p, nil
 }
 
-func newCA(commonName, certPath, keyPath string) (*certAuthority, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// newCA creates a self-signed CA and writes its certificate and key.
+func newCA(commonName, certPath, keyPath string) (*crypto.CA, error) {
+	cfg, err := crypto.NewSigningCertificate(commonName, leafKeys, crypto.WithLifetime(certValidity))
 	if err != nil {
-		return nil, nil, fmt.Errorf("generate CA key: %w", err)
+		return nil, fmt.Errorf("create CA %s: %w", commonName, err)
 	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, nil, err
+	if err := cfg.WriteCertConfigFile(certPath, keyPath); err != nil {
+		return nil, fmt.Errorf("write CA %s: %w", commonName, err)
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             now.Add(-time.Hour), // tolerate small clock skew
-		NotAfter:              now.Add(certValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("self-sign CA: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, fmt.Errorf("parse CA: %w", err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := writePEMFiles(certPath, certPEM, keyPath, key); err != nil {
-		return nil, nil, err
-	}
-	return &certAuthority{cert: cert, key: key}, certPEM, nil
+	return &crypto.CA{Config: cfg, SerialGenerator: &crypto.RandomSerialGenerator{}}, nil
 }
 
-// issue fills in the validity, serial and key usage of tmpl, signs it with the CA
-// and writes certificate and key.
-func (ca *certAuthority) issue(tmpl *x509.Certificate, certPath, keyPath string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// issueClient signs a client certificate for u (its groups become the
+// subject's organizations) and writes certificate and key.
+func issueClient(ca *crypto.CA, u user.Info, certPath, keyPath string) error {
+	cfg, err := ca.NewClientCertificate(u, leafKeys, crypto.WithLifetime(certValidity))
 	if err != nil {
-		return fmt.Errorf("generate key: %w", err)
+		return fmt.Errorf("issue client certificate %s: %w", u.GetName(), err)
 	}
-	serial, err := randomSerial()
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	tmpl.SerialNumber = serial
-	tmpl.NotBefore = now.Add(-time.Hour)
-	tmpl.NotAfter = now.Add(certValidity)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		return fmt.Errorf("sign certificate: %w", err)
-	}
-	return writePEMFiles(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPath, key)
-}
-
-func writeServiceAccountKeys(keyPath, pubPath string) error {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return fmt.Errorf("generate service-account key: %w", err)
-	}
-	pubDER, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		return fmt.Errorf("marshal service-account public key: %w", err)
-	}
-	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
-	return writePEMFiles(pubPath, pubPEM, keyPath, key)
-}
-
-// writePEMFiles writes a PEM certificate or public key and the PKCS#8 private key.
-func writePEMFiles(publicPath string, publicPEM []byte, keyPath string, key crypto.Signer) error {
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return fmt.Errorf("marshal private key: %w", err)
-	}
-	if err := os.WriteFile(publicPath, publicPEM, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(publicPath), err)
-	}
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(keyPath), err)
+	if err := cfg.WriteCertConfigFile(certPath, keyPath); err != nil {
+		return fmt.Errorf("write client certificate %s: %w", u.GetName(), err)
 	}
 	return nil
 }
 
-func randomSerial() (*big.Int, error) {
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+func writeServiceAccountKeys(keyPath, pubPath string) error {
+	public, private, err := crypto.RSAKeyPairGenerator{Bits: 2048}.GenerateKeyPair()
 	if err != nil {
-		return nil, fmt.Errorf("generate serial number: %w", err)
+		return fmt.Errorf("generate service-account key: %w", err)
 	}
-	return serial, nil
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(private)
+	if err != nil {
+		return fmt.Errorf("encode service-account key: %w", err)
+	}
+	if err := keyutil.WriteKey(keyPath, keyPEM); err != nil {
+		return fmt.Errorf("write service-account key: %w", err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(public)
+	if err != nil {
+		return fmt.Errorf("encode service-account public key: %w", err)
+	}
+	pubPEM := pem.EncodeToMemory(&pem.Block{Type: keyutil.PublicKeyBlockType, Bytes: pubDER})
+	if err := os.WriteFile(pubPath, pubPEM, 0o644); err != nil {
+		return fmt.Errorf("write service-account public key: %w", err)
+	}
+	return nil
 }

@@ -1,11 +1,14 @@
 package testcluster
 
 import (
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
 	"slices"
 	"testing"
+
+	"k8s.io/client-go/util/keyutil"
 )
 
 func readCert(t *testing.T, path string) *x509.Certificate {
@@ -34,6 +37,9 @@ func TestGeneratePKIChainsToCA(t *testing.T) {
 	roots.AddCert(readCert(t, p.caCert))
 
 	serving := readCert(t, p.servingCert)
+	if serving.Subject.CommonName != "kube-apiserver" {
+		t.Errorf("serving certificate subject %v, want CN=kube-apiserver", serving.Subject)
+	}
 	for _, name := range []string{"127.0.0.1", "localhost", "kubernetes.default.svc", serviceClusterIP} {
 		if _, err := serving.Verify(x509.VerifyOptions{Roots: roots, DNSName: name, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 			t.Errorf("serving certificate does not verify for %s: %v", name, err)
@@ -69,5 +75,16 @@ func TestGeneratePKIChainsToCA(t *testing.T) {
 
 	if info, err := os.Stat(p.saKey); err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("service-account key: %v, mode %v; want a 0600 file", err, info.Mode().Perm())
+	}
+	key, err := keyutil.PrivateKeyFromFile(p.saKey)
+	if err != nil {
+		t.Fatalf("service-account key: %v", err)
+	}
+	pubs, err := keyutil.PublicKeysFromFile(p.saPub)
+	if err != nil || len(pubs) != 1 {
+		t.Fatalf("service-account public key: %v (%d keys)", err, len(pubs))
+	}
+	if rsaKey, ok := key.(*rsa.PrivateKey); !ok || !rsaKey.PublicKey.Equal(pubs[0]) {
+		t.Errorf("service-account key pair: %T private key whose public half is not sa.pub", key)
 	}
 }

@@ -2,7 +2,7 @@ package testcluster
 
 import (
 	"bytes"
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -22,97 +22,146 @@ type Process struct {
 	PID  int
 }
 
-// process is one running component. Its output goes to <dir>/<name>.log.
+// child is one OS process started by this package, with a single way to end
+// it in order: stop cancels the context exec.Cmd was created with, Cmd.Cancel
+// then sends SIGTERM, and once WaitDelay (the grace period) has passed
+// without an exit, exec.Cmd sends SIGKILL itself. Only this PID is ever
+// signalled, and it is reaped before stop or kill returns.
+type child struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the process has exited and been reaped
+	err    error         // Wait's result, valid after done is closed
+}
+
+// childSpec says how to start a child.
+type childSpec struct {
+	bin  string
+	args []string
+	env  []string // added to this process's environment
+	out  *os.File // stdout and stderr; closed when the child has exited
+	// grace is how long SIGTERM gets before SIGKILL.
+	grace time.Duration
+	// ownGroup puts the child in a process group of its own, so that a
+	// terminal's Ctrl-C does not reach it and shutdown happens through stop.
+	ownGroup bool
+}
+
+// startChild launches the process. Pdeathsig makes the kernel kill it should
+// this process die without stopping it (a test binary killed by a timeout, a
+// SIGKILL). The kernel ties Pdeathsig to the forking thread, and Go retires a
+// thread only when a goroutine locked to it (runtime.LockOSThread) exits: do
+// not start children from such goroutines.
+func startChild(s childSpec) (*child, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, s.bin, s.args...)
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
+	cmd.Stdout, cmd.Stderr = s.out, s.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: s.ownGroup}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = s.grace
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, err
+	}
+	c := &child{cmd: cmd, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		cancel() // releases the context; the process is gone, nothing is signalled
+		if s.out != nil {
+			_ = s.out.Close()
+		}
+		close(c.done)
+	}()
+	return c, nil
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// exited reports whether the process has exited and been reaped.
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the process in order (SIGTERM, SIGKILL after the grace period)
+// and reports whether the SIGKILL was needed.
+func (c *child) stop() (killed bool) {
+	if c.exited() {
+		return false
+	}
+	c.cancel()
+	<-c.done
+	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// kill sends SIGKILL at once, as a crash would, and waits for the exit.
+func (c *child) kill() {
+	if c.exited() {
+		return
+	}
+	_ = c.cmd.Process.Kill() // fails only when the process is already gone
+	<-c.done
+}
+
+// process is one running component of the cluster. Its output goes to
+// <dir>/<name>.log.
 type process struct {
 	name    string
 	bin     string
 	args    []string
 	logPath string
+	grace   time.Duration // SIGTERM -> SIGKILL
 
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{} // closed once the process has exited and been reaped
-	err  error         // exit status, valid after done is closed
+	child *child
 }
 
-func newProcess(name, bin, logDir string, args ...string) *process {
-	return &process{name: name, bin: bin, args: args, logPath: filepath.Join(logDir, name+".log")}
+func newProcess(name, bin, logDir string, grace time.Duration, args ...string) *process {
+	return &process{name: name, bin: bin, args: args, grace: grace, logPath: filepath.Join(logDir, name+".log")}
 }
 
-// start launches the process. Pdeathsig makes the kernel kill it should this process
-// die without running Stop (a test binary killed by a timeout, a SIGKILL). The
-// kernel ties Pdeathsig to the forking thread, and Go retires a thread only when a
-// goroutine locked to it (runtime.LockOSThread) exits: do not start clusters from
-// such goroutines. Its own process group keeps a terminal's Ctrl-C away from the
-// process, so that shutdown happens in order, through Stop.
+// start launches the process in its own process group (see childSpec).
 func (p *process) start() error {
 	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open %s log: %w", p.name, err)
 	}
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	c, err := startChild(childSpec{bin: p.bin, args: p.args, out: logFile, grace: p.grace, ownGroup: true})
+	if err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
-	p.cmd, p.log, p.done, p.err = cmd, logFile, make(chan struct{}), nil
-	go func() {
-		p.err = cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
+	p.child = c
 	return nil
 }
 
 func (p *process) pid() int {
-	if p.cmd == nil || p.cmd.Process == nil {
+	if p.child == nil {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return p.child.pid()
 }
 
 // running reports whether the process was started and has not exited.
-func (p *process) running() bool {
-	if p.done == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *process) running() bool { return p.child != nil && !p.child.exited() }
 
-// stop sends SIGTERM, waits up to grace, then SIGKILLs. Only this PID is
-// signalled; it is reaped before stop returns, so the PID no longer exists.
-func (p *process) stop(grace time.Duration) error {
-	if !p.running() {
-		return nil
+// stop sends SIGTERM, and SIGKILL after the process's grace period.
+func (p *process) stop() {
+	if p.child != nil {
+		p.child.stop()
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("terminate %s (pid %d): %w", p.name, p.pid(), err)
-	}
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	select {
-	case <-p.done:
-		return nil
-	case <-timer.C:
-	}
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("kill %s (pid %d): %w", p.name, p.pid(), err)
-	}
-	<-p.done
-	return nil
 }
 
 // exitError describes an unexpected exit, with the end of the log.
 func (p *process) exitError() error {
-	return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, tailFile(p.logPath, 30))
+	return fmt.Errorf("%s exited: %v\n%s", p.name, p.child.err, tailFile(p.logPath, 30))
 }
 
 // tailFile returns the last n lines of a file, labelled with its name, or a note

@@ -4,12 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -240,11 +237,12 @@ func (e *env) startController(o controllerOpts) *controller {
 		"-v", "4", // every transition, self-transitions included, in the log shown on failure
 	}
 	p, err := testcluster.StartController(testcluster.ControllerOptions{
-		Binary:     binary,
-		Kubeconfig: kubeconfig,
-		LogPath:    filepath.Join(e.t.TempDir(), "controller.log"),
-		Args:       append(args, o.args...),
-		Env:        append([]string{"RELEASE_VERSION=0.0.0-local"}, o.env...),
+		Binary:      binary,
+		Kubeconfig:  kubeconfig,
+		LogPath:     filepath.Join(e.t.TempDir(), "controller.log"),
+		Args:        append(args, o.args...),
+		Env:         o.env,
+		MetricsAuth: cluster.RESTConfig,
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -261,7 +259,7 @@ func (e *env) startController(o controllerOpts) *controller {
 
 // stop sends SIGTERM to exactly this process and waits; SIGKILL after a grace.
 func (c *controller) stop() {
-	if c.Stop(20 * time.Second) {
+	if c.Stop() {
 		c.t.Errorf("controller %d ignored SIGTERM for 20s; killed it", c.PID())
 	}
 }
@@ -274,59 +272,24 @@ func (c *controller) logContains(s string) bool {
 	return err == nil && strings.Contains(string(raw), s)
 }
 
-// metricsClient authenticates with the admin client certificate (delegated
-// authentication; anonymous requests are refused). One client, and so one
-// connection pool, serves every scrape of the run.
-var metricsClient = sync.OnceValues(func() (*http.Client, error) { return testcluster.MetricsClient(cluster.RESTConfig) })
-
-// scrape reads the controller's /metrics once.
-func (c *controller) scrape() (string, error) {
-	client, err := metricsClient()
-	if err != nil {
-		return "", err
-	}
-	resp, err := client.Get("https://" + c.Listen + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET /metrics: %s: %.200q", resp.Status, body)
-	}
-	return string(body), nil
-}
-
-// metrics scrapes the controller's /metrics, retrying until it serves.
+// metrics scrapes the controller's /metrics, retrying until it serves, and
+// returns the exposition text (metricSum reads it).
 func (c *controller) metrics() string {
 	c.t.Helper()
-	var body string
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		body, last = c.scrape()
-		return last == nil, nil
-	})
+	m, err := c.WaitScrape(context.Background(), 30*time.Second)
 	if err != nil {
-		c.t.Fatalf("scrape /metrics: %v (last error: %v)", err, last)
+		c.t.Fatal(err)
 	}
-	return body
+	return m.Text
 }
 
 // state is the state the controller's /metrics reports, "" when it cannot be read.
 func (c *controller) state() string {
-	body, err := c.scrape()
+	s, err := c.State(context.Background())
 	if err != nil {
 		return ""
 	}
-	for _, line := range strings.Split(body, "\n") {
-		if rest, ok := strings.CutPrefix(line, `runtime_extractor_state{state="`); ok && strings.HasSuffix(line, "} 1") {
-			return rest[:strings.IndexByte(rest, '"')]
-		}
-	}
-	return ""
+	return s
 }
 
 // waitState waits until the controller reports state in its /metrics.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,7 +28,7 @@ func (c *controller) alive() bool {
 		exited = true
 	default:
 	}
-	return !exited && syscall.Kill(c.Cmd.Process.Pid, 0) == nil
+	return !exited && syscall.Kill(c.PID(), 0) == nil
 }
 
 func (c *controller) pid() int { return c.PID() }
@@ -91,33 +92,23 @@ func (c *controller) waitLog(s string, timeout time.Duration) {
 }
 
 // metricSum adds up the samples of the metric family name in a /metrics body
-// whose labels contain every one of labels (e.g. `action="Apply"`).
+// whose labels include every one of labels, each written as in PromQL
+// (`action="Apply"`). The body is parsed with expfmt (testcluster.Metrics).
 func metricSum(body, name string, labels ...string) float64 {
-	var sum float64
-	for _, line := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") {
-			continue
-		}
-		rest := line[len(name):]
-		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue // a longer name with the same prefix
-		}
-		matches := true
-		for _, l := range labels {
-			matches = matches && strings.Contains(rest, l)
-		}
-		if !matches {
-			continue
-		}
-		fields := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
-		if len(fields) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-			sum += v
-		}
+	m, err := testcluster.ParseMetrics(body)
+	if err != nil {
+		panic(err) // bodies come from c.metrics(), which parsed them already
 	}
-	return sum
+	var pairs []string
+	for _, l := range labels {
+		k, quoted, ok := strings.Cut(l, "=")
+		v, err := strconv.Unquote(quoted)
+		if !ok || err != nil {
+			panic(fmt.Sprintf("metricSum: label matcher %q is not name=\"value\"", l))
+		}
+		pairs = append(pairs, k, v)
+	}
+	return m.Sum(name, pairs...)
 }
 
 // stopAPIServer stops kube-apiserver of the shared cluster. Whatever happens
