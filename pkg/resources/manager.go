@@ -131,22 +131,34 @@ func (m *Manager) SetClock(c clock.PassiveClock) {
 // spec-hash and spec already match d is adopted without a write.
 //
 // The first attempt reads the lister; a retry after a Conflict, NotFound or
-// AlreadyExists (a stale cache) reads the API server. An Event is recorded
-// only when the DaemonSet was created or updated.
+// AlreadyExists (a stale cache) waits for the cache to show what the write ran
+// into, and reads the API server only if it does not within cacheCatchUp.
+// library-go's Event (to the log) is recorded only when the DaemonSet was
+// created or updated.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	required, err := DesiredDaemonSet(d)
 	if err != nil {
 		return Result{}, fmt.Errorf("apply daemonset: %w", err)
 	}
 
-	var result Result
-	attempt := 0
+	var (
+		result Result
+		tried  *appsv1.DaemonSet // what the last attempt found; nil before it, or none
+		first  = true
+	)
 	err = retry.OnError(m.backoff, isLostRace, func() error {
-		attempt++
-		existing, err := m.read(ctx, attempt > 1)
+		var existing *appsv1.DaemonSet
+		var err error
+		if first {
+			existing, err = m.read(ctx, false)
+		} else {
+			existing, err = m.readAfterLostRace(ctx, tried)
+		}
+		first = false
 		if err != nil {
 			return err
 		}
+		tried = existing
 		expected, adopt := m.expectedGeneration(existing, required)
 		client := prefetchedDaemonSets{
 			getter:   m.client.AppsV1(),
@@ -334,6 +346,35 @@ func alreadyDesired(existing, required *appsv1.DaemonSet) bool {
 		}
 	}
 	return equality.Semantic.DeepDerivative(required.Spec, existing.Spec)
+}
+
+// cacheCatchUp bounds the wait for the cache to show what a lost race ran
+// into (usually another writer's change, such as the DaemonSet controller's
+// status update, delivered within milliseconds) before reading the server.
+const cacheCatchUp = time.Second
+
+// readAfterLostRace returns the DaemonSet after a write based on tried lost
+// a race: from the cache once it shows something else than tried (another
+// resourceVersion, another object, or none), else from the server.
+func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	var fresh *appsv1.DaemonSet
+	moved := func(context.Context) (bool, error) {
+		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
+		switch {
+		case apierrors.IsNotFound(err):
+			return tried != nil, nil // gone (an update lost to a delete)
+		case err != nil:
+			return false, nil
+		case tried == nil || cached.UID != tried.UID || cached.ResourceVersion != tried.ResourceVersion:
+			fresh = cached.DeepCopy()
+			return true, nil
+		}
+		return false, nil
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, cacheCatchUp, true, moved); err == nil && (fresh == nil || !m.cacheBehind(fresh)) {
+		return fresh, nil
+	}
+	return m.read(ctx, true)
 }
 
 // expect records an own create or spec update the cache has yet to show.

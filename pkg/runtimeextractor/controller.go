@@ -631,7 +631,8 @@ func (c *Controller) observeTransition(t fsm.Transition) {
 // DaemonSet's rollout counts, the failure streak and last error, the config
 // error. status.Conditions(c.Status()) are the three RuntimeExtractor*
 // conditions, for a host's status controller to aggregate. Safe from any
-// goroutine; the zero Snapshot (State Disabled) until Run has started.
+// goroutine. Until Run has synced its caches and made its first observation
+// it is the zero Snapshot (State ""), whose conditions are Unknown [Starting].
 func (c *Controller) Status() status.Snapshot {
 	c.publishedMu.Lock()
 	defer c.publishedMu.Unlock()

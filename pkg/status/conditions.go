@@ -48,6 +48,9 @@ const (
 	// ReasonRolloutStuck: the rollout of the last applied generation made no
 	// progress for the rollout deadline.
 	ReasonRolloutStuck = "RolloutStuck"
+	// ReasonStarting: the controller has not observed the cluster yet (its
+	// caches are not synced), so all three conditions are Unknown.
+	ReasonStarting = "Starting"
 )
 
 // RolloutStuck describes a rollout that made no progress for the deadline.
@@ -124,7 +127,8 @@ func errorText(err error) string {
 }
 
 // Conditions derives the three RuntimeExtractor* conditions from s, in the order of
-// ConditionTypes. It is pure: LastTransitionTime is left zero for the Reporter to set.
+// ConditionTypes. The zero Snapshot (no State: nothing observed yet) gives all
+// three Unknown [Starting]. It is pure: LastTransitionTime is left zero for the Reporter to set.
 //
 // The matrix, by state (status and reason; "pods>0" means True when at least one
 // pod is available, else False):
@@ -150,7 +154,20 @@ func errorText(err error) string {
 // False [AsExpected]. A failing action and a rejected config together report the action's
 // reason and both messages.
 func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
+	if s.State == "" {
+		return starting()
+	}
 	return []configv1.ClusterOperatorStatusCondition{available(s), progressing(s), degraded(s)}
+}
+
+// starting is what is known before the first observation: nothing.
+func starting() []configv1.ClusterOperatorStatusCondition {
+	out := make([]configv1.ClusterOperatorStatusCondition, 0, len(ConditionTypes))
+	for _, t := range ConditionTypes {
+		out = append(out, configv1.ClusterOperatorStatusCondition{Type: t, Status: configv1.ConditionUnknown, Reason: ReasonStarting,
+			Message: "the runtime extractor controller has not observed the cluster yet"})
+	}
+	return out
 }
 
 func available(s Snapshot) configv1.ClusterOperatorStatusCondition {

@@ -173,3 +173,15 @@ func TestConditionsArePure(t *testing.T) {
 	s := Snapshot{State: fsm.StateUpgrading, Version: "4.22.1", Desired: 3, Updated: 1, Available: 2, Failures: 1, LastError: errors.New("x")}
 	assert.Equal(t, Conditions(s), Conditions(s))
 }
+
+// Before the first observation nothing is known: a host reading the status
+// then must not publish a guess.
+func TestConditionsBeforeTheFirstObservationAreUnknown(t *testing.T) {
+	conds := Conditions(Snapshot{})
+	require.Len(t, conds, len(ConditionTypes))
+	for i, c := range conds {
+		assert.Equal(t, ConditionTypes[i], c.Type)
+		assert.Equal(t, configv1.ConditionUnknown, c.Status)
+		assert.Equal(t, ReasonStarting, c.Reason)
+	}
+}
