@@ -1,5 +1,7 @@
-# Image of the controller binary: `docker build -t REGISTRY/runtime-extractor-controller:TAG .`
-# (podman and buildah read it too). The Deployment in manifests/ runs it.
+# Image of the controller binary:
+#   docker build --build-arg VERSION=$(git describe --tags --always) -t REGISTRY/runtime-extractor-controller:TAG .
+# (podman and buildah read it too). The Deployment in manifests/ runs it. VERSION is
+# what --version and runtime_extractor_build_info report, as with `make build`.
 
 FROM docker.io/library/golang:1.26 AS builder
 WORKDIR /src
@@ -7,8 +9,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+ARG VERSION=""
 # Static binary: the runtime image has no C library.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" \
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w ${VERSION:+-X main.version=${VERSION}}" \
       -o /out/runtime-extractor-controller ./cmd/runtime-extractor-controller
 
 # Distroless static: CA certificates and tzdata, no shell, no package manager.
