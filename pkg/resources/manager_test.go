@@ -279,32 +279,39 @@ func TestObservedDeletionEndsTheExpectation(t *testing.T) {
 	}
 }
 
-// The usual conflict: the DaemonSet controller updated the status between the
-// cache read and the write. The retry waits for the cache to show that
-// update (as the informer soon does) and reads nothing from the server.
-func TestConflictRetryWaitsForTheCache(t *testing.T) {
+// driftedWithOneConflict returns a manager whose next apply restores a spec
+// someone changed and meets one Conflict first; beforeConflict runs when it
+// does (the write that won).
+func driftedWithOneConflict(t *testing.T, beforeConflict func(*fakeCluster)) (*fakeCluster, *Manager) {
 	fc := newFakeCluster(t)
 	m := newTestManager(fc)
 	apply(t, m, defaultDesired())
 	fc.sync()
 	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
-
 	conflicts := 1
 	fc.client.PrependReactor("update", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if conflicts == 0 {
 			return false, nil, nil
 		}
 		conflicts--
-		// The status write that won, then the informer delivering it.
+		beforeConflict(fc)
+		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+	})
+	return fc, m
+}
+
+// The usual conflict: the DaemonSet controller updated the status between the
+// cache read and the write. The retry waits for the cache to show that
+// update (as the informer soon does) and reads nothing from the server.
+func TestConflictRetryWaitsForTheCache(t *testing.T) {
+	fc, m := driftedWithOneConflict(t, func(fc *fakeCluster) {
 		ds := fc.stored().DeepCopy()
 		ds.Status.NumberAvailable++
 		if _, err := fc.srv.Update(ds); err != nil {
 			t.Errorf("status write: %v", err)
 		}
-		fc.sync()
-		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+		fc.sync() // the informer delivers it
 	})
-	fc.client.ClearActions()
 	res := apply(t, m, defaultDesired())
 	got := fc.requests()
 	if got.Reads != 0 || !res.Changed || fc.stored().Spec.MinReadySeconds != 0 {
@@ -312,21 +319,9 @@ func TestConflictRetryWaitsForTheCache(t *testing.T) {
 	}
 }
 
+// A conflict the cache never explains: after cacheCatchUp, one live read.
 func TestApplyRetriesConflict(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
-	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
-
-	conflicts := 1
-	fc.client.PrependReactor("update", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		if conflicts == 0 {
-			return false, nil, nil
-		}
-		conflicts--
-		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
-	})
+	fc, m := driftedWithOneConflict(t, func(*fakeCluster) {})
 	res := apply(t, m, defaultDesired())
 	expectRequests(t, fc, "apply with one conflict", 1, 2)
 	if !res.Changed || fc.stored().Spec.MinReadySeconds != 0 {
