@@ -75,6 +75,8 @@ type Manager struct {
 	expected      *appsv1.DaemonSet
 	expectedUntil time.Time
 	clock         clock.PassiveClock
+	// catchUp is cacheCatchUp, or 0 in simulations (SetCacheCatchUp).
+	catchUp time.Duration
 }
 
 // ExpectationTimeout bounds how long an own write may stay unseen by the
@@ -110,8 +112,14 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 		base:     base,
 		backoff:  applyBackoff,
 		clock:    clock.RealClock{},
+		catchUp:  cacheCatchUp,
 	}
 }
+
+// SetCacheCatchUp replaces how long a lost race waits for the cache before
+// reading the server. A simulation whose cache moves only between its steps
+// sets 0: waiting could not change the outcome there, only the run time.
+func (m *Manager) SetCacheCatchUp(d time.Duration) { m.catchUp = d }
 
 // SetClock replaces the clock of the expectations' timeout (tests and
 // simulations).
@@ -371,7 +379,10 @@ func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet
 		}
 		return false, nil
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, cacheCatchUp, true, moved); err == nil && (fresh == nil || !m.cacheBehind(fresh)) {
+	if ok, _ := moved(ctx); !ok && m.catchUp > 0 {
+		_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, m.catchUp, false, moved)
+	}
+	if caught, _ := moved(ctx); caught && (fresh == nil || !m.cacheBehind(fresh)) {
 		return fresh, nil
 	}
 	return m.read(ctx, true)

@@ -2,7 +2,6 @@ package runtimeextractor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -440,11 +440,10 @@ func (c *Controller) stuckChanged() {
 		klog.Info("the rollout progresses again")
 		return
 	}
-	s := c.snapshot()
-	msg := status.Conditions(s)[2].Message
+	msg := v1helpers.FindStatusCondition(status.Conditions(c.snapshot()), status.ConditionDegraded).Message
 	klog.Warningf("rollout stuck: %s", msg)
 	if ds, ok := c.informer.current(); ok {
-		c.events.failed(ds, ReasonRolloutStuck, errors.New(msg))
+		c.events.failed(ds, ReasonRolloutStuck, msg)
 	}
 }
 
@@ -508,7 +507,7 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 		c.observeAction(a, err, time.Since(start))
 		if err != nil {
 			on, _ := c.informer.current()
-			c.events.failed(on, ReasonApplyFailed, err)
+			c.events.failed(on, ReasonApplyFailed, err.Error()+"; retrying with backoff")
 			return fsm.ApplyFailed{Err: err}, nil
 		}
 		if res.Changed {
@@ -528,7 +527,7 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 		c.observeAction(a, err, time.Since(start))
 		if err != nil {
 			on, _ := c.informer.current()
-			c.events.failed(on, ReasonDeleteFailed, err)
+			c.events.failed(on, ReasonDeleteFailed, err.Error()+"; retrying with backoff")
 			return fsm.DeleteFailed{Err: err}, nil
 		}
 		if deleted != "" {

@@ -81,9 +81,9 @@ func (e *changeEvents) deleted() {
 }
 
 // failed records a failure once: the same failure again, until something
-// succeeds, adds nothing.
-func (e *changeEvents) failed(on *appsv1.DaemonSet, reason string, err error) {
-	msg := fmt.Sprintf("%s; retrying with backoff", err)
+// succeeds, adds nothing. It goes on the DaemonSet, or on the Namespace when
+// there is none.
+func (e *changeEvents) failed(on *appsv1.DaemonSet, reason, msg string) {
 	if e.warned == reason+msg {
 		return
 	}

@@ -421,6 +421,7 @@ func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
 	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri, WithEventRecorder(&eventLog{}),
 		WithImages(resources.DefaultImages()), WithVersionSource(s.ver))
 	s.c.manager.SetClock(s.clock)
+	s.c.manager.SetCacheCatchUp(0) // the cache moves only between steps
 	s.ri = s.c.informer
 	s.c.machine.OnTransition(s.onTransition)
 	return s
