@@ -19,7 +19,7 @@ package runtimeextractor
 //     (reassert, onVersion, onDrift, onRollout) for a ready source, chosen at
 //     random as select would; timers (retry, resync) expire when the test says.
 //
-// Invariants: while running, DriftDetected never lists a kind without a change
+// Invariants: while running, a drain never counts a kind as drift without a change
 // of that kind by someone else, and Running is entered only for the object
 // (UID and generation) the last successful apply left, at the desired version;
 // after the world settles (API healed, every event delivered and handled,
