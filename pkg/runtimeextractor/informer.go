@@ -129,7 +129,8 @@ func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.
 
 // newInformer builds the managed DaemonSet's informer for the factory: a name
 // field selector keeps the cache at one object, and the list and watch calls
-// report to watchHealth, so a broken watch is noticed at once.
+// and the watch's events report to watchHealth, so a broken watch is noticed
+// at once; every re-list is checked for a DaemonSet gone unseen (relisted).
 func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 	ri.watch = newWatchHealth(client)
 	selector := fields.OneTermEqualSelector("metadata.name", resources.DaemonSetName).String()
@@ -140,24 +141,28 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 			list, err := daemonSets().List(ctx, o)
 			if err != nil {
 				ri.watch.failed(err)
+				return nil, err // unwrapped: the reflector classifies it (io.EOF, 410, ...)
 			}
-			return list, err
+			ri.relisted(managedIn(list))
+			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
 			w, err := daemonSets().Watch(ctx, o)
 			if err != nil {
 				ri.watch.failed(err)
-				return nil, err
+				return nil, err // unwrapped: the reflector classifies it (connection refused, 429, ...)
 			}
-			ri.watch.established()
-			return w, nil
+			// Whether the watch works shows only in what it delivers: client-go
+			// returns an empty watch, and no error, when the connection is lost.
+			return ri.watch.observe(w, o, ri.relisted), nil
 		},
 	}
 	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &appsv1.DaemonSet{}, resync,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	// The reflector reports every list and watch failure here, including a watch
-	// that ends with an error; the default handler still logs it.
+	// The reflector reports a failed list (or a watch call it will not retry)
+	// here; the default handler still logs it. A watch that ends, even with an
+	// error, is not reported: the wrapped watch tells that.
 	if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		ri.watch.failed(err)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
@@ -165,6 +170,16 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 		klog.Warningf("watch error handler: %v", err) // only on a started informer, which this is not
 	}
 	return informer
+}
+
+// managedIn returns the managed DaemonSet in list, or nil.
+func managedIn(list *appsv1.DaemonSetList) *appsv1.DaemonSet {
+	for i := range list.Items {
+		if list.Items[i].Name == resources.DaemonSetName {
+			return &list.Items[i]
+		}
+	}
+	return nil
 }
 
 // Run runs the library-go controller that delivers drift notifications. It

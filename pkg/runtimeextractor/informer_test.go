@@ -1,12 +1,14 @@
 package runtimeextractor
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -124,5 +126,101 @@ func TestNotificationsCoalesceAndNeverBlock(t *testing.T) {
 	}
 	if len(ri.rollout) != 1 {
 		t.Fatalf("rollout channel holds %d notifications, want 1 (coalesced)", len(ri.rollout))
+	}
+}
+
+// newSyncedInformer runs an informer over a fake clientset holding objs until
+// the test ends, and waits for its cache.
+func newSyncedInformer(t *testing.T, objs ...runtime.Object) *daemonSetInformer {
+	t.Helper()
+	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(objs...), 0)
+	ri, err := NewResourceInformer(rec, factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notOwn := func(types.UID, int64) bool { return false }
+	ri.ownWrite.Store(&notOwn)
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	t.Cleanup(func() { cancel(); factory.Shutdown(); ri.syncCtx.Queue().ShutDown() })
+	if !cache.WaitForCacheSync(ctx.Done(), ri.informer.HasSynced) {
+		t.Fatal("informer did not sync")
+	}
+	return ri
+}
+
+// A re-list that shows no DaemonSet reports the absence when the replace of
+// the cache will not: the cache holds none, or only one already known gone.
+// The controller then compares it with the level it wants.
+func TestRelistReportsADaemonSetGoneUnseen(t *testing.T) {
+	seenOnlyByProbe := managed(1, func(ds *appsv1.DaemonSet) { ds.UID = "uid-probed" })
+	for _, tc := range []struct {
+		name    string
+		objs    []runtime.Object
+		prepare func(*daemonSetInformer)
+		listed  *appsv1.DaemonSet
+		want    []observation
+	}{
+		{"nothing cached, nothing listed", nil, nil, nil,
+			[]observation{{kind: DriftDeleted}}},
+		{"cached, nothing listed: the replace reports it", []runtime.Object{managed(1)}, nil, nil,
+			nil},
+		{"cached but known gone, nothing listed", []runtime.Object{managed(1)}, func(ri *daemonSetInformer) { ri.markGone("uid-1") }, nil,
+			[]observation{{kind: DriftDeleted}}},
+		{"seen only by a live read, nothing listed", nil, func(ri *daemonSetInformer) {
+			ri.probed = &probedDaemonSet{ds: seenOnlyByProbe}
+		}, nil, []observation{{kind: DriftDeleted, uid: "uid-probed"}}},
+		{"listed: the replace reports any change", nil, nil, managed(1),
+			nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ri := newSyncedInformer(t, tc.objs...)
+			if tc.prepare != nil {
+				tc.prepare(ri)
+			}
+			ri.relisted(tc.listed)
+			got := ri.drainDrift()
+			if len(got) != len(tc.want) {
+				t.Fatalf("observed %+v, want %+v", got, tc.want)
+			}
+			for i := range got {
+				if got[i].kind != tc.want[i].kind || got[i].uid != tc.want[i].uid || got[i].expected {
+					t.Fatalf("observed %+v, want %+v", got, tc.want)
+				}
+			}
+			if tc.want != nil {
+				if ds, ok := ri.current(); ok {
+					t.Fatalf("the view still shows %s after a re-list without it", ds.UID)
+				}
+			}
+		})
+	}
+}
+
+// The first list, before the sync, is the controller's first observation.
+func TestFirstListReportsNothing(t *testing.T) {
+	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
+	ri.relisted(nil)
+	if got := ri.drainDrift(); len(got) != 0 {
+		t.Fatalf("observed %+v before the sync", got)
+	}
+}
+
+// The first live read to reach the server after a gap (an outage) reports a
+// DaemonSet it does not find even when the view had none: the view may never
+// have seen one created and deleted meanwhile. Later reads that keep finding
+// nothing report nothing more.
+func TestFirstLiveReadAfterAGapReportsAbsence(t *testing.T) {
+	ri := newSyncedInformer(t)
+	if !ri.probe(context.Background(), true) {
+		t.Fatal("the live read did not reach the fake API server")
+	}
+	if got := ri.drainDrift(); len(got) != 1 || got[0].kind != DriftDeleted {
+		t.Fatalf("first read after a gap observed %+v, want one deletion", got)
+	}
+	ri.probe(context.Background(), false)
+	if got := ri.drainDrift(); len(got) != 0 {
+		t.Fatalf("a later read observed %+v, want nothing", got)
 	}
 }

@@ -2,28 +2,50 @@ package runtimeextractor
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// Bridging a broken watch. While kube-apiserver is unreachable, client-go's
-// reflector backs off (0.8 s doubling to 30 s), so after an outage its watch can
-// stay down for many seconds more, and a change made meanwhile would wait for
-// it. While the watch is broken, the informer confirms the managed DaemonSet with
-// a bounded live GET about once a second and feeds what it finds into the normal
-// drift path; the first successful watch call ends that. A healthy watch costs
-// no request at all.
+// Bridging a broken watch. While kube-apiserver is unreachable, and for a while
+// after, client-go's reflector does not deliver changes: its reconnection backs
+// off (0.8 s doubling to 30 s), and a watch resumed after an outage usually ends
+// at once with 410 Expired, after which it re-lists only after that backoff. A
+// change made meanwhile would wait for it. While the watch is broken, the
+// informer confirms the managed DaemonSet with a bounded live GET about once a
+// second and feeds what it finds into the normal drift path.
+//
+// A watch counts as broken when its call fails, when it ends before the
+// timeout it asked the server for (the connection was lost; behind a load
+// balancer client-go even returns an empty watch with no error for that), and
+// when it ends with an error event (410 Expired). It counts as working again
+// once it delivers an event (a bookmark too) or has stayed open for
+// establishGrace. A healthy watch costs no request at all.
+//
+// A cache that was down can also miss an object altogether: one created and
+// deleted meanwhile (the controller's own re-creation just before an outage,
+// say) leaves no event, not even in a re-list. So the first live read that
+// reaches the server after a gap, and every re-list, report a DaemonSet they
+// do not find, and the controller compares that with the level it wants.
 const (
 	probeInterval = time.Second
 	probeTimeout  = time.Second
+	// establishGrace: the API server rejects a watch from a resourceVersion it
+	// no longer has with an error event at once, so a watch open this long
+	// without one works, even if nothing has changed to send.
+	establishGrace = 2 * time.Second
 )
 
 // watchHealth follows the informer's list and watch calls.
@@ -37,7 +59,7 @@ func newWatchHealth(client kubernetes.Interface) *watchHealth {
 	return &watchHealth{client: client, wake: make(chan struct{}, 1)}
 }
 
-// failed: a list or watch call failed, or a watch ended with an error.
+// failed: a list or watch call failed, or a watch ended early or with an error.
 func (w *watchHealth) failed(err error) {
 	if w.broken.CompareAndSwap(false, true) {
 		klog.Infof("DaemonSet watch broken (%v): confirming the DaemonSet with live reads until it is back", err)
@@ -45,17 +67,142 @@ func (w *watchHealth) failed(err error) {
 	}
 }
 
-// established: a watch call succeeded; the informer sees changes again.
+// established: a watch delivered an event, or stayed open without an error;
+// the informer sees changes again.
 func (w *watchHealth) established() {
 	if w.broken.CompareAndSwap(true, false) {
 		klog.Info("DaemonSet watch re-established")
 	}
 }
 
+// observe wraps a watch the informer's reflector is about to consume, so its
+// events tell watchHealth whether it works. opts are the options it was opened
+// with. For a watch-list (initial events requested), listed is called with the
+// managed DaemonSet the initial events showed (nil for none) when they end.
+func (w *watchHealth) observe(inner watch.Interface, opts metav1.ListOptions, listed func(*appsv1.DaemonSet)) watch.Interface {
+	ow := &observedWatch{
+		inner:  inner,
+		health: w,
+		out:    make(chan watch.Event),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if opts.TimeoutSeconds != nil {
+		ow.timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		ow.listed = listed
+	}
+	go ow.run(time.Now())
+	return ow
+}
+
+// observedWatch forwards a watch's events unchanged, reporting what they say
+// about the connection. One goroutine per watch; Stop ends it and waits for it,
+// whether or not the consumer still reads.
+type observedWatch struct {
+	inner   watch.Interface
+	health  *watchHealth
+	timeout time.Duration           // asked of the server; 0 when none
+	listed  func(*appsv1.DaemonSet) // nil unless a watch-list
+	out     chan watch.Event
+	stop    chan struct{}
+	once    sync.Once
+	done    chan struct{}
+}
+
+func (w *observedWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *observedWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.inner.Stop()
+	})
+	<-w.done
+}
+
+func (w *observedWatch) run(start time.Time) {
+	defer close(w.done)
+	defer close(w.out)
+	grace := time.NewTimer(establishGrace)
+	defer grace.Stop()
+	graceC := grace.C
+	working := func() {
+		if graceC != nil {
+			graceC = nil
+			w.health.established()
+		}
+	}
+	var initial *appsv1.DaemonSet // what a watch-list's initial events showed
+	in := w.inner.ResultChan()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-graceC:
+			working()
+		case e, ok := <-in:
+			if !ok {
+				select {
+				case <-w.stop: // the consumer stopped it: says nothing about the connection
+				default:
+					w.ended(time.Since(start))
+				}
+				return
+			}
+			if e.Type == watch.Error {
+				w.health.failed(fmt.Errorf("watch ended with an error: %w", apierrors.FromObject(e.Object)))
+			} else {
+				working()
+				initial = w.trackInitial(e, initial)
+			}
+			select {
+			case w.out <- e:
+			case <-w.stop:
+				return
+			}
+		}
+	}
+}
+
+// trackInitial follows a watch-list's initial events and hands what they
+// listed on at the bookmark that ends them, before the reflector replaces its
+// cache with it.
+func (w *observedWatch) trackInitial(e watch.Event, initial *appsv1.DaemonSet) *appsv1.DaemonSet {
+	if w.listed == nil {
+		return nil
+	}
+	switch e.Type {
+	case watch.Added:
+		if ds, ok := e.Object.(*appsv1.DaemonSet); ok && ds.Name == resources.DaemonSetName {
+			return ds
+		}
+	case watch.Bookmark:
+		if m, err := meta.Accessor(e.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+			listed := w.listed
+			w.listed = nil // later events are changes, not the list
+			listed(initial)
+			return nil
+		}
+	}
+	return initial
+}
+
+// ended judges a watch that the server or the connection ended: before the
+// timeout the watch asked for, the connection was lost (client-go turns a lost
+// connection into a watch that simply ends, or into an empty one).
+func (w *observedWatch) ended(lasted time.Duration) {
+	if w.timeout > 0 && lasted >= w.timeout*9/10 {
+		return // the server's timeout: the reflector watches again at once
+	}
+	w.health.failed(fmt.Errorf("watch ended after %s, before its timeout: connection lost", lasted.Round(time.Millisecond)))
+}
+
 // probedDaemonSet is what a live read found; ds is nil when there was none.
 type probedDaemonSet struct{ ds *appsv1.DaemonSet }
 
-// bridgeBrokenWatch probes while the watch is broken, until ctx is done.
+// bridgeBrokenWatch probes while the watch is broken, until ctx is done. Probes
+// start probeInterval apart, so one that timed out is followed at once.
 func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 	timer := time.NewTimer(probeInterval)
 	timer.Stop()
@@ -66,9 +213,11 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 			return
 		case <-ri.watch.wake:
 		}
+		reached := false // the previous probe of this broken spell reached the server
 		for ri.watch.broken.Load() {
-			ri.probe(ctx)
-			timer.Reset(probeInterval)
+			start := time.Now()
+			reached = ri.probe(ctx, !reached)
+			timer.Reset(max(0, probeInterval-time.Since(start)))
 			select {
 			case <-ctx.Done():
 				return
@@ -84,11 +233,16 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 }
 
 // probe reads the DaemonSet from the API server once and reports the difference
-// from the view as the informer's handlers would have. Before the first sync
-// there is nothing to bridge: the controller is not acting yet.
-func (ri *daemonSetInformer) probe(ctx context.Context) {
+// from the view as the informer's handlers would have; it returns whether the
+// read reached the server. afterGap: the previous read did not (or this is the
+// first of a broken spell), so the view may miss a DaemonSet created and
+// deleted since (the controller's own re-creation, say): a read that finds
+// nothing then reports the absence, and the controller compares it with the
+// level it wants. Before the first sync there is nothing to bridge: the
+// controller is not acting yet.
+func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	if !ri.informer.HasSynced() {
-		return
+		return false
 	}
 	rctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	live, err := ri.watch.client.AppsV1().DaemonSets(resources.Namespace).Get(rctx, resources.DaemonSetName, metav1.GetOptions{})
@@ -97,8 +251,8 @@ func (ri *daemonSetInformer) probe(ctx context.Context) {
 	case apierrors.IsNotFound(err):
 		live = nil
 	case err != nil:
-		klog.V(4).Infof("probe DaemonSet: %v", err)
-		return // still unreachable; the next probe tries again
+		klog.V(4).Infof("probe DaemonSet %s/%s: %v", resources.Namespace, resources.DaemonSetName, err)
+		return false // still unreachable; the next probe tries again
 	}
 
 	ri.mu.Lock()
@@ -117,7 +271,12 @@ func (ri *daemonSetInformer) probe(ctx context.Context) {
 		ri.markGoneLocked(prev.UID)
 	}
 	ri.mu.Unlock()
+	if prev == nil && live == nil && afterGap {
+		ri.reportAbsent("")
+		return true
+	}
 	ri.observeProbe(prev, live)
+	return true
 }
 
 // observeProbe feeds the change from prev to live into the drift path.
@@ -135,4 +294,44 @@ func (ri *daemonSetInformer) observeProbe(prev, live *appsv1.DaemonSet) {
 	case live.ResourceVersion != prev.ResourceVersion:
 		ri.onUpdate(prev, live)
 	}
+}
+
+// relisted is called with what a re-list (a list, or a watch-list's initial
+// events) found, before the reflector replaces its cache with it. The replace
+// reports what changed or went away from the cache, but nothing about an
+// object the cache never held: a DaemonSet created and deleted while the watch
+// was down leaves no trace, and the controller, which may have created it,
+// would wait for a rollout that never comes. So when the list shows no
+// DaemonSet and the cache holds none whose deletion the replace will report,
+// the informer reports the absence, and the controller compares it with the
+// level it wants (nothing happens where none is wanted). The first list, before
+// the sync, is the controller's first observation, not a change.
+func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
+	if live != nil || ri.informer == nil || !ri.informer.HasSynced() {
+		return
+	}
+	ri.mu.Lock()
+	_, cached, _ := ri.cachedObject()
+	if cached != nil && !ri.gone[cached.UID] {
+		ri.mu.Unlock()
+		return // the replace deletes it from the cache, and onDelete reports it
+	}
+	var uid types.UID
+	if ri.probed != nil {
+		if p := ri.probed.ds; p != nil && !ri.gone[p.UID] {
+			uid = p.UID // the newest object known, seen only by a probe
+			ri.markGoneLocked(uid)
+		}
+		ri.probed = &probedDaemonSet{} // the list is newer than the last probe
+	}
+	ri.mu.Unlock()
+	ri.reportAbsent(uid)
+}
+
+// reportAbsent tells the controller that a live read found no DaemonSet where
+// the view may not know one went away. uid is the object last known, or "".
+func (ri *daemonSetInformer) reportAbsent(uid types.UID) {
+	klog.V(2).Infof("a live read found no DaemonSet %s/%s: the controller compares it with the desired state", resources.Namespace, resources.DaemonSetName)
+	notify(ri.rollout)
+	ri.drift(observation{kind: DriftDeleted, uid: uid})
 }

@@ -2,8 +2,9 @@ package e2e
 
 import (
 	"context"
-	"os"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,20 +15,41 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// outageEnv turns TestFirstCorrectionAfterAPIServerOutage on until its open
-// defect is fixed.
-const outageEnv = "OUTAGE_E2E"
+// The outage bounds of issue 11, from the moment the API server is back to the
+// re-creation of the DaemonSet deleted then.
+const (
+	// outageP50Bound is the issue's target, on the median.
+	outageP50Bound = 2 * time.Second
+	// outageMaxBound bounds every sample: generous, so a loaded 2-core machine
+	// does not fail it, yet far below the reflector's 30 s backoff plus a
+	// re-list, and the 10-minute resync, that a missed deletion waited for.
+	outageMaxBound = 20 * time.Second
+	// outageGiveUp is how long a late re-creation is still waited for, to tell
+	// a slow correction (and how slow) from none.
+	outageGiveUp = 3 * time.Minute
+)
 
 // TestFirstCorrectionAfterAPIServerOutage measures how soon after an API
 // server outage the controller corrects drift again. The controller runs
-// rolled out; kube-apiserver stops for 15 s (five times) and for 60 s (once);
-// as soon as it is back, the test deletes the DaemonSet and times the
+// rolled out; kube-apiserver stops for 15 s, six times back to back (so the
+// reflector's backoff, which resets only after two quiet minutes, grows to
+// its cap). Outages longer than the node monitor grace period would also
+// make kube-controller-manager taint every kwok node and evict the pods, a
+// recovery of the cluster's own that is not what this test measures. As soon
+// as it is back, the test deletes the DaemonSet and times the
 // controller's re-creation from the moment the API server was back. The
-// issue's bound: a median of at most 2 s.
+// issue's bounds: a median of at most 2 s; and every deletion corrected, here
+// within 20 s.
 //
 // While the API server is down, the controller's watch is broken, and the
-// informer's reconnection backs off (0.8 s doubling to 30 s): a controller that
-// waits for its informer sees the deletion up to half a minute late.
+// informer's reconnection backs off (0.8 s doubling to 30 s); behind the load
+// balancer client-go even reports the lost watch as an empty one, without an
+// error, and the watch it resumes after the restart ends at once with 410
+// Expired, after which the reflector re-lists only after that backoff. A
+// controller that waits for its informer sees the deletion up to half a
+// minute late, and one whose cache never saw the DaemonSet it re-created just
+// before the outage not at all. The controller bridges both with live reads
+// and re-checks the level after every re-list.
 //
 // The controller reaches the API server through a TCP proxy that acts as a
 // load balancer with a /readyz health check: the API server leaves the
@@ -48,14 +70,7 @@ const outageEnv = "OUTAGE_E2E"
 // outage at their own pace (up to a minute), and waiting for it would triple
 // the test's time without changing what is measured.
 func TestFirstCorrectionAfterAPIServerOutage(t *testing.T) {
-	if os.Getenv(outageEnv) == "" {
-		// Not silent: it names the open defect and how to run the test.
-		t.Skipf("known open defect (issue 11): after an outage, a deletion can go uncorrected for minutes "+
-			"(the watch restarts, then ends with 410 Expired, and the reflector re-lists only after its backoff); "+
-			"run it with %s=1", outageEnv)
-	}
-	const bound = 2 * time.Second // on the median, from the issue
-	outages := []time.Duration{15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second, time.Minute}
+	outages := []time.Duration{15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second}
 	e := newEnv(t)
 	proxy := startCountingProxy(t, cluster.RESTConfig.Host)
 	c := e.startController(controllerOpts{kubeconfig: proxy.kubeconfig(t), args: []string{"--disable-leader-election"}})
@@ -82,20 +97,50 @@ func TestFirstCorrectionAfterAPIServerOutage(t *testing.T) {
 	}
 	sorted := slices.Clone(took)
 	slices.Sort(sorted)
-	p50 := pct(sorted, 0.50)
-	t.Logf("first correction after the API server was back, over %d outages: p50 %s, max %s",
-		len(took), p50, sorted[len(sorted)-1].Round(time.Millisecond))
-	if p50 > bound {
-		// Issue 11's target is not met yet: the live reads bridge failed watch
-		// calls, but not a watch that starts and then ends with 410 Expired,
-		// after which the reflector re-lists only after its backoff. Until
-		// that is fixed the figure is reported, and only a deletion that is
-		// never corrected (above) fails the test.
-		t.Logf("NOT MET: median first correction %s after the API server was back, target at most %s", p50, bound)
+	p50, worst := pct(sorted, 0.50), sorted[len(sorted)-1].Round(time.Millisecond)
+	t.Logf("first correction after the API server was back, over %d outages: p50 %s, max %s", len(took), p50, worst)
+	if p50 > outageP50Bound {
+		t.Errorf("median first correction %s after the API server was back, want at most %s (issue 11)", p50, outageP50Bound)
+	}
+	if worst > outageMaxBound {
+		t.Errorf("a deletion was corrected only %s after the API server was back, want every one within %s: %v", worst, outageMaxBound, took)
 	}
 	// Leave the cluster as the next test expects it.
-	e.waitRecovered()
+	e.waitRolledOutAfterOutages()
 	e.waitState(c, "Running")
+}
+
+// waitRolledOutAfterOutages waits, as waitRecovered does, for the DaemonSet to
+// roll out on every node again. That depends on kube-controller-manager,
+// kube-scheduler and kwok recovering from the outages, not on the controller
+// (which reports the rollout of what the DaemonSet controller schedules), so a
+// failure says what the cluster looked like.
+func (e *env) waitRolledOutAfterOutages() {
+	e.t.Helper()
+	const timeout = 3 * time.Minute
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return rolledOut(e.daemonSet()), nil
+	})
+	if err == nil {
+		return
+	}
+	var b strings.Builder
+	if ds := e.daemonSet(); ds != nil {
+		fmt.Fprintf(&b, "DaemonSet generation %d, status %+v\n", ds.Generation, ds.Status)
+	}
+	nodes, lerr := e.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if lerr != nil {
+		fmt.Fprintf(&b, "list nodes: %v\n", lerr)
+	} else {
+		for _, n := range nodes.Items {
+			var conds []string
+			for _, c := range n.Status.Conditions {
+				conds = append(conds, fmt.Sprintf("%s=%s", c.Type, c.Status))
+			}
+			fmt.Fprintf(&b, "node %s: conditions %v, taints %v\n", n.Name, conds, n.Spec.Taints)
+		}
+	}
+	e.t.Fatalf("the DaemonSet did not roll out on all %d nodes within %s after the last outage:\n%s", len(cluster.Nodes), timeout, b.String())
 }
 
 // deleteAndTimeRecreation deletes the DaemonSet (the one with UID old) and
@@ -116,7 +161,7 @@ func (e *env) deleteAndTimeRecreation(old types.UID, back time.Time) (*appsv1.Da
 	if err != nil {
 		e.t.Fatalf("list the DaemonSet after the outage: %v", err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, outageGiveUp)
 	defer cancel()
 	byName.ResourceVersion = list.ResourceVersion
 	w, err := e.kube.AppsV1().DaemonSets(ns).Watch(wctx, byName)
@@ -128,11 +173,13 @@ func (e *env) deleteAndTimeRecreation(old types.UID, back time.Time) (*appsv1.Da
 	if err != nil {
 		e.t.Fatalf("delete the DaemonSet: %v", err)
 	}
+	// The test's own reconnection counts in the figure: say how much of it it was.
+	e.t.Logf("deleted the DaemonSet %s after the API server was back", time.Since(back).Round(time.Millisecond))
 	for ev := range w.ResultChan() {
 		if ds, ok := ev.Object.(*appsv1.DaemonSet); ok && ev.Type == watch.Added && ds.UID != old {
 			return ds, time.Since(back)
 		}
 	}
-	e.t.Fatalf("the DaemonSet was not recreated within 3m after the API server was back")
+	e.t.Fatalf("the DaemonSet was not recreated within %s after the API server was back", outageGiveUp)
 	return nil, 0
 }
