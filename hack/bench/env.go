@@ -67,10 +67,15 @@ type bench struct {
 	res       *results
 	// leaseWindow is the quiet window over which lease traffic is reported.
 	leaseWindow [2]time.Time
+	// timeout bounds every wait for the cluster to converge (waitTimeout;
+	// longer on a large cluster).
+	timeout time.Duration
+	// env is added to every controller process's environment.
+	env []string
 }
 
 func setUp(ctx context.Context, o options, root, work string) (*bench, error) {
-	b := &bench{o: o, work: work, binary: o.binary, res: newResults(o)}
+	b := &bench{o: o, work: work, binary: o.binary, res: newResults(o), timeout: waitTimeout}
 	b.res.Commit = gitCommit(root)
 	if b.binary == "" {
 		b.binary = filepath.Join(work, "runtime-extractor-controller")
@@ -82,47 +87,60 @@ func setUp(ctx context.Context, o options, root, work string) (*bench, error) {
 			return nil, fmt.Errorf("build controller: %w", err)
 		}
 	}
-	logf("starting a %d-node local cluster with the audit log on", o.nodes)
-	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	var err error
-	b.cluster, err = testcluster.Start(startCtx, testcluster.Options{
-		Nodes: o.nodes, Dir: filepath.Join(work, "cluster"), AuditLog: true,
-	})
-	if err != nil {
+	if err := b.startCluster(ctx, testcluster.Options{Nodes: o.nodes}, 3*time.Minute); err != nil {
 		return nil, err
 	}
 	b.res.Cluster = fmt.Sprintf("%d kwok nodes, started in %s", len(b.cluster.Nodes), b.cluster.StartupDuration.Round(100*time.Millisecond))
+	return b, nil
+}
+
+// startCluster starts a cluster with the audit log on in b.work/cluster,
+// installs the controller's RBAC and ServiceAccount kubeconfig, and starts
+// the DaemonSet watch. On error, what it started is stopped.
+func (b *bench) startCluster(ctx context.Context, co testcluster.Options, timeout time.Duration) error {
+	logf("starting a %d-node local cluster with the audit log on", co.Nodes)
+	startCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	co.Dir, co.AuditLog = filepath.Join(b.work, "cluster"), true
+	var err error
+	b.cluster, err = testcluster.Start(startCtx, co)
+	if err != nil {
+		return err
+	}
+	if err := b.connect(ctx); err != nil {
+		b.tearDown()
+		return err
+	}
+	return nil
+}
+
+func (b *bench) connect(ctx context.Context) error {
 	b.kube = b.cluster.Client()
 	// The ClusterVersion client knows fields the local CRD lacks; the API
 	// server's warning about them on every update is noise here.
 	configCfg := rest.CopyConfig(b.cluster.RESTConfig)
 	configCfg.WarningHandler = rest.NoWarnings{}
+	var err error
 	if b.config, err = configclient.NewForConfig(configCfg); err != nil {
-		b.tearDown()
-		return nil, fmt.Errorf("config client: %w", err)
+		return fmt.Errorf("config client: %w", err)
 	}
 	b.audit = testcluster.NewAuditReader(b.cluster.AuditLogPath())
 
 	if err := b.installRBAC(ctx); err != nil {
-		b.tearDown()
-		return nil, err
+		return err
 	}
-	b.kubeconfig = filepath.Join(work, "controller.kubeconfig")
+	b.kubeconfig = filepath.Join(b.work, "controller.kubeconfig")
 	if _, err := b.cluster.ServiceAccountKubeconfig(ctx, ns, controllerAccount, b.kubeconfig, 2*time.Hour); err != nil {
-		b.tearDown()
-		return nil, err
+		return err
 	}
 	b.user = testcluster.ServiceAccountUser(ns, controllerAccount)
 	if b.floorKube, err = floorClient(b.kubeconfig); err != nil {
-		b.tearDown()
-		return nil, err
+		return err
 	}
-	if b.ds, err = watchDaemonSet(ctx, b.kube); err != nil {
-		b.tearDown()
-		return nil, err
+	if b.ds, err = watchDaemonSet(ctx, b.kube, b.timeout); err != nil {
+		return err
 	}
-	return b, nil
+	return nil
 }
 
 func (b *bench) tearDown() {
@@ -181,6 +199,7 @@ func (b *bench) startControllerWith(label, kubeconfig string, args []string) (*c
 		Kubeconfig:  kubeconfig,
 		LogPath:     filepath.Join(b.work, "controller-"+label+".log"),
 		Args:        args,
+		Env:         b.env,
 		MetricsAuth: b.cluster.RESTConfig,
 	})
 	if err != nil {
@@ -218,7 +237,7 @@ func (b *bench) dumpControllerLog() {
 
 // waitState waits until the controller's /metrics shows the state.
 func (b *bench) waitState(ctx context.Context, state string) error {
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, b.timeout, true, func(ctx context.Context) (bool, error) {
 		if !b.ctrl.Running() {
 			return false, errors.New("the controller exited")
 		}
@@ -250,11 +269,12 @@ func (b *bench) rolledOut(ds *appsv1.DaemonSet) bool {
 // dsWatcher follows the managed DaemonSet with a watch that survives the API
 // server's watch timeouts. Each change is stamped with when it was received.
 type dsWatcher struct {
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	cur    *appsv1.DaemonSet
-	seen   chan struct{} // closed and replaced on every change
-	done   chan struct{}
+	cancel  context.CancelFunc
+	timeout time.Duration // of waitFor
+	mu      sync.Mutex
+	cur     *appsv1.DaemonSet
+	seen    chan struct{} // closed and replaced on every change
+	done    chan struct{}
 	// history is every change since the last resetHistory, in order.
 	history []observation
 }
@@ -275,7 +295,7 @@ func (l dsListWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions)
 	return l.kube.AppsV1().DaemonSets(ns).Watch(ctx, o)
 }
 
-func watchDaemonSet(ctx context.Context, kube kubernetes.Interface) (*dsWatcher, error) {
+func watchDaemonSet(ctx context.Context, kube kubernetes.Interface, timeout time.Duration) (*dsWatcher, error) {
 	list, err := kube.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
 	if err != nil {
 		return nil, fmt.Errorf("list daemonsets: %w", err)
@@ -286,7 +306,7 @@ func watchDaemonSet(ctx context.Context, kube kubernetes.Interface) (*dsWatcher,
 		cancel()
 		return nil, fmt.Errorf("watch daemonset: %w", err)
 	}
-	w := &dsWatcher{cancel: cancel, seen: make(chan struct{}), done: make(chan struct{})}
+	w := &dsWatcher{cancel: cancel, timeout: timeout, seen: make(chan struct{}), done: make(chan struct{})}
 	if len(list.Items) > 0 {
 		w.cur = list.Items[0].DeepCopy()
 	}
@@ -375,7 +395,7 @@ func (w *dsWatcher) settledSince() (at time.Time, ok bool) {
 // waitFor returns when the watch shows a DaemonSet (nil: none) for which cond
 // holds, and when the watch delivered it.
 func (w *dsWatcher) waitFor(ctx context.Context, cond func(*appsv1.DaemonSet) bool) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, waitTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	for {
 		ds, next := w.current()

@@ -63,6 +63,11 @@ type options struct {
 	resyncWait      time.Duration
 	outages         int
 	outage          time.Duration
+	scaleNodes      int
+	scaleSmall      int
+	scaleTrials     int
+	scaleBlocks     int
+	scaleQPS        int
 	only            string
 	binary          string
 	outDir          string
@@ -87,6 +92,11 @@ func main() {
 	flag.DurationVar(&o.resyncWait, "resync-window", 20*time.Second, "quiet window over which resyncs (every 2s) are counted")
 	flag.IntVar(&o.outages, "outages", 5, "API server outages after which the first correction is timed")
 	flag.DurationVar(&o.outage, "outage", 15*time.Second, "how long kube-apiserver stays down in each outage")
+	flag.IntVar(&o.scaleNodes, "scale-nodes", 1000, "kwok nodes of the large cluster in the scale group (0 skips the group)")
+	flag.IntVar(&o.scaleSmall, "scale-small", testcluster.DefaultNodes, "kwok nodes of the small cluster the scale group compares with")
+	flag.IntVar(&o.scaleTrials, "scale-trials", 10, "drift-delete samples per size in the scale group, of the controller and as many of the floor")
+	flag.IntVar(&o.scaleBlocks, "scale-blocks", 2, "interleaved blocks the scale group's drift samples are taken in")
+	flag.IntVar(&o.scaleQPS, "scale-qps", 200, "client QPS of kube-controller-manager and kube-scheduler on the scale clusters (their defaults, 20 and 50, bound a 1,000-pod rollout)")
 	flag.StringVar(&o.only, "only", "", "run only these steps, comma-separated (e.g. \"outage recovery\"); steps that need the controller of \"first apply\" run it first")
 	flag.StringVar(&o.binary, "binary", "", "controller binary (default: build ./cmd/runtime-extractor-controller)")
 	flag.StringVar(&o.outDir, "out", "", "results directory (default: bench/results in the module)")
@@ -205,6 +215,8 @@ func selectSteps(b *bench, only string) ([]step, error) {
 		{"leader election", b.leaderElection, true},
 		{"outage recovery", b.outageRecovery, false},
 		{"fsm Fire", b.fsmFire, false},
+		// Last: it stops the main cluster to give the machine to its own.
+		{"scale", b.scale, false},
 	}
 	if only == "" {
 		return all, nil

@@ -42,6 +42,7 @@ type results struct {
 	Rollout    rollout     `json:"longRollout"`
 	Memory     []memory    `json:"memory"`
 	Fire       fire        `json:"fsmFire"`
+	Scale      []scaleRun  `json:"scale,omitempty"`
 	Excluded   string      `json:"excluded"`
 	Notes      []string    `json:"notes,omitempty"`
 	Options    optionsJSON `json:"options"`
@@ -79,6 +80,10 @@ type optionsJSON struct {
 	Clutter      int    `json:"clutterObjects"`
 	Outages      int    `json:"outages"`
 	Outage       string `json:"outageDuration"`
+	ScaleNodes   int    `json:"scaleNodes,omitempty"`
+	ScaleSmall   int    `json:"scaleSmall,omitempty"`
+	ScaleTrials  int    `json:"scaleTrials,omitempty"`
+	ScaleQPS     int    `json:"scaleQPS,omitempty"`
 	// Only lists the steps run when not all were (-only).
 	Only string `json:"only,omitempty"`
 }
@@ -208,7 +213,8 @@ func newResults(o options) *results {
 		Excluded:  "tokenreviews/subjectaccessreviews (authentication of the bench's /metrics scrapes); lease requests (leader election) are counted apart",
 		Options: optionsJSON{Nodes: o.nodes, Trials: o.trials, Blocks: o.blocks, ImageTrials: o.imageTrials, Toggles: o.toggles,
 			Noops: o.noops, Storm: o.storm, Burst: o.burst, RolloutNodes: o.rolloutNodes, Clutter: o.clutter,
-			Outages: o.outages, Outage: o.outage.String(), Only: o.only},
+			Outages: o.outages, Outage: o.outage.String(), Only: o.only,
+			ScaleNodes: o.scaleNodes, ScaleSmall: o.scaleSmall, ScaleTrials: o.scaleTrials, ScaleQPS: o.scaleQPS},
 	}
 }
 
@@ -479,6 +485,9 @@ func (r *results) print(out io.Writer, ref *results) {
 		fmt.Fprintf(w, "\nfsm Fire\t%.1f ns/op\t%d B/op\t%d allocs/op\t(%s)\n", f.NsPerOp, f.BytesPerOp, f.AllocsPerOp, f.Command)
 	}
 	_ = w.Flush()
+	var scale strings.Builder
+	r.printScale(&scale, ref)
+	fmt.Fprint(out, scale.String())
 
 	if len(r.Requests) > 0 {
 		fmt.Fprintln(out, "\nRequests by kind, over all trials of each action:")
@@ -778,6 +787,8 @@ func countDiffs(now, ref counts) (worse, better []string) {
 // compare fills r.Regressions with every figure that moved the wrong way
 // against ref.
 func (r *results) compare(ref *results) {
+	// A loaded run carries its own comparison with an older reference.
+	r.Regressions = nil
 	add := func(format string, args ...any) { r.Regressions = append(r.Regressions, fmt.Sprintf(format, args...)) }
 	for _, q := range r.Requests {
 		if rq := ref.requestRow(q.Key); rq != nil {

@@ -167,6 +167,12 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 			return err
 		}
 		tried = existing
+		if existing != nil && existing.DeletionTimestamp != nil {
+			// Being deleted: a write would be lost with it. Its deletion event
+			// follows, and the apply after it creates the DaemonSet anew.
+			result = Result{Generation: existing.Generation, Object: existing}
+			return nil
+		}
 		expected, adopt := m.expectedGeneration(existing, required)
 		client := prefetchedDaemonSets{
 			getter:   m.client.AppsV1(),

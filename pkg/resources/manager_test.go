@@ -607,3 +607,23 @@ func TestDeleteNamesWhatItDeleted(t *testing.T) {
 		t.Fatal("the replacement is still there")
 	}
 }
+
+// A DaemonSet being deleted (orphaning its pods, say) is not written: the
+// write would be lost with it, and its deletion is what the controller
+// repairs next.
+func TestApplyDoesNotWriteADaemonSetBeingDeleted(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.edit(func(ds *appsv1.DaemonSet) {
+		now := metav1.Now()
+		ds.DeletionTimestamp = &now
+		ds.Finalizers = []string{metav1.FinalizerOrphanDependents}
+		ds.Spec.MinReadySeconds = 7
+	})
+	res := apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply to a DaemonSet being deleted", 0, 0)
+	if res.Changed || res.Created {
+		t.Errorf("result %s, want no write", summary(res))
+	}
+}

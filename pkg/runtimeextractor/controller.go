@@ -395,6 +395,9 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 			if !present || ds.UID != o.uid {
 				continue // a late event of an object since gone; its deletion is an observation of its own
 			}
+			if ds.DeletionTimestamp != nil {
+				continue // being deleted (e.g. orphaning its pods): its deletion follows, and is the drift to repair
+			}
 			if o.kind == DriftModified && c.manager.IsOwnWrite(o.uid, o.generation) ||
 				o.kind == DriftMetadata && c.manager.IsOwnMetadata(o.uid, o.meta) {
 				continue // the controller's own write (a spec, or a new version)

@@ -95,3 +95,38 @@ func TestConfigStormCoalesces(t *testing.T) {
 	}
 	t.Logf("200 toggles: %d DaemonSet writes (%v)", writes(got), got)
 }
+
+// A delete that orphans the pods first marks the DaemonSet (deletionTimestamp,
+// a finalizer, a new generation), then removes it: one repair, one create,
+// and no write to the object on its way out.
+func TestOrphaningDeleteIsRepairedWithOneCreate(t *testing.T) {
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	ctx := context.Background()
+	old := h.stored().DeepCopy()
+	h.api.Client.ClearActions()
+
+	marked := old.DeepCopy()
+	now := metav1.Now()
+	marked.DeletionTimestamp = &now
+	marked.Finalizers = []string{metav1.FinalizerOrphanDependents}
+	if _, err := h.api.Update(marked); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the marked DaemonSet in the cache", func() bool {
+		ds, ok := h.ctrl.informer.current()
+		return ok && ds.DeletionTimestamp != nil
+	})
+	if err := h.api.Client.AppsV1().DaemonSets(resources.Namespace).Delete(ctx, resources.DaemonSetName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStored("the DaemonSet to be recreated", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	got := daemonSetRequests(h.api.Client.Actions())
+	got["delete"]-- // the test's
+	if got["create"] != 1 || writes(got) != 1 {
+		t.Fatalf("an orphaning delete cost %v, want one create", got)
+	}
+}

@@ -17,9 +17,10 @@ import (
 
 // When status is written. The conditions are for people and for the cluster
 // version operator, not for the control loop, so a change waits until it has
-// settled: a quick repair (Running, Drifted, Running) writes nothing, and a
-// long rollout, whose pod counts move all the time, writes at most once per
-// StatusMaxDelay. A failure is written at once.
+// settled: a quick repair (Running, Drifted, Running) writes nothing, and
+// writes are at least StatusMaxDelay apart, so a long rollout, whose pod
+// counts move all the time, writes at most once per StatusMaxDelay. A new
+// failure is written at once.
 const (
 	// StatusSettle is how long a snapshot must stay unchanged before it is
 	// written; it covers the flurry of counts a single change produces.
@@ -76,6 +77,7 @@ func (w *statusWriter) run(ctx context.Context) {
 	var (
 		written      *status.Snapshot // nil until the first write
 		writtenConds []configv1.ClusterOperatorStatusCondition
+		writtenAt    time.Time
 		next         *pending
 		timer        clock.Timer
 		timerC       <-chan time.Time
@@ -141,14 +143,14 @@ func (w *statusWriter) run(ctx context.Context) {
 		if next == nil {
 			continue
 		}
-		if due := next.due(writtenConds); now.Before(due) {
+		if due := next.due(writtenConds, writtenAt); now.Before(due) {
 			if offered != nil || timerC == nil {
 				arm(due)
 			}
 			continue
 		}
 		if write(next.snapshot) {
-			written, writtenConds, next = &next.snapshot, next.conditions, nil
+			written, writtenConds, writtenAt, next = &next.snapshot, next.conditions, now, nil
 			continue
 		}
 		next.retryAt = now.Add(statusRetry)
@@ -156,21 +158,29 @@ func (w *statusWriter) run(ctx context.Context) {
 	}
 }
 
-// due is when p is written, given the conditions last written.
-func (p *pending) due(written []configv1.ClusterOperatorStatusCondition) time.Time {
+// due is when p is written, given the conditions last written and when.
+// Apart from a new failure, writes are at least StatusMaxDelay apart.
+func (p *pending) due(written []configv1.ClusterOperatorStatusCondition, writtenAt time.Time) time.Time {
+	if newFailure(p.conditions, written) {
+		return laterOf(p.since, p.retryAt)
+	}
 	at := p.since.Add(StatusMaxDelay)
-	switch {
-	case newFailure(p.conditions, written):
-		at = p.since
-	case !inProgress(p.snapshot.State):
+	if !inProgress(p.snapshot.State) {
 		if settled := p.changedAt.Add(StatusSettle); settled.Before(at) {
 			at = settled
 		}
 	}
-	if at.Before(p.retryAt) {
-		return p.retryAt
+	if !writtenAt.IsZero() {
+		at = laterOf(at, writtenAt.Add(StatusMaxDelay))
 	}
-	return at
+	return laterOf(at, p.retryAt)
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }
 
 // newFailure: Degraded turns True, or True with another reason.

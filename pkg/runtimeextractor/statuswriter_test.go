@@ -165,6 +165,26 @@ func TestStatusWriterLongRolloutIsBoundedByTime(t *testing.T) {
 	}
 }
 
+// Writes are StatusMaxDelay apart, also when the rollout ends (a settled
+// Running) right after a write; a new failure is not held back.
+func TestStatusWritesAreSpacedButFailuresAreNot(t *testing.T) {
+	t0 := time.Now()
+	written := status.Conditions(status.Snapshot{State: fsm.StateDeploying, Version: "4.22.0", Desired: 3, Updated: 1, Available: 1})
+	running := status.Snapshot{State: fsm.StateRunning, Version: "4.22.0", Desired: 3, Updated: 3, Available: 3}
+	p := &pending{snapshot: running, conditions: status.Conditions(running), since: t0.Add(time.Second), changedAt: t0.Add(time.Second)}
+	if due := p.due(written, t0); due.Before(t0.Add(StatusMaxDelay)) {
+		t.Fatalf("the end of a rollout is due %s after the last write, want at least %s", due.Sub(t0), StatusMaxDelay)
+	}
+	if due := p.due(written, time.Time{}); !due.Equal(t0.Add(time.Second + StatusSettle)) {
+		t.Fatalf("with no write before, a settled snapshot is due %s after its change, want %s", due.Sub(t0.Add(time.Second)), StatusSettle)
+	}
+	failing := status.Snapshot{State: fsm.StateDeploying, Version: "4.22.0", Failures: 1, LastError: errors.New("boom")}
+	f := &pending{snapshot: failing, conditions: status.Conditions(failing), since: t0.Add(time.Second), changedAt: t0.Add(time.Second)}
+	if due := f.due(written, t0); !due.Equal(t0.Add(time.Second)) {
+		t.Fatalf("a new failure is due %s after it happened, want at once", due.Sub(t0.Add(time.Second)))
+	}
+}
+
 // Defect 2: a failed write armed the retry with its snapshot; a later
 // successful write must not let the retry write the older failed snapshot
 // over the newer one.

@@ -16,6 +16,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
 	configv1client "github.com/openshift/client-go/config/clientset/versioned/typed/config/v1"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,16 +102,30 @@ func parallel(fns ...func() error) error {
 // except for its NoSchedule taint: the DaemonSets under test carry no kwok
 // toleration, and they must run on these nodes.
 func (c *Cluster) createNodes(ctx context.Context) error {
-	c.Nodes = nil
-	for i := range c.opts.Nodes {
-		name := fmt.Sprintf("%s%d", fakeNodePrefix, i)
-		if _, err := c.client.CoreV1().Nodes().Create(ctx, fakeNode(name), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create node %s: %w", name, err)
-		}
-		c.Nodes = append(c.Nodes, name)
+	names := make([]string, c.opts.Nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%d", fakeNodePrefix, i)
 	}
+	// A few creates in flight: a thousand nodes one by one take a minute.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(nodeCreateWorkers)
+	for _, name := range names {
+		g.Go(func() error {
+			if _, err := c.client.CoreV1().Nodes().Create(gctx, fakeNode(name), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create node %s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	c.Nodes = names
 	return nil
 }
+
+// nodeCreateWorkers bounds the node creates in flight at start.
+const nodeCreateWorkers = 16
 
 // AddNode registers one more kwok fake node, shaped as those Start creates, for
 // tests and benchmarks that need a node to join the running cluster (kwok
@@ -428,13 +443,19 @@ func minorOf(version string) string {
 	return parts[0] + "." + parts[1]
 }
 
+// nodesReady lists the nodes (one request, whatever their number) and
+// reports whether all of c.Nodes are Ready.
 func (c *Cluster) nodesReady(ctx context.Context) (bool, error) {
+	list, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	ready := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		ready[list.Items[i].Name] = NodeReady(&list.Items[i])
+	}
 	for _, name := range c.Nodes {
-		node, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if !NodeReady(node) {
+		if !ready[name] {
 			return false, nil
 		}
 	}

@@ -53,6 +53,7 @@ type Cluster struct {
 	mu        sync.Mutex
 	procs     []*process // in start order; stopped in reverse
 	apiserver *process
+	kwok      *process // replaced by HoldPods
 	stopped   bool
 }
 
@@ -232,12 +233,15 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--cluster-signing-key-file="+p.caKey,
 		"--service-cluster-ip-range="+serviceClusterIPRange,
 	)
+	kcm.args = append(kcm.args, c.qpsArgs()...)
 	sched := newProcess(binScheduler, c.bin(binScheduler), c.Dir, stopGrace,
-		"--kubeconfig="+schedKubeconfig,
-		"--authentication-kubeconfig="+schedKubeconfig,
-		"--authorization-kubeconfig="+schedKubeconfig,
-		"--secure-port=0",
-		"--leader-elect=false",
+		append([]string{
+			"--kubeconfig=" + schedKubeconfig,
+			"--authentication-kubeconfig=" + schedKubeconfig,
+			"--authorization-kubeconfig=" + schedKubeconfig,
+			"--secure-port=0",
+			"--leader-elect=false",
+		}, c.qpsArgs()...)...,
 	)
 	kwok := newProcess(binKwok, c.bin(binKwok), c.Dir, stopGrace,
 		"--kubeconfig="+c.Kubeconfig,
@@ -249,13 +253,22 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
+	c.mu.Lock()
+	c.kwok = kwok
+	c.mu.Unlock()
 	if err := c.bootstrap(ctx, resolveAPIDir); err != nil {
 		return err
 	}
 	logf(log, "OpenShift CRDs, objects and %d nodes created in %s", len(c.Nodes), since(step))
 
 	step = time.Now()
-	if err := c.waitFor(ctx, "nodes Ready and untainted", 2*time.Minute, c.nodesReady); err != nil {
+	// kwok reports about 20 nodes Ready a second here; a large cluster gets
+	// the time that takes on top.
+	nodesTimeout := 2*time.Minute + time.Duration(len(c.Nodes))*100*time.Millisecond
+	// Each poll lists every node: at a thousand, a few megabytes the API
+	// server encodes, so poll less often the more there are.
+	nodesInterval := max(pollInterval, time.Duration(len(c.Nodes))*time.Millisecond)
+	if err := c.waitForEvery(ctx, "nodes Ready and untainted", nodesInterval, nodesTimeout, c.nodesReady); err != nil {
 		return err
 	}
 	if err := c.waitFor(ctx, "default ServiceAccounts", time.Minute, c.defaultServiceAccountsExist); err != nil {
@@ -276,14 +289,31 @@ func (c *Cluster) launch(proc *process) error {
 	return nil
 }
 
+// qpsArgs sets the client QPS of kube-controller-manager and kube-scheduler
+// when Options.ControlPlaneQPS asks for it (both take the same flags).
+func (c *Cluster) qpsArgs() []string {
+	if c.opts.ControlPlaneQPS == 0 {
+		return nil
+	}
+	return []string{
+		"--kube-api-qps=" + strconv.FormatFloat(float64(c.opts.ControlPlaneQPS), 'f', -1, 32),
+		"--kube-api-burst=" + strconv.Itoa(int(2*c.opts.ControlPlaneQPS)),
+	}
+}
+
 func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }
 
 // waitFor polls cond until it holds, a component exits, or timeout passes. Errors
 // from cond count as "not yet" (the API server may still be warming up); the last
 // one is reported on timeout.
 func (c *Cluster) waitFor(ctx context.Context, what string, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
+	return c.waitForEvery(ctx, what, pollInterval, timeout, cond)
+}
+
+// waitForEvery is waitFor, polling every interval.
+func (c *Cluster) waitForEvery(ctx context.Context, what string, interval, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
 	var lastErr, exitErr error
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		if proc := c.exitedProcess(); proc != nil {
 			exitErr = proc.exitError()
 			return false, exitErr

@@ -52,6 +52,12 @@ type Options struct {
 	// lines, Metadata level) to Cluster.AuditLogPath, so tests and benchmarks
 	// can count the requests of one client (ReadAuditLog, CountByUserAndVerb).
 	AuditLog bool
+	// ControlPlaneQPS is the client QPS of kube-controller-manager and
+	// kube-scheduler (burst: twice as much); 0 keeps their defaults (20 and
+	// 50). At hundreds of nodes the defaults, not the machine, bound how fast
+	// the DaemonSet controller creates and deletes pods; production control
+	// planes raise them too.
+	ControlPlaneQPS float32
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -60,6 +66,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Nodes < 0 {
 		return o, fmt.Errorf("nodes must be positive, got %d", o.Nodes)
+	}
+	if o.ControlPlaneQPS < 0 {
+		return o, fmt.Errorf("control plane QPS must not be negative, got %g", o.ControlPlaneQPS)
 	}
 	if o.Version == "" {
 		o.Version = DefaultVersion

@@ -80,6 +80,9 @@ func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, erro
 		if !equality.Semantic.DeepEqual(old.Spec, ds.Spec) {
 			ds.Generation++
 		}
+		if old.DeletionTimestamp == nil && ds.DeletionTimestamp != nil {
+			ds.Generation++ // the API server marks a deletion held by finalizers so
+		}
 	}
 	ds.ResourceVersion = s.next()
 	if err := s.Client.Tracker().Update(DaemonSets, ds, ds.Namespace); err != nil {

@@ -1,0 +1,531 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+// The scale group runs the same measurements on two fresh clusters, one of
+// -scale-small nodes and one of -scale-nodes, in the same run: the first
+// rollout, a version change's rolling update (maxUnavailable 33%: about
+// three waves), drift-delete repairs against the floor, and the
+// controller's requests, CPU seconds and peak RSS over each rollout. The
+// main cluster is stopped first, so the two cores are the scale cluster's.
+
+const (
+	metricCPU = "process_cpu_seconds_total"
+	// scaleTimeout bounds every wait on a scale cluster: a thousand pods
+	// roll out in minutes on two cores, not seconds.
+	scaleTimeout = 15 * time.Minute
+	// sampleEvery is how often the controller's /metrics is scraped for CPU
+	// and RSS during a rollout.
+	sampleEvery = time.Second
+)
+
+// scaleRun is one cluster size's figures.
+type scaleRun struct {
+	Nodes          int       `json:"nodes"`
+	NodesReadyS    float64   `json:"clusterStartSeconds"` // start, nodes Ready included
+	FirstRunningS  float64   `json:"firstApplyToRunningSeconds"`
+	FirstRollout   usage     `json:"firstRollout"`
+	UpgradeS       float64   `json:"versionChangeToRunningSeconds"`
+	UpgradeWaves   int       `json:"upgradeWaves"` // distinct batches of pods replaced, as the DaemonSet's status showed
+	Upgrade        usage     `json:"upgradeRollout"`
+	IdleRSSBytes   int64     `json:"idleRssBytes"` // Running, nothing happening
+	DriftP50Ms     float64   `json:"driftDeleteP50Ms"`
+	FloorP50Ms     float64   `json:"floorP50Ms"`
+	DriftRatio     float64   `json:"driftDeleteP50FloorRatio"`
+	DriftSamples   int       `json:"driftSamples"`
+	DriftSamplesMs []float64 `json:"driftSamplesMs"`
+	FloorSamplesMs []float64 `json:"floorSamplesMs"`
+	DriftRequests  counts    `json:"driftRequestsPerTrial"`
+}
+
+// usage is what the controller cost over one rollout window.
+type usage struct {
+	Seconds    float64  `json:"seconds"`
+	Requests   counts   `json:"requests"`
+	ByResource []string `json:"byResource"` // "verb resource ×n"
+	// PerPodOrNode is requests on pods or nodes: 0 unless the controller
+	// looks at pods or nodes one by one (or lists them).
+	PerPodOrNode int     `json:"podOrNodeRequests"`
+	StatusPer5s  float64 `json:"statusWritesPer5s"`
+	CPUSeconds   float64 `json:"cpuSeconds"`
+	PeakRSSBytes int64   `json:"peakRssBytes"`
+}
+
+// scale runs the scale group: the small size, then the large one.
+func (b *bench) scale(ctx context.Context) error {
+	if b.o.scaleNodes <= 0 {
+		logf("scale: skipped (-scale-nodes 0)")
+		return nil
+	}
+	// Free the machine: the main cluster has done its part.
+	if b.ctrl != nil {
+		b.ctrl.stop()
+		b.ctrl = nil
+	}
+	if b.ds != nil {
+		b.ds.stop()
+		b.ds = nil
+	}
+	if b.cluster != nil {
+		if err := b.cluster.Stop(); err != nil {
+			return fmt.Errorf("stop the main cluster: %w", err)
+		}
+	}
+	for _, n := range []int{b.o.scaleSmall, b.o.scaleNodes} {
+		r, err := b.scaleOnce(ctx, n)
+		if err != nil {
+			if ctx.Err() != nil || n == b.o.scaleSmall {
+				return fmt.Errorf("%d nodes: %w", n, err)
+			}
+			// The machine may not hold the large size: say so, keep the rest.
+			b.res.note("scale: %d nodes failed: %v", n, err)
+			logf("scale: %d nodes failed: %v", n, err)
+			continue
+		}
+		b.res.Scale = append(b.res.Scale, r)
+	}
+	return nil
+}
+
+// scaleOnce measures one size on a fresh cluster, stopped at the end.
+func (b *bench) scaleOnce(ctx context.Context, nodes int) (scaleRun, error) {
+	work := filepath.Join(b.work, fmt.Sprintf("scale-%d", nodes))
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return scaleRun{}, fmt.Errorf("create work dir: %w", err)
+	}
+	// POD_NAME as the shipped Deployment sets it: library-go then looks its
+	// pod up by name (one get) instead of listing every pod of the namespace.
+	s := &bench{o: b.o, work: work, binary: b.binary, res: newResults(b.o), timeout: scaleTimeout,
+		env: []string{"POD_NAME=runtime-extractor-controller-bench"}}
+	co := testcluster.Options{Nodes: nodes, ControlPlaneQPS: float32(b.o.scaleQPS)}
+	if err := s.startCluster(ctx, co, 10*time.Minute); err != nil {
+		return scaleRun{}, err
+	}
+	defer s.tearDown()
+	r := scaleRun{Nodes: nodes, NodesReadyS: round1(s.cluster.StartupDuration.Seconds())}
+	logf("scale: %d nodes Ready, cluster started in %s", nodes, s.cluster.StartupDuration.Round(100*time.Millisecond))
+
+	// First apply: process start -> Running with a pod available on every node.
+	start := time.Now()
+	var err error
+	if s.ctrl, err = s.startController(defaultResync, "scale"); err != nil {
+		return r, err
+	}
+	smp := s.sample(ctx)
+	smp.fromZero()
+	if err := s.waitSteady(ctx, true); err != nil {
+		smp.stop()
+		return r, err
+	}
+	running := time.Now()
+	r.FirstRunningS = round1(running.Sub(start).Seconds())
+	if r.FirstRollout, err = s.usage(ctx, smp, start, running); err != nil {
+		return r, err
+	}
+	logf("scale: %d nodes: first apply Running after %.1f s", nodes, r.FirstRunningS)
+
+	idle, err := s.sampleMemory(ctx, "idle")
+	if err != nil {
+		return r, err
+	}
+	r.IdleRSSBytes = idle.RSSBytes
+
+	if err := s.scaleUpgrade(ctx, &r); err != nil {
+		return r, err
+	}
+	logf("scale: %d nodes: version change Running after %.1f s (%d waves)", nodes, r.UpgradeS, r.UpgradeWaves)
+	if err := s.scaleDrift(ctx, &r); err != nil {
+		return r, err
+	}
+	logf("scale: %d nodes: drift-delete p50 %.1f ms, floor %.1f ms", nodes, r.DriftP50Ms, r.FloorP50Ms)
+	return r, nil
+}
+
+// scaleUpgrade does what an OpenShift upgrade does to the controller: the
+// ClusterVersion moves, and the operator restarts with the new release's
+// images (RELATED_IMAGE_*). A version alone rolls no pod (it is an
+// annotation); the images do. It times the version change to Running after
+// the rolling update of every pod.
+func (s *bench) scaleUpgrade(ctx context.Context, r *scaleRun) error {
+	before, _ := s.ds.current()
+	if before == nil {
+		return errors.New("no DaemonSet before the version change")
+	}
+	const version = "4.22.99"
+	images := resources.DefaultImages()
+	tag := func(img string) string { return strings.TrimSuffix(img, ":latest") + ":" + version }
+	newExtractor := tag(images.Extractor)
+	var start time.Time
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cv, err := s.config.ConfigV1().ClusterVersions().Get(ctx, "version", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cv.Status.Desired.Version = version
+		start = time.Now()
+		_, err = s.config.ConfigV1().ClusterVersions().UpdateStatus(ctx, cv, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("bump the version: %w", err)
+	}
+	s.ctrl.stop()
+	s.env = append(s.env,
+		resources.EnvExtractorImage+"="+newExtractor,
+		resources.EnvExporterImage+"="+tag(images.Exporter),
+		resources.EnvKubeRBACProxyImage+"="+tag(images.KubeRBACProxy))
+	if s.ctrl, err = s.startController(defaultResync, "scale-upgrade"); err != nil {
+		return err
+	}
+	smp := s.sample(ctx)
+	smp.fromZero() // a new process: its CPU counter started at 0
+	// Waves: count each time pods go unavailable after all were back.
+	var waves waveCounter
+	if _, err := s.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
+		upgraded := ds != nil && ds.Generation > before.Generation && extractorImage(ds) == newExtractor
+		if upgraded {
+			waves.observe(ds)
+		}
+		return upgraded && s.rolledOut(ds)
+	}); err != nil {
+		smp.stop()
+		return fmt.Errorf("wait for the upgrade rollout: %w", err)
+	}
+	if err := s.waitState(ctx, "Running"); err != nil {
+		smp.stop()
+		return err
+	}
+	done := time.Now()
+	r.UpgradeS = round1(done.Sub(start).Seconds())
+	r.UpgradeWaves = waves.n
+	r.Upgrade, err = s.usage(ctx, smp, start, done)
+	return err
+}
+
+func extractorImage(ds *appsv1.DaemonSet) string {
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == resources.ContainerExtractor {
+			return c.Image
+		}
+	}
+	return ""
+}
+
+// waveCounter counts rolling-update waves: a wave starts when pods are
+// taken down (available drops) after the previous one came back up.
+type waveCounter struct {
+	n    int
+	down bool
+}
+
+func (w *waveCounter) observe(ds *appsv1.DaemonSet) {
+	unavailable := ds.Status.NumberUnavailable > 0 || ds.Status.NumberAvailable < ds.Status.DesiredNumberScheduled
+	if unavailable && !w.down {
+		w.n++
+	}
+	w.down = unavailable
+}
+
+// scaleDrift deletes the DaemonSet and times its return, controller and
+// floor in alternate blocks. The deletion orphans the pods (they stay, and
+// the new DaemonSet adopts them): a background deletion would make every
+// sample a full replacement of every pod, minutes at a thousand nodes. A
+// sample runs from the bench's watch seeing the deletion to it seeing the
+// new object, the controller's reaction alone: an orphaning deletion first
+// waits for the garbage collector to release every pod, which would weigh
+// on both alike and hide the difference.
+func (s *bench) scaleDrift(ctx context.Context, r *scaleRun) error {
+	blocks := max(1, s.o.scaleBlocks)
+	perBlock := max(1, (s.o.scaleTrials+blocks-1)/blocks)
+	var product, floor []time.Duration
+	var w windows
+	for blk := range blocks {
+		for range perBlock {
+			took, err := s.orphanDeleteAndTime(ctx, &w)
+			if err != nil {
+				return err
+			}
+			product = append(product, took)
+			if err := s.waitSteady(ctx, true); err != nil {
+				return err
+			}
+			time.Sleep(settle)
+		}
+		time.Sleep(tail - settle)
+		w.finish()
+		s.ctrl.stop()
+		s.ctrl = nil
+		iw, err := startIdealWatcher(ctx, s.floorKube)
+		if err != nil {
+			return err
+		}
+		for range perBlock {
+			took, err := s.orphanDeleteAndTime(ctx, nil)
+			if err != nil {
+				iw.stop()
+				return errors.Join(err, iw.check())
+			}
+			floor = append(floor, took)
+			if _, err := s.ds.waitFor(ctx, s.rolledOut); err != nil {
+				iw.stop()
+				return fmt.Errorf("floor: wait for the rollout: %w", err)
+			}
+			time.Sleep(settle)
+		}
+		// check before stop: stopping ends the watch with an error.
+		err = iw.check()
+		iw.stop()
+		if err != nil {
+			return err
+		}
+		if s.ctrl, err = s.startController(defaultResync, fmt.Sprintf("scale-%d", blk+1)); err != nil {
+			return err
+		}
+		if err := s.waitSteady(ctx, true); err != nil {
+			return err
+		}
+	}
+	s.res.addLatency(keyDriftDelete, "", product)
+	s.res.addLatency(keyFloor, "", floor)
+	s.res.finish()
+	l, f := s.res.latency(keyDriftDelete), s.res.latency(keyFloor)
+	r.DriftSamples, r.DriftP50Ms, r.FloorP50Ms, r.DriftRatio = l.N, l.P50Ms, f.P50Ms, l.P50Floor
+	r.DriftSamplesMs, r.FloorSamplesMs = l.SamplesMs, f.SamplesMs
+	if err := s.count(ctx, keyDriftDelete, "drift: DaemonSet deleted (orphaning)", repairTarget, &w, false); err != nil {
+		return err
+	}
+	r.DriftRequests = s.res.requestRow(keyDriftDelete).PerTrial
+	return nil
+}
+
+// orphanDeleteAndTime deletes the DaemonSet, leaving its pods, and returns
+// the time from the watch seeing it gone to the watch seeing a new one.
+// With w, the deletion starts a trial's window.
+func (s *bench) orphanDeleteAndTime(ctx context.Context, w *windows) (time.Duration, error) {
+	old, _ := s.ds.current()
+	if old == nil {
+		return 0, errors.New("no DaemonSet to delete")
+	}
+	if w != nil {
+		w.begin()
+	}
+	orphan := metav1.DeletePropagationOrphan
+	if err := s.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &old.UID}, PropagationPolicy: &orphan,
+	}); err != nil {
+		return 0, fmt.Errorf("delete the DaemonSet: %w", err)
+	}
+	gone, err := s.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds == nil || ds.UID != old.UID })
+	if err != nil {
+		return 0, fmt.Errorf("wait for the DaemonSet to go: %w", err)
+	}
+	back, err := s.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
+	if err != nil {
+		return 0, fmt.Errorf("wait for the DaemonSet to be recreated: %w", err)
+	}
+	return back.Sub(gone), nil
+}
+
+// sampler scrapes the controller's CPU seconds and RSS every sampleEvery.
+type sampler struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	cpu0   float64 // first scrape
+	cpu    float64 // last scrape
+	peak   float64
+}
+
+func (s *bench) sample(ctx context.Context) *sampler {
+	sctx, cancel := context.WithCancel(ctx)
+	smp := &sampler{cancel: cancel, done: make(chan struct{}), cpu0: -1}
+	ctrl := s.ctrl
+	go func() {
+		defer close(smp.done)
+		t := time.NewTicker(sampleEvery)
+		defer t.Stop()
+		for {
+			if m, err := ctrl.Scrape(sctx); err == nil {
+				smp.add(m.Sum(metricCPU), m.Sum(testcluster.MetricRSS))
+			}
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return smp
+}
+
+func (smp *sampler) add(cpu, rss float64) {
+	smp.mu.Lock()
+	defer smp.mu.Unlock()
+	if smp.cpu0 < 0 {
+		smp.cpu0 = cpu
+	}
+	smp.cpu, smp.peak = cpu, math.Max(smp.peak, rss)
+}
+
+// fromZero counts CPU seconds from 0, the process's start.
+func (smp *sampler) fromZero() {
+	smp.mu.Lock()
+	defer smp.mu.Unlock()
+	smp.cpu0 = 0
+}
+
+func (smp *sampler) stop() {
+	smp.cancel()
+	<-smp.done
+}
+
+// usage stops the sampler after a last scrape and counts the controller's
+// requests in [from, to+tail). CPU seconds are from the sampler's first
+// scrape, or from 0 (fromZero) for a window that starts with the process.
+func (s *bench) usage(ctx context.Context, smp *sampler, from, to time.Time) (usage, error) {
+	time.Sleep(tail) // the status write that follows Running counts
+	if m, err := s.ctrl.scrape(ctx); err == nil {
+		smp.add(m.Sum(metricCPU), m.Sum(testcluster.MetricRSS))
+	}
+	smp.stop()
+	if err := s.flushAudit(ctx); err != nil {
+		return usage{}, err
+	}
+	reqs := s.requestsBetween(from, to.Add(tail))
+	t := tallyRequests(reqs)
+	u := usage{Seconds: round1(to.Sub(from).Seconds()), Requests: t.c, PeakRSSBytes: int64(smp.peak)}
+	byRes := map[string]int{}
+	for k, n := range t.readVerbs {
+		byRes[k] += n
+	}
+	for k, n := range t.writeVerbs {
+		byRes[k] += n
+	}
+	u.ByResource = counted(byRes)
+	for _, e := range reqs {
+		if e.Resource == "pods" || e.Resource == "nodes" {
+			u.PerPodOrNode++
+		}
+	}
+	u.CPUSeconds = math.Round((smp.cpu-max(smp.cpu0, 0))*100) / 100
+	if w := to.Add(tail).Sub(from).Seconds(); w > 0 {
+		u.StatusPer5s = math.Round(t.c.ClusterOperator.Writes/w*5*100) / 100
+	}
+	return u, nil
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+// printScale prints the scale group: one column per size, the large size
+// judged against the small one.
+func (r *results) printScale(out *strings.Builder, ref *results) {
+	if len(r.Scale) == 0 {
+		return
+	}
+	runs := r.Scale
+	fmt.Fprintf(out, "\nScale (fresh cluster per size; kube-controller-manager and kube-scheduler at %d QPS)\n", r.Options.ScaleQPS)
+	row := func(label string, f func(s scaleRun) string, judge string) {
+		fmt.Fprintf(out, "  %-62s", label)
+		for _, s := range runs {
+			fmt.Fprintf(out, "  %18s", f(s))
+		}
+		if judge != "" {
+			fmt.Fprintf(out, "  %s", judge)
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintf(out, "  %-62s", "nodes")
+	for _, s := range runs {
+		fmt.Fprintf(out, "  %18d", s.Nodes)
+	}
+	fmt.Fprintln(out)
+	small, large := runs[0], runs[len(runs)-1]
+	within := func(a, b float64) string {
+		if b == 0 {
+			return ""
+		}
+		pct := (a/b - 1) * 100
+		verdict := "met"
+		if pct > 10 {
+			verdict = "NOT MET"
+		}
+		return fmt.Sprintf("(%+.0f%%, target ≤ +10%%: %s)", pct, verdict)
+	}
+	nonStatus := func(u usage) float64 {
+		return u.Requests.Total.Reads + u.Requests.Total.Writes - u.Requests.ClusterOperator.Writes
+	}
+	row("cluster start, nodes Ready (s)", func(s scaleRun) string { return fmt.Sprintf("%.1f", s.NodesReadyS) }, "")
+	row("first apply -> Running, every pod available (s)", func(s scaleRun) string { return fmt.Sprintf("%.1f", s.FirstRunningS) }, "")
+	row("version change -> Running after the rolling update (s)", func(s scaleRun) string { return fmt.Sprintf("%.1f", s.UpgradeS) }, "")
+	// With many nodes the DaemonSet controller replaces a pod as soon as
+	// another is available: the 33% waves overlap into one long dip.
+	row("  unavailability dips seen (33% waves; overlapping at scale)", func(s scaleRun) string { return fmt.Sprint(s.UpgradeWaves) }, "")
+	for _, p := range []struct {
+		name string
+		get  func(s scaleRun) usage
+	}{{"first rollout", func(s scaleRun) usage { return s.FirstRollout }}, {"upgrade rollout", func(s scaleRun) usage { return s.Upgrade }}} {
+		row(p.name+": requests, total r/w", func(s scaleRun) string { return pair(p.get(s).Requests.Total) }, "")
+		row(p.name+": requests other than status writes", func(s scaleRun) string { return num(nonStatus(p.get(s))) },
+			within(nonStatus(p.get(large)), nonStatus(p.get(small))))
+		row(p.name+": DaemonSet r/w", func(s scaleRun) string { return pair(p.get(s).Requests.DaemonSet) }, "")
+		row(p.name+": ClusterOperator r/w (status: ≤ 1 write per 5 s)", func(s scaleRun) string {
+			u := p.get(s)
+			return fmt.Sprintf("%s (%.2f/5s)", pair(u.Requests.ClusterOperator), u.StatusPer5s)
+		}, "")
+		row(p.name+": Event r/w, other r/w", func(s scaleRun) string {
+			u := p.get(s)
+			return pair(u.Requests.Event) + ", " + pair(u.Requests.Other)
+		}, "")
+		// One pod read at process start is library-go's lookup of its own
+		// pod (a list without POD_NAME, as here; a get with it, as the
+		// shipped Deployment sets it): flat, not per pod.
+		perPod := "met"
+		if p.get(large).PerPodOrNode > p.get(small).PerPodOrNode || p.get(large).PerPodOrNode > 1 {
+			perPod = "NOT MET"
+		}
+		row(p.name+": requests on pods or nodes", func(s scaleRun) string { return fmt.Sprint(p.get(s).PerPodOrNode) },
+			"(target: none per pod or node, flat: "+perPod+")")
+		row(p.name+": controller CPU seconds", func(s scaleRun) string { return fmt.Sprintf("%.2f", p.get(s).CPUSeconds) }, "")
+		row(p.name+": controller peak RSS", func(s scaleRun) string { return mib(p.get(s).PeakRSSBytes) },
+			within(float64(p.get(large).PeakRSSBytes), float64(p.get(small).PeakRSSBytes)))
+	}
+	row("controller RSS, idle after the first rollout", func(s scaleRun) string { return mib(s.IdleRSSBytes) },
+		within(float64(large.IdleRSSBytes), float64(small.IdleRSSBytes)))
+	row("drift-delete (orphaning), gone -> recreated, p50 ms", func(s scaleRun) string { return fmt.Sprintf("%.1f", s.DriftP50Ms) }, "")
+	row("  floor (ideal watcher) p50 ms", func(s scaleRun) string { return fmt.Sprintf("%.1f", s.FloorP50Ms) }, "")
+	row("  p50 / floor p50", func(s scaleRun) string { return fmt.Sprintf("%.2f× (n=%d)", s.DriftRatio, s.DriftSamples) }, "")
+	row("  requests per repair, r/w: DS, CO, Event, other", func(s scaleRun) string {
+		c := s.DriftRequests
+		return fmt.Sprintf("%s %s %s %s", pair(c.DaemonSet), pair(c.ClusterOperator), pair(c.Event), pair(c.Other))
+	}, "")
+	if ref != nil && len(ref.Scale) > 0 {
+		rl := ref.Scale[len(ref.Scale)-1]
+		fmt.Fprintf(out, "  reference (%d nodes): first apply %.1f s, upgrade %.1f s, upgrade requests %s, peak RSS %s, drift %.2f× the floor\n",
+			rl.Nodes, rl.FirstRunningS, rl.UpgradeS, pair(rl.Upgrade.Requests.Total), mib(rl.Upgrade.PeakRSSBytes), rl.DriftRatio)
+	}
+	for _, p := range []struct {
+		name string
+		get  func(s scaleRun) usage
+	}{{"first rollout", func(s scaleRun) usage { return s.FirstRollout }}, {"upgrade rollout", func(s scaleRun) usage { return s.Upgrade }}} {
+		for _, s := range runs {
+			fmt.Fprintf(out, "  %s at %d nodes, by resource: %s\n", p.name, s.Nodes, orNone(p.get(s).ByResource))
+		}
+	}
+}

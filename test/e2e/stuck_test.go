@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+// stuckDeadline is the rollout deadline of these tests, and only of these: the
+// default (10 minutes) is what every other test runs with.
+const stuckDeadline = "20s"
+
+const metricRolloutStuck = "runtime_extractor_rollout_stuck"
+
+// stuckController runs the controller as its ServiceAccount (so that the
+// shipped RBAC must allow the diagnosis's reads, and the audit log tells its
+// requests apart) with the shortened deadline.
+func (e *env) stuckController() (*controller, string) {
+	e.t.Helper()
+	e.installRBAC()
+	kubeconfig := filepath.Join(e.t.TempDir(), "controller.kubeconfig")
+	if _, err := cluster.ServiceAccountKubeconfig(context.Background(), ns, controllerAccount, kubeconfig, time.Hour); err != nil {
+		e.t.Fatal(err)
+	}
+	c := e.startController(controllerOpts{kubeconfig: kubeconfig, args: []string{"--rollout-deadline", stuckDeadline}})
+	return c, testcluster.ServiceAccountUser(ns, controllerAccount)
+}
+
+// readVerbsSince counts user's reads of resource received from since on, by
+// verb.
+func (l *requestLog) readVerbsSince(user, resource string, since time.Time) map[string]int {
+	out := map[string]int{}
+	for _, ev := range l.read {
+		if ev.User == user && ev.Resource == resource && !ev.IsWrite() && !ev.Received.Before(since) {
+			out[ev.Verb]++
+		}
+	}
+	return out
+}
+
+// firstWrite is when the API server received user's first verb on resource;
+// zero when there was none.
+func (l *requestLog) firstWrite(user, verb, resource string) time.Time {
+	var first time.Time
+	for _, ev := range l.read {
+		if ev.User == user && ev.Verb == verb && ev.Resource == resource && ev.Subresource == "" &&
+			(first.IsZero() || ev.Received.Before(first)) {
+			first = ev.Received
+		}
+	}
+	return first
+}
+
+// stuckMetric is the controller's runtime_extractor_rollout_stuck.
+func (c *controller) stuckMetric() float64 {
+	c.t.Helper()
+	return metricSum(c.metrics(), metricRolloutStuck)
+}
+
+// TestStuckRolloutNamesTheNodeAndClears holds the pod of one node Pending (a
+// kwok stage that skips that node): the rollout stops one short, and after
+// the shortened deadline RuntimeExtractorDegraded=True (RolloutStuck) names
+// the node. Pods and Events are read once, for the one diagnosis, and never
+// while the rollout progressed. Lifting the hold lets the pod become ready:
+// the condition clears by itself.
+func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	held := cluster.Nodes[len(cluster.Nodes)-1]
+	if err := cluster.HoldPods(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			if err := cluster.HoldPods(ctx); err != nil {
+				t.Errorf("lift the kwok hold: %v", err)
+			}
+		}
+	})
+	requests := e.requestLog()
+	e.setConfig(enabledConfig)
+	c, user := e.stuckController()
+
+	desired := int32(len(cluster.Nodes))
+	e.waitDaemonSet("the rollout held one node short", func(ds *appsv1.DaemonSet) bool {
+		return ds != nil && ds.Status.DesiredNumberScheduled == desired &&
+			ds.Status.UpdatedNumberScheduled == desired && ds.Status.NumberAvailable == desired-1
+	})
+	// Without POD_NAME (set by the shipped Deployment) library-go lists the
+	// pods once at start to find its own; the count starts at the DaemonSet's
+	// creation, after that.
+	requests.flush()
+	created := requests.firstWrite(user, "create", "daemonsets")
+	if created.IsZero() {
+		t.Fatal("no DaemonSet create by the controller in the audit log")
+	}
+	if got := requests.readVerbsSince(user, "pods", created); len(got) != 0 {
+		t.Errorf("pods read while the rollout progressed (deadline not passed): %v", got)
+	}
+
+	cond := e.waitCondition(status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
+	for _, want := range []string{"rollout made no progress for", fmt.Sprintf("1 of %d nodes not ready", desired), "(" + held + ")"} {
+		if !strings.Contains(cond.Message, want) {
+			t.Errorf("RolloutStuck message %q does not contain %q", cond.Message, want)
+		}
+	}
+	if v := c.stuckMetric(); v != 1 {
+		t.Errorf("%s = %v while stuck, want 1", metricRolloutStuck, v)
+	}
+	e.eventually("a RolloutStuck Event on the DaemonSet", func(context.Context) (bool, error) {
+		for _, ev := range e.events(runtimeextractor.ReasonRolloutStuck) {
+			if ev.InvolvedObject.Kind == "DaemonSet" && ev.InvolvedObject.Name == name && strings.Contains(ev.Message, held) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	// One stall, one diagnosis: one list of the pods, one of the Events.
+	requests.flush()
+	if got := requests.readVerbsSince(user, "pods", created); got["list"] != 1 || len(got) != 1 {
+		t.Errorf("pod reads for one stall: %v, want exactly one list", got)
+	}
+	if got := requests.readVerbsSince(user, "events", created); got["list"] != 1 || len(got) != 1 {
+		t.Errorf("Event reads for one stall: %v, want exactly one list", got)
+	}
+
+	// Fix the stage: kwok makes the held pod ready, the rollout completes.
+	if err := cluster.HoldPods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released = true
+	e.waitRolledOut()
+	e.waitState(c, "Running")
+	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
+	e.eventually(metricRolloutStuck+" back to 0", func(context.Context) (bool, error) { return c.stuckMetric() == 0, nil })
+}
+
+// TestUnknownPriorityClassNamesFailedCreate names a PriorityClass that does
+// not exist: the DaemonSet controller cannot create a single pod and records
+// FailedCreate. After the deadline the condition names the warning and the
+// class; naming a class that exists lets the rollout through and clears it.
+func TestUnknownPriorityClassNamesFailedCreate(t *testing.T) {
+	e := newEnv(t)
+	const class = "e2e-no-such-priority-class"
+	e.setConfig("dataReporting:\n  disableRuntimeExtractor: false\n  runtimeExtractor:\n    priorityClassName: " + class + "\n")
+	c, _ := e.stuckController()
+
+	e.waitDaemonSet("the DaemonSet naming the unknown class", func(ds *appsv1.DaemonSet) bool {
+		return ds != nil && ds.Spec.Template.Spec.PriorityClassName == class
+	})
+	cond := e.waitCondition(status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
+	n := len(cluster.Nodes)
+	for _, want := range []string{fmt.Sprintf("%d of %d nodes not ready", n, n), "FailedCreate", class} {
+		if !strings.Contains(cond.Message, want) {
+			t.Errorf("RolloutStuck message %q does not contain %q", cond.Message, want)
+		}
+	}
+	if v := c.stuckMetric(); v != 1 {
+		t.Errorf("%s = %v while stuck, want 1", metricRolloutStuck, v)
+	}
+
+	e.setConfig(enabledConfig)
+	e.waitRolledOut()
+	e.waitState(c, "Running")
+	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
+	if v := c.stuckMetric(); v != 0 {
+		t.Errorf("%s = %v after the rollout completed, want 0", metricRolloutStuck, v)
+	}
+}
