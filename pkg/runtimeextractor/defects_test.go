@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -343,17 +344,24 @@ func (s *stubNotifier) LastError() error {
 // if given) until the test ends.
 func runWith(t *testing.T, api *fakeapi.Server, n ConfigNotifier, updateCh ...chan struct{}) *Controller {
 	t.Helper()
-	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
-	factory := informers.NewSharedInformerFactoryWithOptions(api.Client, 0, informers.WithNamespace(resources.Namespace))
-	ri, err := NewResourceInformer(rec, factory)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var update chan struct{}
 	if len(updateCh) > 0 {
 		update = updateCh[0]
 	}
-	c := NewRuntimeExtractorController(n, update, nil, api.Client, rec, ri,
+	return runOver(t, api, api.Client, n, update)
+}
+
+// runOver runs a controller over api whose informer lists and watches
+// through client, until the test ends.
+func runOver(t *testing.T, api *fakeapi.Server, client kubernetes.Interface, n ConfigNotifier, updateCh chan struct{}) *Controller {
+	t.Helper()
+	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(resources.Namespace))
+	ri, err := NewResourceInformer(rec, factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewRuntimeExtractorController(n, updateCh, nil, api.Client, rec, ri,
 		WithImages(resources.DefaultImages()), WithVersionSource(newSettableVersion("4.21.0")))
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())

@@ -9,17 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	clienttesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/insights-runtime-extractor/controller/pkg/config"
@@ -34,23 +31,8 @@ import (
 // the fake clientset runs reactors under its lock.)
 func runHoldingRelists(t *testing.T, api *fakeapi.Server) *Controller {
 	t.Helper()
-	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
 	held := &heldRelists{Clientset: api.Client}
-	factory := informers.NewSharedInformerFactoryWithOptions(held, 0, informers.WithNamespace(resources.Namespace))
-	ri, err := NewResourceInformer(rec, factory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := NewRuntimeExtractorController(&stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)}, nil, nil, api.Client, rec, ri,
-		WithImages(resources.DefaultImages()), WithVersionSource(newSettableVersion("4.21.0")))
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); ri.Run(ctx, 1) }()
-	go func() { defer wg.Done(); c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
-	return c
+	return runOver(t, api, held, &stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)}, nil)
 }
 
 // heldRelists is the fake clientset with DaemonSet lists after the first held
