@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +71,7 @@ type Controller struct {
 	// Owned by the Run goroutine.
 	deleted     []types.UID // objects this controller deleted, newest last
 	deletedAny  bool        // this controller has deleted the DaemonSet before
-	driftKinds  []string    // what the drift being repaired changed, for its Event
+	driftKinds  []DriftKind // what the drift being repaired changed, for its Event
 	lastDrift   []DriftKind // what the last drain counted as drift (log, tests)
 	upgradeFrom string      // the version before the current upgrade, for its Event
 	version     string
@@ -386,7 +385,6 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	}
 	state := c.machine.State()
 	drifted, gone := hint, false
-	var kinds []string
 	c.lastDrift = c.lastDrift[:0]
 	ds, present := c.informer.current()
 	for _, o := range c.informer.drainDrift() {
@@ -412,16 +410,15 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		drifted = true
 		if !slices.Contains(c.lastDrift, o.kind) {
 			c.lastDrift = append(c.lastDrift, o.kind)
-			kinds = append(kinds, driftWords(o.kind))
 			if c.metrics != nil {
 				c.metrics.ObserveDrift(string(o.kind))
 			}
 		}
 	}
-	if len(kinds) > 0 {
+	if len(c.lastDrift) > 0 {
 		klog.Infof("DaemonSet %s/%s was changed by someone else (%s); restoring it",
-			resources.Namespace, resources.DaemonSetName, strings.Join(kinds, ", "))
-		c.driftKinds = kinds
+			resources.Namespace, resources.DaemonSetName, driftWords(c.lastDrift))
+		c.driftKinds = slices.Clone(c.lastDrift)
 	}
 	switch {
 	case drifted && !present:

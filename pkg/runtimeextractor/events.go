@@ -109,7 +109,7 @@ func daemonSetRef(ds *appsv1.DaemonSet) *corev1.ObjectReference {
 type applyCause struct {
 	transition fsm.Transition
 	// drift lists the kinds of the drift being repaired, if any.
-	drift []string
+	drift []DriftKind
 	// upgradeFrom is the version before the current upgrade.
 	upgradeFrom, version string
 	// reenabled: this controller deleted the DaemonSet before.
@@ -126,7 +126,7 @@ func (c applyCause) String(created bool) string {
 	case state == fsm.StateDrifted && created:
 		return "recreated after it was deleted by someone else" + at
 	case state == fsm.StateDrifted:
-		return "repaired a change made by someone else (" + strings.Join(c.drift, ", ") + ")"
+		return "repaired a change made by someone else (" + driftWords(c.drift) + ")"
 	case state == fsm.StateUpgrading && c.upgradeFrom != "" && c.upgradeFrom != c.version:
 		return fmt.Sprintf("version moved from %s to %s", c.upgradeFrom, c.version)
 	case created && c.reenabled:
@@ -140,15 +140,21 @@ func (c applyCause) String(created bool) string {
 	}
 }
 
-// driftWords says what a drift kind means to an admin.
-func driftWords(kind DriftKind) string {
-	switch kind {
-	case DriftModified:
-		return "spec changed"
-	case DriftMetadata:
-		return "owned label or annotation changed"
-	case DriftDeleted:
-		return "deleted"
+// driftWords says what drift kinds mean to an admin, e.g. "spec changed,
+// owned label or annotation changed".
+func driftWords(kinds []DriftKind) string {
+	words := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		switch k {
+		case DriftModified:
+			words = append(words, "spec changed")
+		case DriftMetadata:
+			words = append(words, "owned label or annotation changed")
+		case DriftDeleted:
+			words = append(words, "deleted")
+		default:
+			words = append(words, string(k))
+		}
 	}
-	return string(kind)
+	return strings.Join(words, ", ")
 }
