@@ -28,6 +28,22 @@ func daemonSetRequests(actions []clienttesting.Action) map[string]int {
 	return out
 }
 
+// deleteAndCountRepair deletes the DaemonSet old, waits until it is recreated
+// and Running again, and returns the DaemonSet requests recorded since the
+// last ClearActions, the test's delete left out.
+func (h *harness) deleteAndCountRepair(old *appsv1.DaemonSet) map[string]int {
+	h.t.Helper()
+	if err := h.api.Client.AppsV1().DaemonSets(resources.Namespace).Delete(context.Background(), resources.DaemonSetName, metav1.DeleteOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	h.waitStored("the DaemonSet to be recreated", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	got := daemonSetRequests(h.api.Client.Actions())
+	got["delete"]-- // the test's
+	return got
+}
+
 func writes(n map[string]int) int { return n["create"] + n["update"] + n["patch"] + n["delete"] }
 
 // A deleted DaemonSet is recreated with exactly one write and no read, and
@@ -40,15 +56,7 @@ func TestDeleteRepairCostsOneWrite(t *testing.T) {
 	events := len(h.changes.with(""))
 
 	h.api.Client.ClearActions()
-	if err := h.api.Client.AppsV1().DaemonSets(resources.Namespace).Delete(context.Background(), resources.DaemonSetName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitStored("the DaemonSet to be recreated", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
-	h.rollOut()
-	h.waitState(fsm.StateRunning)
-
-	got := daemonSetRequests(h.api.Client.Actions())
-	got["delete"]-- // the test's
+	got := h.deleteAndCountRepair(old)
 	if got["create"] != 1 || writes(got) != 1 || got["get"] != 0 {
 		t.Fatalf("delete repair cost %v, want one create and no read", got)
 	}
@@ -103,7 +111,6 @@ func TestOrphaningDeleteIsRepairedWithOneCreate(t *testing.T) {
 	h := start(t)
 	h.rollOut()
 	h.waitState(fsm.StateRunning)
-	ctx := context.Background()
 	old := h.stored().DeepCopy()
 	h.api.Client.ClearActions()
 
@@ -118,14 +125,7 @@ func TestOrphaningDeleteIsRepairedWithOneCreate(t *testing.T) {
 		ds, ok := h.ctrl.informer.current()
 		return ok && ds.DeletionTimestamp != nil
 	})
-	if err := h.api.Client.AppsV1().DaemonSets(resources.Namespace).Delete(ctx, resources.DaemonSetName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	h.waitStored("the DaemonSet to be recreated", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
-	h.rollOut()
-	h.waitState(fsm.StateRunning)
-	got := daemonSetRequests(h.api.Client.Actions())
-	got["delete"]-- // the test's
+	got := h.deleteAndCountRepair(old)
 	if got["create"] != 1 || writes(got) != 1 {
 		t.Fatalf("an orphaning delete cost %v, want one create", got)
 	}
