@@ -62,9 +62,7 @@ type bench struct {
 
 	ds   *dsWatcher
 	ctrl *controllerProcess
-	// floorKube is the ideal watcher's client (floor.go).
-	floorKube kubernetes.Interface
-	res       *results
+	res  *results
 	// leaseWindow is the quiet window over which lease traffic is reported.
 	leaseWindow [2]time.Time
 	// timeout bounds every wait for the cluster to converge (waitTimeout;
@@ -134,9 +132,6 @@ func (b *bench) connect(ctx context.Context) error {
 		return err
 	}
 	b.user = testcluster.ServiceAccountUser(ns, controllerAccount)
-	if b.floorKube, err = floorClient(b.kubeconfig); err != nil {
-		return err
-	}
 	if b.ds, err = watchDaemonSet(ctx, b.kube, b.timeout); err != nil {
 		return err
 	}

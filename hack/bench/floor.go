@@ -1,89 +1,129 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"os"
+	"path/filepath"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
+
+// The ideal watcher is the floor the controller's reaction to a deletion is
+// measured against: one client-go watch on the DaemonSet that, when it sees
+// the deletion, creates the same object again at once, and does nothing else
+// (no cache, no queue, no status, no Events).
+//
+// It runs as a process of its own, as the controller does: the bench's binary
+// started again with -ideal-watcher. Inside the bench's process it would
+// react on threads that the bench's own delete call had just woken, a head
+// start of about a millisecond that no controller process has.
+
+// idealWatcherFlag starts the bench's binary as the ideal watcher, with the
+// kubeconfig it is to use.
+const idealWatcherFlag = "ideal-watcher"
+
+// watchingLine is what the ideal watcher prints once its watch is registered.
+const watchingLine = "ideal watcher: watching"
 
 // floorUserAgent marks the ideal watcher's requests in the audit log: it runs
 // as the controller's ServiceAccount, so that both authenticate and are
 // authorized alike, but its requests are not the controller's.
 const floorUserAgent = "bench-ideal-watcher"
 
-// floorClient is the ideal watcher's client: the controller's kubeconfig,
-// client-go's defaults, its own user agent.
-func floorClient(kubeconfig string) (kubernetes.Interface, error) {
+// idealWatcher is the running ideal watcher process.
+type idealWatcher struct{ proc *testcluster.Command }
+
+// startIdealWatcher starts the ideal watcher with the controller's kubeconfig
+// and returns once its watch is registered; its log is written to logPath.
+func startIdealWatcher(ctx context.Context, kubeconfig, logPath string) (*idealWatcher, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("ideal watcher: find the bench's binary: %w", err)
+	}
+	proc, err := testcluster.StartCommand("ideal watcher", self, logPath, "-"+idealWatcherFlag, kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	iw := &idealWatcher{proc: proc}
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if err := proc.Exited(); err != nil {
+			return false, err
+		}
+		out, err := os.ReadFile(logPath)
+		return bytes.Contains(out, []byte(watchingLine)), err
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("ideal watcher: wait for its watch: %w", err), iw.stop())
+	}
+	return iw, nil
+}
+
+// stop ends the ideal watcher; it returns its failure (it exits on the first),
+// if it had failed.
+func (iw *idealWatcher) stop() error { return iw.proc.Stop() }
+
+// idealWatcherLog is where the bench keeps the log of an ideal watcher run.
+func (b *bench) idealWatcherLog(label string) string {
+	return filepath.Join(b.work, "ideal-watcher-"+label+".log")
+}
+
+// runIdealWatcher is the ideal watcher process: it lists and watches the
+// DaemonSet with the controller's credentials and client-go's defaults, and
+// recreates it whenever it sees it deleted, until ctx ends. Any failure ends it.
+func runIdealWatcher(ctx context.Context, kubeconfig string) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("floor client: %w", err)
+		return fmt.Errorf("ideal watcher: %w", err)
 	}
 	cfg.UserAgent = floorUserAgent
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("floor client: %w", err)
+		return fmt.Errorf("ideal watcher: %w", err)
 	}
-	return kube, nil
-}
-
-// idealWatcher is the floor the controller's reaction to a deletion is
-// measured against: one client-go watch on the DaemonSet that, when it sees
-// the deletion, creates the same object again at once, and does nothing else
-// (no cache, no queue, no status, no Events).
-type idealWatcher struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu  sync.Mutex
-	err error // the first failure, reported by check
-}
-
-func startIdealWatcher(ctx context.Context, kube kubernetes.Interface) (*idealWatcher, error) {
 	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
 	list, err := kube.AppsV1().DaemonSets(ns).List(ctx, byName)
 	if err != nil {
-		return nil, fmt.Errorf("ideal watcher: list: %w", err)
+		return fmt.Errorf("ideal watcher: list: %w", err)
 	}
-	wctx, cancel := context.WithCancel(context.Background())
 	byName.ResourceVersion = list.ResourceVersion
 	// Watch returns once the API server has answered with the stream's
 	// headers, that is, with the watch registered: no deletion sent after
 	// this reaches it late.
-	w, err := kube.AppsV1().DaemonSets(ns).Watch(wctx, byName)
+	w, err := kube.AppsV1().DaemonSets(ns).Watch(ctx, byName)
 	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("ideal watcher: watch: %w", err)
+		return fmt.Errorf("ideal watcher: watch: %w", err)
 	}
-	iw := &idealWatcher{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(iw.done)
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			switch ev.Type {
-			case watch.Deleted:
-				old, ok := ev.Object.(*appsv1.DaemonSet)
-				if !ok {
-					continue
-				}
-				if _, err := kube.AppsV1().DaemonSets(ns).Create(wctx, recreated(old), metav1.CreateOptions{}); err != nil && wctx.Err() == nil {
-					iw.fail(fmt.Errorf("ideal watcher: create: %w", err))
-				}
-			case watch.Error:
-				iw.fail(fmt.Errorf("ideal watcher: watch error: %v", ev.Object))
+	defer w.Stop()
+	fmt.Println(watchingLine)
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Deleted:
+			old, ok := ev.Object.(*appsv1.DaemonSet)
+			if !ok {
+				continue
 			}
+			if _, err := kube.AppsV1().DaemonSets(ns).Create(ctx, recreated(old), metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("ideal watcher: create: %w", err)
+			}
+		case watch.Error:
+			return fmt.Errorf("ideal watcher: watch error: %v", ev.Object)
 		}
-		if wctx.Err() == nil {
-			iw.fail(errors.New("ideal watcher: the watch ended"))
-		}
-	}()
-	return iw, nil
+	}
+	if ctx.Err() == nil {
+		return errors.New("ideal watcher: the watch ended")
+	}
+	return nil
 }
 
 // recreated is the deleted object as a new one: what the user set, without
@@ -97,25 +137,4 @@ func recreated(old *appsv1.DaemonSet) *appsv1.DaemonSet {
 		},
 		Spec: old.Spec,
 	}
-}
-
-func (iw *idealWatcher) fail(err error) {
-	iw.mu.Lock()
-	defer iw.mu.Unlock()
-	if iw.err == nil {
-		iw.err = err
-	}
-}
-
-// check returns the first failure so far.
-func (iw *idealWatcher) check() error {
-	iw.mu.Lock()
-	defer iw.mu.Unlock()
-	return iw.err
-}
-
-// stop ends the watch; it returns when the watcher's goroutine has.
-func (iw *idealWatcher) stop() {
-	iw.cancel()
-	<-iw.done
 }

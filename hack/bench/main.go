@@ -9,7 +9,8 @@
 //
 // The floor. Latencies are also printed as ratios to a floor measured in the
 // same run: an ideal watcher built into the bench (one client-go watch on the
-// DaemonSet that recreates it the moment it sees the deletion, nothing else).
+// DaemonSet that recreates it the moment it sees the deletion, nothing else),
+// run as a process of its own like the controller (floor.go).
 // The "drift: DaemonSet deleted" step alternates blocks of the controller and
 // of the floor (stop the controller, measure the floor, start it again), so a
 // cluster that speeds up or slows down during the run weighs on both alike;
@@ -74,6 +75,7 @@ type options struct {
 	reference       string
 	writeReference  bool
 	keep            bool
+	idealWatcher    string // the kubeconfig of the ideal watcher this process is to be (floor.go)
 }
 
 func main() {
@@ -103,10 +105,18 @@ func main() {
 	flag.StringVar(&o.reference, "reference", "", "the run to compare with (default: bench/reference/latest.json in the module)")
 	flag.BoolVar(&o.writeReference, "write-reference", false, "also write this run as the reference")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (cluster and controller logs)")
+	flag.StringVar(&o.idealWatcher, idealWatcherFlag, "", "run as the ideal watcher with this kubeconfig (the bench starts itself so)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.idealWatcher != "" {
+		if err := runIdealWatcher(ctx, o.idealWatcher); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)

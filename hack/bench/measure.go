@@ -233,7 +233,7 @@ func (b *bench) driftDeleted(ctx context.Context) error {
 		time.Sleep(tail - settle)
 		w.finish()
 
-		if err := b.floorBlock(ctx, perBlock, &floor); err != nil {
+		if err := b.floorBlock(ctx, fmt.Sprintf("%d", blk+1), perBlock, &floor, b.deleteAndTime); err != nil {
 			return fmt.Errorf("floor block %d: %w", blk+1, err)
 		}
 		var err error
@@ -251,27 +251,28 @@ func (b *bench) driftDeleted(ctx context.Context) error {
 	return b.count(ctx, keyDriftDelete, "drift correction: DaemonSet deleted", repairTarget, &w, false)
 }
 
-// floorBlock stops the controller and takes n samples of the ideal watcher.
-func (b *bench) floorBlock(ctx context.Context, n int, samples *[]time.Duration) error {
+// floorBlock stops the controller and takes n samples of the ideal watcher,
+// each a deletion by del.
+func (b *bench) floorBlock(ctx context.Context, label string, n int, samples *[]time.Duration,
+	del func(context.Context, *windows) (time.Duration, error)) error {
 	b.ctrl.stop()
 	b.ctrl = nil
-	iw, err := startIdealWatcher(ctx, b.floorKube)
+	iw, err := startIdealWatcher(ctx, b.kubeconfig, b.idealWatcherLog(label))
 	if err != nil {
 		return err
 	}
-	defer iw.stop()
 	for range n {
-		took, err := b.deleteAndTime(ctx, nil)
+		took, err := del(ctx, nil)
 		if err != nil {
-			return errors.Join(err, iw.check())
+			return errors.Join(err, iw.stop())
 		}
 		*samples = append(*samples, took)
 		if _, err := b.ds.waitFor(ctx, b.rolledOut); err != nil {
-			return fmt.Errorf("wait for the rollout: %w", err)
+			return errors.Join(fmt.Errorf("wait for the rollout: %w", err), iw.stop())
 		}
 		time.Sleep(settle)
 	}
-	return iw.check()
+	return iw.stop()
 }
 
 // deleteAndTime deletes the DaemonSet and returns how long until the bench's

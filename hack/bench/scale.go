@@ -270,31 +270,10 @@ func (s *bench) scaleDrift(ctx context.Context, r *scaleRun) error {
 		}
 		time.Sleep(tail - settle)
 		w.finish()
-		s.ctrl.stop()
-		s.ctrl = nil
-		iw, err := startIdealWatcher(ctx, s.floorKube)
-		if err != nil {
-			return err
+		if err := s.floorBlock(ctx, fmt.Sprintf("scale-%d-%d", r.Nodes, blk+1), perBlock, &floor, s.orphanDeleteAndTime); err != nil {
+			return fmt.Errorf("floor block %d: %w", blk+1, err)
 		}
-		for range perBlock {
-			took, err := s.orphanDeleteAndTime(ctx, nil)
-			if err != nil {
-				iw.stop()
-				return errors.Join(err, iw.check())
-			}
-			floor = append(floor, took)
-			if _, err := s.ds.waitFor(ctx, s.rolledOut); err != nil {
-				iw.stop()
-				return fmt.Errorf("floor: wait for the rollout: %w", err)
-			}
-			time.Sleep(settle)
-		}
-		// check before stop: stopping ends the watch with an error.
-		err = iw.check()
-		iw.stop()
-		if err != nil {
-			return err
-		}
+		var err error
 		if s.ctrl, err = s.startController(defaultResync, fmt.Sprintf("scale-%d", blk+1)); err != nil {
 			return err
 		}

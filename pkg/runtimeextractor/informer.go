@@ -182,9 +182,12 @@ func managedIn(list *appsv1.DaemonSetList) *appsv1.DaemonSet {
 	return nil
 }
 
-// Run runs the library-go controller that delivers drift notifications. It
-// also shuts the queue down itself: library-go skips that when ctx ends before
-// the caches synced, which would leak the queue's goroutine.
+// Run runs the library-go controller (the seed's API: it waits for the cache
+// and serves Sync) and bridges a broken watch with live reads, until ctx ends.
+// Drift is notified straight from the event handlers, not through its queue:
+// a queue hop would come before the repair's write. Run also shuts the queue
+// down itself: library-go skips that when ctx ends before the caches synced,
+// which would leak the queue's goroutine.
 func (ri *daemonSetInformer) Run(ctx context.Context, workers int) {
 	defer ri.syncCtx.Queue().ShutDown()
 	if ri.watch != nil {
@@ -199,8 +202,8 @@ func (ri *daemonSetInformer) Run(ctx context.Context, workers int) {
 // DaemonSet is modified or deleted by someone else. Notifications coalesce.
 func (ri *daemonSetInformer) ResourceModified() <-chan struct{} { return ri.modified }
 
-// sync runs on the library-go controller's worker: it turns queued drift into one
-// non-blocking notification.
+// sync serves the library-go controller's Sync (a host may call it): one
+// non-blocking notification, as the event handlers send.
 func (ri *daemonSetInformer) sync(context.Context, factory.SyncContext) error {
 	notify(ri.modified)
 	return nil
@@ -305,7 +308,7 @@ func (ri *daemonSetInformer) drift(o observation) {
 	ri.mu.Lock()
 	ri.pending = append(ri.pending, o)
 	ri.mu.Unlock()
-	ri.syncCtx.Queue().Add(factory.DefaultQueueKey)
+	notify(ri.modified) // at once, from the handler: the repair's write comes first
 }
 
 // drainDrift returns and forgets the drift seen since the last call.

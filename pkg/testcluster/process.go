@@ -192,3 +192,48 @@ func logf(w io.Writer, format string, args ...any) {
 	}
 	fmt.Fprintf(w, "testcluster: "+format+"\n", args...)
 }
+
+// Command is a helper process started beside the cluster (the bench's ideal
+// watcher, for one): its output goes to a log file, it dies with its parent,
+// and Stop ends exactly this PID, like every other child of this package.
+type Command struct {
+	name    string
+	logPath string
+	child   *child
+}
+
+// StartCommand starts bin with args; stdout and stderr go to logPath.
+func StartCommand(name, bin, logPath string, args ...string) (*Command, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("create %s log: %w", name, err)
+	}
+	c, err := startChild(childSpec{bin: bin, args: args, out: logFile, grace: stopGrace})
+	if err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	return &Command{name: name, logPath: logPath, child: c}, nil
+}
+
+// PID is the process's ID.
+func (c *Command) PID() int { return c.child.pid() }
+
+// Exited returns nil while the process runs, and once it has exited, an
+// error saying how, with the end of its log.
+func (c *Command) Exited() error {
+	if !c.child.exited() {
+		return nil
+	}
+	return fmt.Errorf("%s exited (%v)\n%s", c.name, c.child.err, tailFile(c.logPath, 20))
+}
+
+// Stop ends the process (SIGTERM, SIGKILL after the grace period). It
+// returns the exit error if the process had exited by itself before.
+func (c *Command) Stop() error {
+	if err := c.Exited(); err != nil {
+		return err
+	}
+	c.child.stop()
+	return nil
+}
