@@ -24,9 +24,10 @@
 //   - latencies as p50 ratios to the floor, when the ratio exceeds the
 //     reference's by more than 15% (ratioTolerance). The median of 50
 //     samples whose p95 is about twice the p50 has a standard error near 5%,
-//     a ratio of two such medians near 7%: 15% is about two of those. Rows
-//     with fewer than 20 samples are shown, not judged; raw milliseconds are
-//     never judged, as they move with the machine.
+//     a ratio of two such medians near 7%: 15% is about two of those (the
+//     drift-delete row takes 100 samples of each, near 5%). Rows with fewer
+//     than 20 samples are shown, not judged; raw milliseconds are never
+//     judged, as they move with the machine.
 //
 // Update the reference in the same commit as a change that moves a figure on
 // purpose.
@@ -81,7 +82,7 @@ type options struct {
 func main() {
 	var o options
 	flag.IntVar(&o.nodes, "nodes", testcluster.DefaultNodes, "kwok nodes in the local cluster")
-	flag.IntVar(&o.trials, "trials", 50, "DaemonSet-deleted samples of the controller, and as many of the floor")
+	flag.IntVar(&o.trials, "trials", 100, "DaemonSet-deleted samples of the controller, and as many of the floor")
 	flag.IntVar(&o.blocks, "blocks", 5, "interleaved blocks (controller, then floor) the DaemonSet-deleted samples are taken in")
 	flag.IntVar(&o.imageTrials, "image-trials", 20, "image-changed drift trials")
 	flag.IntVar(&o.toggles, "toggles", 10, "config toggle trials per direction, and version changes")

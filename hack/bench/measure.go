@@ -214,47 +214,62 @@ func (b *bench) noopApplies(ctx context.Context) error {
 // up or slows down during the run weigh on both alike. Every sample starts
 // from the same state: the DaemonSet rolled out on every node.
 func (b *bench) driftDeleted(ctx context.Context) error {
-	blocks := max(1, b.o.blocks)
-	perBlock := (b.o.trials + blocks - 1) / blocks
-	var w windows
-	var product, floor []time.Duration
+	product, floor, w, err := b.interleaved(ctx, "drift", b.o.blocks, b.o.trials, b.deleteAndTime)
+	if err != nil {
+		return err
+	}
+	b.res.addLatency(keyDriftDelete, "drift restore: DaemonSet deleted -> recreated", product)
+	b.res.addLatency(keyFloor, "  floor: ideal watcher, deleted -> recreated", floor)
+	return b.count(ctx, keyDriftDelete, "drift correction: DaemonSet deleted", repairTarget, w, false)
+}
+
+// timedDelete deletes the DaemonSet and returns how long until it is back;
+// with w, the deletion starts a trial's window.
+type timedDelete func(ctx context.Context, w *windows) (time.Duration, error)
+
+// interleaved takes trials samples of del with the controller and as many
+// with the ideal watcher, in blocks that alternate (controller, then floor),
+// so a cluster that speeds up or slows down weighs on both alike. The
+// controller's trial windows are returned for counting its requests; label
+// names the block's logs.
+func (b *bench) interleaved(ctx context.Context, label string, blocks, trials int, del timedDelete) (product, floor []time.Duration, w *windows, err error) {
+	blocks = max(1, blocks)
+	perBlock := max(1, (trials+blocks-1)/blocks)
+	w = &windows{}
 	for blk := range blocks {
 		for range perBlock {
-			took, err := b.deleteAndTime(ctx, &w)
+			took, err := del(ctx, w)
 			if err != nil {
-				return err
+				return nil, nil, nil, err
 			}
 			product = append(product, took)
 			if err := b.waitSteady(ctx, true); err != nil {
-				return err
+				return nil, nil, nil, err
 			}
 			time.Sleep(settle)
 		}
 		time.Sleep(tail - settle)
 		w.finish()
 
-		if err := b.floorBlock(ctx, fmt.Sprintf("%d", blk+1), perBlock, &floor, b.deleteAndTime); err != nil {
-			return fmt.Errorf("floor block %d: %w", blk+1, err)
+		blockLabel := fmt.Sprintf("%s-%d", label, blk+1)
+		if err := b.floorBlock(ctx, blockLabel, perBlock, &floor, del); err != nil {
+			return nil, nil, nil, fmt.Errorf("floor block %d: %w", blk+1, err)
 		}
-		var err error
-		if b.ctrl, err = b.startController(defaultResync, fmt.Sprintf("a%d", blk+1)); err != nil {
-			return err
+		if b.ctrl, err = b.startController(defaultResync, blockLabel); err != nil {
+			return nil, nil, nil, err
 		}
 		if err := b.waitSteady(ctx, true); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		logf("drift block %d/%d: %d samples each, controller p50 so far %s, floor %s", blk+1, blocks, perBlock,
+		logf("%s block %d/%d: %d samples each, controller p50 so far %s, floor %s", label, blk+1, blocks, perBlock,
 			p50(product).Round(100*time.Microsecond), p50(floor).Round(100*time.Microsecond))
 	}
-	b.res.addLatency(keyDriftDelete, "drift restore: DaemonSet deleted -> recreated", product)
-	b.res.addLatency(keyFloor, "  floor: ideal watcher, deleted -> recreated", floor)
-	return b.count(ctx, keyDriftDelete, "drift correction: DaemonSet deleted", repairTarget, &w, false)
+	return product, floor, w, nil
 }
 
 // floorBlock stops the controller and takes n samples of the ideal watcher,
 // each a deletion by del.
-func (b *bench) floorBlock(ctx context.Context, label string, n int, samples *[]time.Duration,
-	del func(context.Context, *windows) (time.Duration, error)) error {
+func (b *bench) floorBlock(ctx context.Context, label string, n int, samples *[]time.Duration, del timedDelete) error {
 	b.ctrl.stop()
 	b.ctrl = nil
 	iw, err := startIdealWatcher(ctx, b.kubeconfig, b.idealWatcherLog(label))

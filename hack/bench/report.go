@@ -561,19 +561,23 @@ func (r *results) printTargets(w io.Writer, ref *results) {
 		add(fmt.Sprintf("%d config toggles: final state correct after the last", bu.Toggles), fmt.Sprintf("%.2f s", bu.CorrectAfterS), refC,
 			"≤ 1 s, correct", bu.Correct && bu.CorrectAfterS <= 1, true)
 	}
+	// The target is fixed, not the reference's: one config change took
+	// configChangeBeforeMs (p50, this bench on 2 cores) before the front door
+	// of issue 13, which must keep the first signal acting at once.
 	for _, k := range []string{keyConfigEnable, keyConfigDisable} {
 		l := r.latency(k)
 		if l == nil {
 			continue
 		}
-		refS, goal, met, known := "", "≤ 1.2× the reference", false, false
+		refS := ""
 		if ref != nil {
 			if rl := ref.latency(k); rl != nil {
 				refS = fmt.Sprintf("%.1f ms", rl.P50Ms)
-				met, known = l.P50Ms <= 1.2*rl.P50Ms, true
 			}
 		}
-		add("one config change, p50: "+l.Name, fmt.Sprintf("%.1f ms", l.P50Ms), refS, goal, met, known)
+		limit := 1.2 * configChangeBeforeMs
+		add("one config change, p50: "+l.Name, fmt.Sprintf("%.1f ms", l.P50Ms), refS,
+			fmt.Sprintf("≤ %.0f ms (1.2× the %.0f ms before)", limit, configChangeBeforeMs), l.P50Ms <= limit, true)
 	}
 	if r.FirstApply.Description != "" {
 		refS := ""
@@ -733,6 +737,9 @@ const (
 	// minJudgedSamples: rows with fewer samples (config toggles, version
 	// changes, outages) are shown beside the reference but not judged.
 	minJudgedSamples = 20
+	// configChangeBeforeMs is one config change's p50 before issue 13
+	// (config enabled or disabled -> DaemonSet written, this bench, 2 cores).
+	configChangeBeforeMs = 25.0
 )
 
 func latencyVerdict(now, ref *latency) string {

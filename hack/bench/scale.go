@@ -252,34 +252,9 @@ func (w *waveCounter) observe(ds *appsv1.DaemonSet) {
 // waits for the garbage collector to release every pod, which would weigh
 // on both alike and hide the difference.
 func (s *bench) scaleDrift(ctx context.Context, r *scaleRun) error {
-	blocks := max(1, s.o.scaleBlocks)
-	perBlock := max(1, (s.o.scaleTrials+blocks-1)/blocks)
-	var product, floor []time.Duration
-	var w windows
-	for blk := range blocks {
-		for range perBlock {
-			took, err := s.orphanDeleteAndTime(ctx, &w)
-			if err != nil {
-				return err
-			}
-			product = append(product, took)
-			if err := s.waitSteady(ctx, true); err != nil {
-				return err
-			}
-			time.Sleep(settle)
-		}
-		time.Sleep(tail - settle)
-		w.finish()
-		if err := s.floorBlock(ctx, fmt.Sprintf("scale-%d-%d", r.Nodes, blk+1), perBlock, &floor, s.orphanDeleteAndTime); err != nil {
-			return fmt.Errorf("floor block %d: %w", blk+1, err)
-		}
-		var err error
-		if s.ctrl, err = s.startController(defaultResync, fmt.Sprintf("scale-%d", blk+1)); err != nil {
-			return err
-		}
-		if err := s.waitSteady(ctx, true); err != nil {
-			return err
-		}
+	product, floor, w, err := s.interleaved(ctx, fmt.Sprintf("scale-%d-drift", r.Nodes), s.o.scaleBlocks, s.o.scaleTrials, s.orphanDeleteAndTime)
+	if err != nil {
+		return err
 	}
 	s.res.addLatency(keyDriftDelete, "", product)
 	s.res.addLatency(keyFloor, "", floor)
@@ -287,7 +262,7 @@ func (s *bench) scaleDrift(ctx context.Context, r *scaleRun) error {
 	l, f := s.res.latency(keyDriftDelete), s.res.latency(keyFloor)
 	r.DriftSamples, r.DriftP50Ms, r.FloorP50Ms, r.DriftRatio = l.N, l.P50Ms, f.P50Ms, l.P50Floor
 	r.DriftSamplesMs, r.FloorSamplesMs = l.SamplesMs, f.SamplesMs
-	if err := s.count(ctx, keyDriftDelete, "drift: DaemonSet deleted (orphaning)", repairTarget, &w, false); err != nil {
+	if err := s.count(ctx, keyDriftDelete, "drift: DaemonSet deleted (orphaning)", repairTarget, w, false); err != nil {
 		return err
 	}
 	r.DriftRequests = s.res.requestRow(keyDriftDelete).PerTrial

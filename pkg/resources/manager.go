@@ -2,6 +2,7 @@ package resources
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"sync"
@@ -77,6 +78,14 @@ type Manager struct {
 	clock         clock.PassiveClock
 	// catchUp is cacheCatchUp, or 0 in simulations (SetCacheCatchUp).
 	catchUp time.Duration
+
+	// required is the DaemonSet built for the Desired whose JSON is
+	// requiredKey, with library-go's spec-hash annotation: building and
+	// hashing it cost more than the rest of a repair before its write, and
+	// its inputs rarely change. Never modified once built (library-go copies
+	// what it writes). The key is a copy by value: Desired holds pointers.
+	required    *appsv1.DaemonSet
+	requiredKey string
 }
 
 // ExpectationTimeout bounds how long an own write may stay unseen by the
@@ -144,7 +153,7 @@ func (m *Manager) SetClock(c clock.PassiveClock) {
 // library-go's Event (to the log) is recorded only when the DaemonSet was
 // created or updated.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
-	required, err := DesiredDaemonSet(d)
+	required, err := m.requiredFor(d)
 	if err != nil {
 		return Result{}, fmt.Errorf("apply daemonset: %w", err)
 	}
@@ -178,7 +187,9 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 			getter:   m.client.AppsV1(),
 			existing: existing,
 		}
-		actual, changed, err := resourceapply.ApplyDaemonSet(ctx, client, writeEventsOnly{m.recorder}, required, expected)
+		// ApplyDaemonSet is SetSpecHashAnnotation and then this; required
+		// carries the annotation already (requiredFor).
+		actual, changed, err := resourceapply.ApplyDaemonSetWithForce(ctx, client, writeEventsOnly{m.recorder}, required, expected, false)
 		if err != nil {
 			return err
 		}
@@ -325,12 +336,35 @@ func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error
 	return ds, nil
 }
 
+// requiredFor returns the DaemonSet for d with library-go's spec-hash
+// annotation, built once for each new d.
+func (m *Manager) requiredFor(d Desired) (*appsv1.DaemonSet, error) {
+	key, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("desired daemonset: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.required != nil && m.requiredKey == string(key) {
+		return m.required, nil
+	}
+	ds, err := DesiredDaemonSet(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := resourceapply.SetSpecHashAnnotation(&ds.ObjectMeta, ds.Spec); err != nil {
+		return nil, fmt.Errorf("hash the desired spec: %w", err)
+	}
+	m.required, m.requiredKey = ds, string(key)
+	return ds, nil
+}
+
 // expectedGeneration returns the generation ApplyDaemonSet should expect
 // of existing, and whether existing is adopted (already desired, not
 // written by this process).
 func (m *Manager) expectedGeneration(existing, required *appsv1.DaemonSet) (int64, bool) {
 	if existing == nil {
-		return 0, false // ApplyDaemonSet creates; the value is unused.
+		return 0, false // library-go creates; the value is unused.
 	}
 	m.mu.Lock()
 	owned := m.owned
@@ -344,20 +378,14 @@ func (m *Manager) expectedGeneration(existing, required *appsv1.DaemonSet) (int6
 	return -1, false // no generation matches: write.
 }
 
-// alreadyDesired reports whether existing carries required's spec hash and a
-// spec that is a superset of required's (the API server adds defaults). The
-// hash alone is not enough: whoever edits the spec may leave it in place.
+// alreadyDesired reports whether existing carries required's spec hash (set
+// by requiredFor) and a spec that is a superset of required's (the API
+// server adds defaults). The hash alone is not enough: whoever edits the spec
+// may leave it in place.
 func alreadyDesired(existing, required *appsv1.DaemonSet) bool {
-	// Let library-go write its spec-hash annotation on a scratch object, so
-	// the key and hashing stay library-go's.
-	var scratch metav1.ObjectMeta
-	if err := resourceapply.SetSpecHashAnnotation(&scratch, required.Spec); err != nil {
+	hash, ok := required.Annotations[SpecHashAnnotation]
+	if !ok || existing.Annotations[SpecHashAnnotation] != hash {
 		return false
-	}
-	for key, hash := range scratch.Annotations {
-		if existing.Annotations[key] != hash {
-			return false
-		}
 	}
 	return equality.Semantic.DeepDerivative(required.Spec, existing.Spec)
 }

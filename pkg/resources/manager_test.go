@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -626,4 +629,72 @@ func TestApplyDoesNotWriteADaemonSetBeingDeleted(t *testing.T) {
 	if res.Changed || res.Created {
 		t.Errorf("result %s, want no write", summary(res))
 	}
+}
+
+// TestRequiredIsBuiltOncePerDesired: the desired DaemonSet is reused while
+// its inputs stay the same, and rebuilt when any of them changes, also
+// through a pointer the caller changed in place.
+func TestRequiredIsBuiltOncePerDesired(t *testing.T) {
+	m := newTestManager(newFakeCluster(t))
+	d := schedulingDesired()
+	first, err := m.requiredFor(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Annotations[SpecHashAnnotation] == "" {
+		t.Fatalf("the desired DaemonSet has no %s annotation: %v", SpecHashAnnotation, first.Annotations)
+	}
+	if again, _ := m.requiredFor(schedulingDesired()); again != first {
+		t.Error("equal inputs built a new DaemonSet")
+	}
+
+	d.TLSProfile.Type = configv1.TLSProfileOldType // in place, behind the pointer
+	changed, err := m.requiredFor(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed == first {
+		t.Fatal("a TLS profile changed in place reused the old DaemonSet")
+	}
+	want, err := DesiredDaemonSet(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(changed.Spec, want.Spec) {
+		t.Error("the rebuilt DaemonSet is not DesiredDaemonSet's")
+	}
+	if changed.Annotations[SpecHashAnnotation] == first.Annotations[SpecHashAnnotation] {
+		t.Error("the spec hash did not change with the spec")
+	}
+
+	other := defaultDesired()
+	other.Images.Extractor = "quay.io/example/extractor@sha256:" + strings.Repeat("e", 64)
+	if got, _ := m.requiredFor(other); image(got, ContainerExtractor) != other.Images.Extractor {
+		t.Errorf("extractor image %q, want %q", image(got, ContainerExtractor), other.Images.Extractor)
+	}
+}
+
+// BenchmarkRequiredFor compares building the desired DaemonSet (and hashing
+// its spec) with reusing it, the step a repair takes before its write.
+func BenchmarkRequiredFor(b *testing.B) {
+	d := schedulingDesired()
+	b.Run("build", func(b *testing.B) {
+		for b.Loop() {
+			ds, err := DesiredDaemonSet(d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := resourceapply.SetSpecHashAnnotation(&ds.ObjectMeta, ds.Spec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reuse", func(b *testing.B) {
+		m := &Manager{} // requiredFor needs nothing else
+		for b.Loop() {
+			if _, err := m.requiredFor(d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

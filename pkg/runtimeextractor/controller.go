@@ -416,8 +416,6 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		}
 	}
 	if len(c.lastDrift) > 0 {
-		klog.Infof("DaemonSet %s/%s was changed by someone else (%s); restoring it",
-			resources.Namespace, resources.DaemonSetName, driftWords(c.lastDrift))
 		c.driftKinds = slices.Clone(c.lastDrift)
 	}
 	switch {
@@ -427,6 +425,10 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		c.fire(ctx, fsm.Modified{Generation: ds.Generation})
 	case gone && !present && c.machine.State() == fsm.StateDeleting:
 		c.fire(ctx, fsm.Deleted{}) // our delete went through, though its call failed
+	}
+	if len(c.lastDrift) > 0 { // logged after the repair's write: act first, report after
+		klog.Infof("DaemonSet %s/%s was changed by someone else (%s); acted on it, now %s",
+			resources.Namespace, resources.DaemonSetName, driftWords(c.lastDrift), c.machine.State())
 	}
 }
 
