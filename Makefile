@@ -8,7 +8,7 @@ BIN := bin/runtime-extractor-controller
 STATICCHECK_VERSION := v0.8.2
 # Fuzz budgets are execution counts, not durations: a duration budget can end in a
 # spurious "context deadline exceeded" failure under load (Go issue 75804, fixed in Go 1.27).
-# Each is about 15 s on 2 cores.
+# About 15 s (FuzzMachine) and 30 s (FuzzParse) on 2 cores.
 FUZZ_MACHINE_EXECS ?= 200000x
 FUZZ_PARSE_EXECS ?= 20000x
 LISTEN ?= 127.0.0.1:8443
