@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -45,13 +44,14 @@ const floorUserAgent = "bench-ideal-watcher"
 type idealWatcher struct{ proc *testcluster.Command }
 
 // startIdealWatcher starts the ideal watcher with the controller's kubeconfig
-// and returns once its watch is registered; its log is written to logPath.
-func startIdealWatcher(ctx context.Context, kubeconfig, logPath string) (*idealWatcher, error) {
+// and returns once its watch is registered; its log is
+// <logDir>/ideal-watcher-<label>.log.
+func startIdealWatcher(ctx context.Context, kubeconfig, logDir, label string) (*idealWatcher, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("ideal watcher: find the bench's binary: %w", err)
 	}
-	proc, err := testcluster.StartCommand("ideal watcher", self, logPath, "-"+idealWatcherFlag, kubeconfig)
+	proc, err := testcluster.StartCommand("ideal-watcher-"+label, self, logDir, "-"+idealWatcherFlag, kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func startIdealWatcher(ctx context.Context, kubeconfig, logPath string) (*idealW
 		if err := proc.Exited(); err != nil {
 			return false, err
 		}
-		out, err := os.ReadFile(logPath)
+		out, err := os.ReadFile(proc.Log())
 		return bytes.Contains(out, []byte(watchingLine)), err
 	})
 	if err != nil {
@@ -72,11 +72,6 @@ func startIdealWatcher(ctx context.Context, kubeconfig, logPath string) (*idealW
 // stop ends the ideal watcher; it returns its failure (it exits on the first),
 // if it had failed.
 func (iw *idealWatcher) stop() error { return iw.proc.Stop() }
-
-// idealWatcherLog is where the bench keeps the log of an ideal watcher run.
-func (b *bench) idealWatcherLog(label string) string {
-	return filepath.Join(b.work, "ideal-watcher-"+label+".log")
-}
 
 // runIdealWatcher is the ideal watcher process: it lists and watches the
 // DaemonSet with the controller's credentials and client-go's defaults, and

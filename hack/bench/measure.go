@@ -272,7 +272,7 @@ func (b *bench) interleaved(ctx context.Context, label string, blocks, trials in
 func (b *bench) floorBlock(ctx context.Context, label string, n int, samples *[]time.Duration, del timedDelete) error {
 	b.ctrl.stop()
 	b.ctrl = nil
-	iw, err := startIdealWatcher(ctx, b.kubeconfig, b.idealWatcherLog(label))
+	iw, err := startIdealWatcher(ctx, b.kubeconfig, b.work, label)
 	if err != nil {
 		return err
 	}
@@ -406,25 +406,35 @@ func (b *bench) configToggles(ctx context.Context) error {
 	return b.count(ctx, keyConfigEnable, "create (config enabled)", "", &on, false)
 }
 
+// setVersion sets the ClusterVersion's desired version and returns when the
+// successful write was sent.
+func (b *bench) setVersion(ctx context.Context, version string) (time.Time, error) {
+	var start time.Time
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cv, err := b.config.ConfigV1().ClusterVersions().Get(ctx, "version", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cv.Status.Desired.Version = version
+		start = time.Now()
+		_, err = b.config.ConfigV1().ClusterVersions().UpdateStatus(ctx, cv, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("bump the version: %w", err)
+	}
+	return start, nil
+}
+
 // versionChanges bumps the ClusterVersion's desired version.
 func (b *bench) versionChanges(ctx context.Context) error {
 	var w windows
 	var samples []time.Duration
 	for i := range b.o.toggles {
 		version := fmt.Sprintf("4.22.%d", i+1)
-		var start time.Time
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cv, err := b.config.ConfigV1().ClusterVersions().Get(ctx, "version", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cv.Status.Desired.Version = version
-			start = time.Now()
-			_, err = b.config.ConfigV1().ClusterVersions().UpdateStatus(ctx, cv, metav1.UpdateOptions{})
-			return err
-		})
+		start, err := b.setVersion(ctx, version)
 		if err != nil {
-			return fmt.Errorf("bump the version: %w", err)
+			return err
 		}
 		w.beginAt(start)
 		applied, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {

@@ -13,7 +13,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
@@ -172,19 +171,9 @@ func (s *bench) scaleUpgrade(ctx context.Context, r *scaleRun) error {
 	images := resources.DefaultImages()
 	tag := func(img string) string { return strings.TrimSuffix(img, ":latest") + ":" + version }
 	newExtractor := tag(images.Extractor)
-	var start time.Time
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cv, err := s.config.ConfigV1().ClusterVersions().Get(ctx, "version", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		cv.Status.Desired.Version = version
-		start = time.Now()
-		_, err = s.config.ConfigV1().ClusterVersions().UpdateStatus(ctx, cv, metav1.UpdateOptions{})
-		return err
-	})
+	start, err := s.setVersion(ctx, version)
 	if err != nil {
-		return fmt.Errorf("bump the version: %w", err)
+		return err
 	}
 	s.ctrl.stop()
 	s.env = append(s.env,

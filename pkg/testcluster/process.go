@@ -194,38 +194,29 @@ func logf(w io.Writer, format string, args ...any) {
 }
 
 // Command is a helper process started beside the cluster (the bench's ideal
-// watcher, for one): its output goes to a log file, it dies with its parent,
-// and Stop ends exactly this PID, like every other child of this package.
-type Command struct {
-	name    string
-	logPath string
-	child   *child
+// watcher, for one), run like the cluster's components: its output goes to
+// <logDir>/<name>.log, it dies with its parent, and Stop ends exactly this PID.
+type Command struct{ p *process }
+
+// StartCommand starts bin with args.
+func StartCommand(name, bin, logDir string, args ...string) (*Command, error) {
+	p := newProcess(name, bin, logDir, stopGrace, args...)
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	return &Command{p: p}, nil
 }
 
-// StartCommand starts bin with args; stdout and stderr go to logPath.
-func StartCommand(name, bin, logPath string, args ...string) (*Command, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("create %s log: %w", name, err)
-	}
-	c, err := startChild(childSpec{bin: bin, args: args, out: logFile, grace: stopGrace})
-	if err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	return &Command{name: name, logPath: logPath, child: c}, nil
-}
-
-// PID is the process's ID.
-func (c *Command) PID() int { return c.child.pid() }
+// Log is the path of the process's combined output.
+func (c *Command) Log() string { return c.p.logPath }
 
 // Exited returns nil while the process runs, and once it has exited, an
 // error saying how, with the end of its log.
 func (c *Command) Exited() error {
-	if !c.child.exited() {
+	if c.p.running() {
 		return nil
 	}
-	return fmt.Errorf("%s exited (%v)\n%s", c.name, c.child.err, tailFile(c.logPath, 20))
+	return c.p.exitError()
 }
 
 // Stop ends the process (SIGTERM, SIGKILL after the grace period). It
@@ -234,6 +225,6 @@ func (c *Command) Stop() error {
 	if err := c.Exited(); err != nil {
 		return err
 	}
-	c.child.stop()
+	c.p.stop()
 	return nil
 }
