@@ -112,6 +112,9 @@ func runIdealWatcher(ctx context.Context, kubeconfig string) error {
 				return fmt.Errorf("ideal watcher: create: %w", err)
 			}
 		case watch.Error:
+			if ctx.Err() != nil {
+				return nil // stopped: the watch reports its own cancellation
+			}
 			return fmt.Errorf("ideal watcher: watch error: %v", ev.Object)
 		}
 	}
