@@ -58,6 +58,8 @@ type Metrics struct {
 	// stateMu keeps the one-hot state gauge consistent when two goroutines report
 	// transitions at the same time.
 	stateMu sync.Mutex
+	current fsm.State // the machine's state, shown unless holding
+	holding bool
 	// now is the clock of the last-transition timestamp; tests replace it.
 	now func() time.Time
 
@@ -74,7 +76,7 @@ func New() *Metrics {
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace,
 			Name:      "state",
-			Help:      "Current state of the runtime extractor state machine: 1 for the current state, 0 for the others.",
+			Help:      "Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.",
 		}, []string{"state"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace,
@@ -118,6 +120,7 @@ func New() *Metrics {
 	for _, s := range fsm.States {
 		m.state.WithLabelValues(string(s)).Set(0)
 	}
+	m.state.WithLabelValues(StateHolding).Set(0)
 	for _, kind := range []string{DriftModified, DriftDeleted, DriftMetadata} {
 		m.driftEvents.WithLabelValues(kind)
 	}
@@ -212,6 +215,11 @@ func NewBuildInfo(version string) prometheus.Collector {
 	return g
 }
 
+// StateHolding is the state series that is 1 while the controller holds on
+// an invalid insights-config it has seen no valid one before: it acts on
+// nothing then, so no state of the machine describes what is there.
+const StateHolding = "Holding"
+
 // SetState marks s as the current state without counting a transition, for the
 // machine's initial state.
 func (m *Metrics) SetState(s fsm.State) {
@@ -238,14 +246,28 @@ func (m *Metrics) ObserveTransition(t fsm.Transition) {
 	}
 }
 
+// SetHolding marks whether the controller holds (see StateHolding).
+func (m *Metrics) SetHolding(holding bool) {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	m.holding = holding
+	m.setStateLocked(m.current)
+}
+
 func (m *Metrics) setStateLocked(current fsm.State) {
+	m.current = current
 	for _, s := range fsm.States {
 		v := 0.0
-		if s == current {
+		if s == current && !m.holding {
 			v = 1
 		}
 		m.state.WithLabelValues(string(s)).Set(v)
 	}
+	v := 0.0
+	if m.holding {
+		v = 1
+	}
+	m.state.WithLabelValues(StateHolding).Set(v)
 }
 
 // ObserveDrift counts one drift event of the given kind (DriftModified,

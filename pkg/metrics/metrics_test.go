@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +31,7 @@ var allNames = []string{
 	"runtime_extractor_rollout_stuck",
 }
 
-const stateHeader = `# HELP runtime_extractor_state Current state of the runtime extractor state machine: 1 for the current state, 0 for the others.
+const stateHeader = `# HELP runtime_extractor_state Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.
 # TYPE runtime_extractor_state gauge
 `
 
@@ -38,7 +39,7 @@ const stateHeader = `# HELP runtime_extractor_state Current state of the runtime
 func stateSeries(current fsm.State) string {
 	var b strings.Builder
 	b.WriteString(stateHeader)
-	for _, s := range fsm.States {
+	for _, s := range append(slices.Clone(fsm.States), StateHolding) {
 		v := 0
 		if s == current {
 			v = 1
@@ -46,6 +47,19 @@ func stateSeries(current fsm.State) string {
 		fmt.Fprintf(&b, "runtime_extractor_state{state=%q} %d\n", s, v)
 	}
 	return b.String()
+}
+
+// Holding replaces the machine's state in the gauge while it lasts, and
+// gives it back after.
+func TestHoldingReplacesTheState(t *testing.T) {
+	m := New()
+	m.SetState(fsm.StateDisabled)
+	m.SetHolding(true)
+	require.NoError(t, testutil.CollectAndCompare(m.state, strings.NewReader(stateSeries(StateHolding))))
+	m.ObserveTransition(fsm.Transition{From: fsm.StateDisabled, To: fsm.StateDeploying, Event: fsm.Enabled{}})
+	require.NoError(t, testutil.CollectAndCompare(m.state, strings.NewReader(stateSeries(StateHolding))))
+	m.SetHolding(false)
+	require.NoError(t, testutil.CollectAndCompare(m.state, strings.NewReader(stateSeries(fsm.StateDeploying))))
 }
 
 func TestNewPresetsSeriesAtZero(t *testing.T) {
@@ -284,7 +298,7 @@ func TestSecondRegistrationIsAnError(t *testing.T) {
 	require.NoError(t, first.RegisterLegacy(), "the same Metrics again is a no-op")
 	states, err := testutil.GatherAndCount(legacyregistry.DefaultGatherer, "runtime_extractor_state")
 	require.NoError(t, err)
-	assert.Equal(t, len(fsm.States), states, "the first set is still served")
+	assert.Equal(t, len(fsm.States)+1, states, "the first set is still served") // and Holding
 
 	reg := prometheus.NewPedanticRegistry()
 	first = New()

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,7 +13,6 @@ import (
 	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
 	"github.com/openshift/library-go/pkg/operator/resource/resourcehelper"
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -98,16 +97,20 @@ const ExpectationTimeout = 5 * time.Second
 type ownedObject struct {
 	uid        types.UID
 	generation int64
-	// meta holds OwnedMetadata as written to this object, newest last (a few):
-	// watch events of older own writes can still arrive after a newer one.
-	meta []map[string]string
+	// meta is OwnedMetadata as last written to (or adopted on) this object.
+	meta map[string]string
+	// versions are the resourceVersions of the last few writes to it: a watch
+	// event of an older own write can still arrive after a newer one, and is
+	// told apart by its resourceVersion, never by values someone else may
+	// write back.
+	versions []string
 }
 
-// maxOwnedMeta bounds the metadata history kept per object, maxPast the
+// maxOwnedVersions bounds the write history kept per object, maxPast the
 // objects kept after the manager moved on from them.
 const (
-	maxOwnedMeta = 4
-	maxPast      = 4
+	maxOwnedVersions = 8
+	maxPast          = 4
 )
 
 // NewManager returns a Manager. lister must come from an informer that
@@ -144,8 +147,18 @@ func (m *Manager) SetClock(c clock.PassiveClock) {
 // annotation stands for the spec) or when the object's generation is not
 // the expected one. The expected generation is that of this manager's last
 // write, so a drift that bumped the generation is corrected and an
-// unchanged desired state writes nothing. After a restart, an object whose
-// spec-hash and spec already match d is adopted without a write.
+// unchanged desired state writes nothing.
+//
+// An object this manager did not write (after a restart, or one recreated by
+// someone else) is adopted only when it provably equals the desired one: it
+// gets one UPDATE with the whole desired spec, which the API server stores
+// only if something differs, additions included. An untouched object thus
+// costs one request and no write (its resourceVersion stays, so no pod
+// rolls); an edited one is repaired by the same request. The spec-hash
+// annotation proves nothing here (whoever edits the spec may keep it), and
+// managedFields would not either: any client may write under our field
+// manager's name, and an object first written by another manager (the host
+// operator's own controller) could never be adopted.
 //
 // The first attempt reads the lister; a retry after a Conflict, NotFound or
 // AlreadyExists (a stale cache) waits for the cache to show what the write ran
@@ -182,7 +195,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 			result = Result{Generation: existing.Generation, Object: existing}
 			return nil
 		}
-		expected, adopt := m.expectedGeneration(existing, required)
+		expected, adopting := m.expectedGeneration(existing)
 		client := prefetchedDaemonSets{
 			getter:   m.client.AppsV1(),
 			existing: existing,
@@ -193,7 +206,10 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		if err != nil {
 			return err
 		}
-		if changed || adopt {
+		if changed && existing != nil && actual.UID == existing.UID && actual.ResourceVersion == existing.ResourceVersion {
+			changed = false // the server found nothing to change: adopted
+		}
+		if changed || adopting {
 			m.own(actual)
 		}
 		rolls := changed && (existing == nil || existing.UID != actual.UID || existing.Generation != actual.Generation)
@@ -218,6 +234,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 // names it and that one is deleted. When the cache shows nothing and the
 // manager wrote nothing, no request is sent.
 func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
+	m.dropExpectation() // the object is to go: no write of it is awaited any more
 	var target types.UID
 	cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
 	switch {
@@ -360,9 +377,9 @@ func (m *Manager) requiredFor(d Desired) (*appsv1.DaemonSet, error) {
 }
 
 // expectedGeneration returns the generation ApplyDaemonSet should expect
-// of existing, and whether existing is adopted (already desired, not
-// written by this process).
-func (m *Manager) expectedGeneration(existing, required *appsv1.DaemonSet) (int64, bool) {
+// of existing, and whether existing is an object this manager did not write,
+// to be adopted by a write the server may find unchanged (see Apply).
+func (m *Manager) expectedGeneration(existing *appsv1.DaemonSet) (int64, bool) {
 	if existing == nil {
 		return 0, false // library-go creates; the value is unused.
 	}
@@ -372,22 +389,7 @@ func (m *Manager) expectedGeneration(existing, required *appsv1.DaemonSet) (int6
 	if owned.uid != "" && owned.uid == existing.UID {
 		return owned.generation, false
 	}
-	if alreadyDesired(existing, required) {
-		return existing.Generation, true
-	}
-	return -1, false // no generation matches: write.
-}
-
-// alreadyDesired reports whether existing carries required's spec hash (set
-// by requiredFor) and a spec that is a superset of required's (the API
-// server adds defaults). The hash alone is not enough: whoever edits the spec
-// may leave it in place.
-func alreadyDesired(existing, required *appsv1.DaemonSet) bool {
-	hash, ok := required.Annotations[SpecHashAnnotation]
-	if !ok || existing.Annotations[SpecHashAnnotation] != hash {
-		return false
-	}
-	return equality.Semantic.DeepDerivative(required.Spec, existing.Spec)
+	return -1, true // no generation matches: write.
 }
 
 // cacheCatchUp bounds the wait for the cache to show what a lost race ran
@@ -454,14 +456,22 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 
 // Expecting reports how long an own write may still be awaited in the cache
 // (false when none is). The caller re-asserts after it, so a write the cache
-// never shows is re-read from the server.
+// never shows is re-read from the server. An expectation ends when it times
+// out, even with no apply to consult it (the DaemonSet is being deleted):
+// reported once as over, it is never reported again, so the caller's
+// re-assert cannot repeat without a pause.
 func (m *Manager) Expecting() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.expected == nil {
 		return 0, false
 	}
-	return max(m.expectedUntil.Sub(m.clock.Now()), 0), true
+	left := m.expectedUntil.Sub(m.clock.Now())
+	if left <= 0 {
+		m.expected = nil
+		return 0, false
+	}
+	return left, true
 }
 
 // ObservedDeletion tells the manager that the informer saw object uid
@@ -492,10 +502,11 @@ func (m *Manager) own(ds *appsv1.DaemonSet) {
 		m.owned = ownedObject{uid: ds.UID}
 	}
 	m.owned.generation = ds.Generation
-	if n := len(m.owned.meta); n == 0 || !maps.Equal(m.owned.meta[n-1], meta) {
-		m.owned.meta = append(m.owned.meta, meta)
-		if len(m.owned.meta) > maxOwnedMeta {
-			m.owned.meta = m.owned.meta[1:]
+	m.owned.meta = meta
+	if !slices.Contains(m.owned.versions, ds.ResourceVersion) {
+		m.owned.versions = append(m.owned.versions, ds.ResourceVersion)
+		if len(m.owned.versions) > maxOwnedVersions {
+			m.owned.versions = m.owned.versions[1:]
 		}
 	}
 }
@@ -509,6 +520,12 @@ func (m *Manager) retire() {
 	if len(m.past) > maxPast {
 		m.past = m.past[1:]
 	}
+}
+
+func (m *Manager) dropExpectation() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expected = nil
 }
 
 func (m *Manager) disown() {

@@ -13,6 +13,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,15 +149,20 @@ func TestApplyAfterRestartAdoptsMatchingObject(t *testing.T) {
 	apply(t, newTestManager(fc), defaultDesired())
 	fc.sync()
 	fc.client.ClearActions()
+	before := fc.stored()
 
-	restarted := newTestManager(fc) // no memory of the write
+	// No memory of the write: one update, which the server finds unchanged
+	// (no new resourceVersion, no generation, no pod rolls).
+	restarted := newTestManager(fc)
 	res := apply(t, restarted, defaultDesired())
-	expectRequests(t, fc, "apply after restart", 0, 0)
-	if res.Changed || res.Generation != 1 || restarted.LastWrittenGeneration() != 1 {
-		t.Errorf("result %s, last written %d; want the existing object adopted at generation 1", summary(res), restarted.LastWrittenGeneration())
+	expectRequests(t, fc, "apply after restart", 0, 1)
+	if res.Changed || res.Generation != 1 || restarted.LastWrittenGeneration() != 1 || fc.stored().ResourceVersion != before.ResourceVersion {
+		t.Errorf("result %s, last written %d, resourceVersion %s (was %s); want the existing object adopted unchanged at generation 1",
+			summary(res), restarted.LastWrittenGeneration(), fc.stored().ResourceVersion, before.ResourceVersion)
 	}
 	apply(t, restarted, defaultDesired())
 	expectRequests(t, fc, "second apply after restart", 0, 0)
+	expectEvents(t, fc, "adoption", EventReasonCreated, EventReasonUpdated) // library-go logs the update it sent
 }
 
 func TestApplyAfterRestartRewritesEditedObject(t *testing.T) {
@@ -252,10 +258,10 @@ func TestExpectationTimesOut(t *testing.T) {
 	apply(t, m, defaultDesired())
 	fc.client.ClearActions()
 
-	clk.SetTime(clk.Now().Add(ExpectationTimeout))
 	if _, ok := m.Expecting(); !ok {
 		t.Fatal("not expecting the create")
 	}
+	clk.SetTime(clk.Now().Add(ExpectationTimeout))
 	res := apply(t, m, defaultDesired())
 	// The create collides, a live GET shows the manager's own object.
 	expectRequests(t, fc, "apply after the expectation timed out", 1, 1)
@@ -310,7 +316,7 @@ func TestConflictRetryWaitsForTheCache(t *testing.T) {
 	fc, m := driftedWithOneConflict(t, func(fc *fakeCluster) {
 		ds := fc.stored().DeepCopy()
 		ds.Status.NumberAvailable++
-		if _, err := fc.srv.Update(ds); err != nil {
+		if _, err := fc.srv.UpdateStatus(ds); err != nil {
 			t.Errorf("status write: %v", err)
 		}
 		fc.sync() // the informer delivers it
@@ -697,4 +703,140 @@ func BenchmarkRequiredFor(b *testing.B) {
 			}
 		}
 	})
+}
+
+// Defect 1 of issue 18: an object this process did not write was adopted
+// when its spec-hash annotation matched and its spec was a superset of the
+// desired one, so additions made while the controller was down stayed for
+// good. After a restart any difference is repaired, additions included.
+func TestApplyAfterRestartRemovesAdditions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*appsv1.DaemonSet)
+	}{
+		{"sidecar container", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar", Image: "quay.io/someone/sidecar:latest"})
+		}},
+		{"toleration", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Tolerations = append(ds.Spec.Template.Spec.Tolerations, corev1.Toleration{Key: "someone", Operator: corev1.TolerationOpExists})
+		}},
+		{"kube-rbac-proxy arg", func(ds *appsv1.DaemonSet) {
+			c := findContainer(&ds.Spec.Template.Spec, ContainerKubeRBACProxy)
+			c.Args = append(c.Args, "--insecure-listen-address=0.0.0.0:8080")
+		}},
+		{"hostPath volume", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, corev1.Volume{Name: "root",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := newFakeCluster(t)
+			apply(t, newTestManager(fc), defaultDesired())
+			fc.sync()
+			want := fc.stored().Spec.DeepCopy()
+			fc.edit(tc.edit) // while the controller is down; the annotation stays
+
+			restarted := newTestManager(fc)
+			res := apply(t, restarted, defaultDesired())
+			expectRequests(t, fc, "apply after restart", 0, 1)
+			if got := fc.stored().Spec; !equality.Semantic.DeepEqual(*want, got) || !res.Changed {
+				t.Errorf("addition (%s) not removed: result %s", tc.name, summary(res))
+			}
+		})
+	}
+}
+
+// Defect 1 of issue 18, while running: someone replaces the object (a new
+// UID) with an addition and the same annotations.
+func TestApplyRepairsRecreatedObjectWithAddition(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	want := fc.stored().Spec.DeepCopy()
+
+	theirs := fc.stored().DeepCopy()
+	theirs.Spec.Template.Spec.Tolerations = append(theirs.Spec.Template.Spec.Tolerations, corev1.Toleration{Key: "someone", Operator: corev1.TolerationOpExists})
+	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
+		t.Fatal(err)
+	}
+	theirs.ResourceVersion, theirs.UID = "", ""
+	if _, err := fc.srv.Create(theirs); err != nil {
+		t.Fatal(err)
+	}
+	fc.sync()
+	fc.client.ClearActions()
+
+	res := apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply over a replaced object", 0, 1)
+	if got := fc.stored().Spec; !equality.Semantic.DeepEqual(*want, got) || !res.Changed {
+		t.Errorf("replaced object keeps its toleration: result %s", summary(res))
+	}
+}
+
+// Defect 2 of issue 18: an expectation that timed out stayed pending until
+// the next Apply, so a caller that re-asserts when it ends (the control
+// loop) was told again and again that it had ended, with no Apply in
+// between while the DaemonSet is being deleted. It ends once, and a delete
+// ends it too.
+func TestExpectationEndsOnceAndWithADelete(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	m.SetClock(clk)
+	apply(t, m, defaultDesired())
+	if d, ok := m.Expecting(); !ok || d != ExpectationTimeout {
+		t.Fatalf("Expecting = %s, %v; want %s, true", d, ok, ExpectationTimeout)
+	}
+	clk.SetTime(clk.Now().Add(ExpectationTimeout))
+	if d, ok := m.Expecting(); ok {
+		t.Errorf("Expecting after the timeout = %s, true; want it over", d)
+	}
+
+	apply(t, m, defaultDesired()) // a new object: the create is expected again
+	fc.client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+	})
+	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, m, defaultDesired())
+	if _, ok := m.Expecting(); !ok {
+		t.Fatal("not expecting the create")
+	}
+	if _, err := m.Delete(context.Background()); !apierrors.IsForbidden(err) {
+		t.Fatalf("Delete: %v, want the injected Forbidden", err)
+	}
+	if d, ok := m.Expecting(); ok {
+		t.Errorf("Expecting after a delete = %s, true; a delete ends the apply's expectation", d)
+	}
+}
+
+// Defect 5 of issue 18: owned metadata set back to an older value the
+// manager once wrote (a restore, a GitOps sync) was taken for the manager's
+// own write. Only the latest owned metadata, or a resourceVersion the
+// manager's own write returned, is its own.
+func TestRevertedVersionAnnotationIsNotOwn(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	old := defaultDesired()
+	old.Version = "4.21.0"
+	first := apply(t, m, old)
+	fc.sync()
+	next := old
+	next.Version = "4.22.0"
+	second := apply(t, m, next)
+	fc.sync()
+
+	if !m.IsOwnMetadata(first.Object.UID, first.Object.ResourceVersion, OwnedMetadata(first.Object)) {
+		t.Error("a late event of the manager's first write is not its own")
+	}
+	if !m.IsOwnMetadata(second.Object.UID, second.Object.ResourceVersion, OwnedMetadata(second.Object)) {
+		t.Error("the manager's latest write is not its own")
+	}
+	fc.edit(func(ds *appsv1.DaemonSet) { ds.Annotations[VersionAnnotation] = "4.21.0" })
+	reverted := fc.stored()
+	if m.IsOwnMetadata(reverted.UID, reverted.ResourceVersion, OwnedMetadata(reverted)) {
+		t.Error("the version annotation set back to 4.21.0 by someone else is taken for the manager's own write")
+	}
 }

@@ -57,15 +57,18 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	return out
 }
 
-// IsOwnMetadata reports whether owned metadata meta (from OwnedMetadata) of
-// object uid is what this manager wrote or adopted there (one of its last few
-// writes): a same-generation update that carries it is the manager's own
-// metadata write, not drift.
-func (m *Manager) IsOwnMetadata(uid types.UID, meta map[string]string) bool {
+// IsOwnMetadata reports whether an update of object uid to resourceVersion
+// rv, carrying owned metadata meta (from OwnedMetadata), is this manager's
+// own: the object it wrote (now or before) at the resourceVersion one of its
+// writes returned, or carrying exactly the owned metadata of its latest write
+// there (a re-list may show an own write only after a later status update).
+// Older owned values written back by someone else (a restore, a GitOps sync
+// of an old version) are drift.
+func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o, ok := m.written(uid)
-	return ok && slices.ContainsFunc(o.meta, func(w map[string]string) bool { return maps.Equal(w, meta) })
+	return ok && (maps.Equal(o.meta, meta) || rv != "" && slices.Contains(o.versions, rv))
 }
 
 // OwnedUID returns the UID of the object this manager last wrote or adopted,

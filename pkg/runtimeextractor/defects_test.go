@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/openshift/library-go/pkg/operator/events"
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
+	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
@@ -380,4 +382,84 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	if err != nil {
 		t.Fatalf("timed out waiting for %s", what)
 	}
+}
+
+// Issue 18, defect 2: a disable within ExpectationTimeout of a create, then a
+// DELETE that fails fast. Once the create's expectation timed out, the loop
+// re-armed its timer at zero after every failure: DELETE after DELETE, with
+// no backoff. Every retry keeps its backoff: over deleteWindow the DELETEs
+// follow the default schedule (100 ms doubling), whatever was expected.
+func TestDeniedDeleteKeepsItsBackoffAfterACreate(t *testing.T) {
+	const deleteWindow = 8 * time.Second // past the expectation's 5 s
+	var deletes atomic.Int32
+	h := startWith(t, func(h *harness) {
+		h.api.Client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			deletes.Add(1)
+			return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), resources.DaemonSetName, errors.New("injected: denied by admission"))
+		})
+		h.limiterOverride = defaultRateLimiter()
+	})
+	h.waitStored("the create", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	h.setConfig(disabledConfig)
+	h.eventually("the first DELETE", func() bool { return deletes.Load() > 0 })
+	start := time.Now()
+	// A window of time is what is measured here: the count of requests in it.
+	time.Sleep(deleteWindow)
+	got := deletes.Load()
+	// Attempts at 0, then after 0.1, 0.2, 0.4, 0.8, 1.6, 3.2 s (+10 % jitter):
+	// the 7th retry would come at 12.7 s at the earliest.
+	want := backoffAttempts(DefaultRetryBase, time.Since(start))
+	t.Logf("%d DELETEs in %s; the backoff schedule allows %d", got, time.Since(start).Round(time.Millisecond), want)
+	if int(got) > want {
+		t.Fatalf("%d DELETEs in %s, want at most %d (the backoff schedule)", got, time.Since(start).Round(time.Millisecond), want)
+	}
+}
+
+// backoffAttempts is how many attempts an exponential backoff from base
+// (doubling, jitter only adding) allows within d: the first and each retry
+// whose cumulative delay fits.
+func backoffAttempts(base, d time.Duration) int {
+	n, elapsed := 1, time.Duration(0)
+	for delay := base; elapsed+delay <= d; delay *= 2 {
+		elapsed += delay
+		n++
+	}
+	return n
+}
+
+// Issue 18, defect 4: while holding on an invalid config, the machine stays in
+// its initial state, and the state metric said Disabled for a DaemonSet that
+// runs. Holding is reported as holding.
+func TestHoldingIsNotReportedAsDisabled(t *testing.T) {
+	existing := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: resources.Namespace, Name: resources.DaemonSetName}}
+	m := metrics.New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collectors()...)
+	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithMetrics(m)) }, configMap("dataReporting: [not, a, mapping"), existing)
+	h.signalVersion() // handled after the start-up re-assert and its report
+	state := func(s string) float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != metrics.Namespace+"_state" {
+				continue
+			}
+			for _, sample := range f.GetMetric() {
+				if sample.GetLabel()[0].GetValue() == s {
+					return sample.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1 // no such series
+	}
+	if state(string(fsm.StateDisabled)) != 0 || state(metrics.StateHolding) != 1 {
+		t.Fatalf("while holding: state{Disabled}=%v, state{%s}=%v; want 0 and 1", state(string(fsm.StateDisabled)), metrics.StateHolding, state(metrics.StateHolding))
+	}
+	h.setConfig(enabledConfig)
+	h.waitStored("the DaemonSet applied once a valid config arrives", func(ds *appsv1.DaemonSet) bool {
+		return ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
+	})
+	h.eventually("the holding series to clear", func() bool { return state(metrics.StateHolding) == 0 })
 }

@@ -84,6 +84,7 @@ type observation struct {
 	generation int64
 	expected   bool
 	meta       map[string]string // owned metadata seen, for DriftMetadata
+	version    string            // the resourceVersion seen, for DriftMetadata
 }
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
@@ -250,7 +251,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		notify(ri.rollout)
 	}
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
-		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur)})
+		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur), version: cur.ResourceVersion})
 	}
 }
 

@@ -83,6 +83,13 @@ func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, erro
 		if old.DeletionTimestamp == nil && ds.DeletionTimestamp != nil {
 			ds.Generation++ // the API server marks a deletion held by finalizers so
 		}
+		// An update that changes nothing is not stored, as the API server
+		// skips the write when the encoded object is unchanged: no new
+		// resourceVersion, no watch event.
+		ds.ResourceVersion = old.ResourceVersion
+		if equality.Semantic.DeepEqual(old, ds) {
+			return true, old.DeepCopy(), nil
+		}
 	}
 	ds.ResourceVersion = s.next()
 	if err := s.Client.Tracker().Update(DaemonSets, ds, ds.Namespace); err != nil {
@@ -123,6 +130,16 @@ func (s *Server) Create(ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
 // Update stores ds as an update request would, without recording an action.
 func (s *Server) Update(ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
 	_, obj, err := s.update(clienttesting.NewUpdateAction(DaemonSets, ds.Namespace, ds))
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*appsv1.DaemonSet), nil
+}
+
+// UpdateStatus stores ds's status as the status subresource would (the
+// DaemonSet controller's write), without recording an action.
+func (s *Server) UpdateStatus(ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	_, obj, err := s.update(clienttesting.NewUpdateSubresourceAction(DaemonSets, "status", ds.Namespace, ds))
 	if err != nil {
 		return nil, err
 	}
