@@ -99,10 +99,11 @@ type ownedObject struct {
 	generation int64
 	// meta is OwnedMetadata as last written to (or adopted on) this object.
 	meta map[string]string
-	// versions are the resourceVersions of the last few writes to it: a watch
-	// event of an older own write can still arrive after a newer one, and is
-	// told apart by its resourceVersion, never by values someone else may
-	// write back.
+	// versions are the resourceVersions of the last few writes to it, and of
+	// what each of them replaced: a watch event of an older own write (or of
+	// a version a later own write overwrote, such as a status update seen
+	// only after a re-list) can still arrive after a newer one. They are told
+	// apart by resourceVersion, never by values someone else may write back.
 	versions []string
 }
 
@@ -210,7 +211,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 			changed = false // the server found nothing to change: adopted
 		}
 		if changed || adopting {
-			m.own(actual)
+			m.own(actual, existing)
 		}
 		rolls := changed && (existing == nil || existing.UID != actual.UID || existing.Generation != actual.Generation)
 		if rolls {
@@ -493,21 +494,30 @@ func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
 	return m.owned.uid != "" && m.owned.uid == cached.UID && cached.Generation < m.owned.generation
 }
 
-func (m *Manager) own(ds *appsv1.DaemonSet) {
+// own records ds as written (or adopted) by this manager; replaced is what
+// the write replaced (nil for a create).
+func (m *Manager) own(ds, replaced *appsv1.DaemonSet) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	meta := OwnedMetadata(ds)
 	if m.owned.uid != ds.UID {
 		m.retire()
 		m.owned = ownedObject{uid: ds.UID}
 	}
 	m.owned.generation = ds.Generation
-	m.owned.meta = meta
-	if !slices.Contains(m.owned.versions, ds.ResourceVersion) {
-		m.owned.versions = append(m.owned.versions, ds.ResourceVersion)
-		if len(m.owned.versions) > maxOwnedVersions {
-			m.owned.versions = m.owned.versions[1:]
-		}
+	m.owned.meta = OwnedMetadata(ds)
+	if replaced != nil && replaced.UID == ds.UID {
+		m.owned.addVersion(replaced.ResourceVersion)
+	}
+	m.owned.addVersion(ds.ResourceVersion)
+}
+
+func (o *ownedObject) addVersion(rv string) {
+	if rv == "" || slices.Contains(o.versions, rv) {
+		return
+	}
+	o.versions = append(o.versions, rv)
+	if len(o.versions) > maxOwnedVersions {
+		o.versions = o.versions[1:]
 	}
 }
 

@@ -58,12 +58,13 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 }
 
 // IsOwnMetadata reports whether an update of object uid to resourceVersion
-// rv, carrying owned metadata meta (from OwnedMetadata), is this manager's
-// own: the object it wrote (now or before) at the resourceVersion one of its
-// writes returned, or carrying exactly the owned metadata of its latest write
-// there (a re-list may show an own write only after a later status update).
-// Older owned values written back by someone else (a restore, a GitOps sync
-// of an old version) are drift.
+// rv, carrying owned metadata meta (from OwnedMetadata), needs no repair as
+// drift: the object this manager wrote (now or before), either carrying
+// exactly the owned metadata of its latest write there, or at a
+// resourceVersion that one of its writes returned or overwrote (a re-list can
+// show an older own write only after a later status update, and the event
+// reaches the controller after its next write). Older owned values written
+// back by someone else (a restore, a GitOps sync of an old version) are drift.
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
