@@ -27,8 +27,9 @@ const (
 	// NameValue is the value of LabelName.
 	NameValue = "insights-runtime-extractor"
 
-	// VersionAnnotation records the target release version on the DaemonSet
-	// and its pod template, so an upgrade is visible and rolls the pods.
+	// VersionAnnotation records the target release version on the DaemonSet's
+	// metadata only (not its pod template), so an upgrade is visible without
+	// rolling the pods for a version number.
 	VersionAnnotation = "insights.openshift.io/runtime-extractor-version"
 
 	// ServiceAccountName is the pods' service account (provided by the platform).
