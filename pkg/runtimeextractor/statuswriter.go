@@ -66,16 +66,27 @@ type pending struct {
 	since      time.Time // the first unwritten change
 	changedAt  time.Time // the last change of the conditions
 	retryAt    time.Time // after a failed write, not before this
+	// absent: the last attempt found no ClusterOperator. No timer retries
+	// it; its appearance (Changed) or a change of the conditions does.
+	absent bool
+	// serverChanged: the ClusterOperator changed while this was pending, so
+	// what was written may be gone from it.
+	serverChanged bool
 }
 
 // run writes offered snapshots until ctx is done, when they are due (see
 // StatusSettle). A failed write is retried after statusRetry with the latest
-// snapshot, so an older one is never written over a newer one. When the
-// ClusterOperator changes under it, the last written snapshot is reported
-// again, which costs a request only if our conditions are no longer there.
+// snapshot, so an older one is never written over a newer one. A write that
+// finds no ClusterOperator is not written: the latest snapshot is written
+// when the Reporter's informer shows the object (Changed), with no request
+// meanwhile. When the ClusterOperator changes under it, the last written
+// snapshot is reported again, which costs a request only if our conditions
+// are no longer there.
 func (w *statusWriter) run(ctx context.Context) {
 	var (
-		written      *status.Snapshot // nil until the first write
+		// written is what the server last accepted: nil before that, and
+		// once the ClusterOperator was found absent.
+		written      *status.Snapshot
 		writtenConds []configv1.ClusterOperatorStatusCondition
 		writtenAt    time.Time
 		next         *pending
@@ -94,17 +105,32 @@ func (w *statusWriter) run(ctx context.Context) {
 			timer.Stop()
 		}
 	}()
-	write := func(s status.Snapshot) bool {
+	// attempt writes next now. A recheck (of the snapshot already written)
+	// does not count as a write for the spacing of writes.
+	attempt := func(now time.Time, recheck bool) {
 		rctx, cancel := context.WithTimeout(ctx, statusTimeout)
-		err := w.reporter.Report(rctx, s)
+		err := w.reporter.Report(rctx, next.snapshot)
 		cancel()
-		if err != nil {
+		switch {
+		case err == nil:
+			written, writtenConds, next = &next.snapshot, next.conditions, nil
+			if !recheck {
+				writtenAt = now
+			}
+		case errors.Is(err, status.ErrMissing): // the Reporter logged it
+			written, writtenConds = nil, nil
+			next.absent, next.retryAt = true, time.Time{}
+		default:
 			if !errors.Is(err, context.Canceled) {
 				klog.Warningf("report status (retrying in %s): %v", statusRetry, err)
 			}
-			return false
+			next.retryAt = now.Add(statusRetry)
+			arm(next.retryAt)
 		}
-		return true
+	}
+	recheck := func(now time.Time) {
+		next = &pending{snapshot: *written, conditions: writtenConds, since: now, changedAt: now}
+		attempt(now, true)
 	}
 	for {
 		select {
@@ -114,10 +140,14 @@ func (w *statusWriter) run(ctx context.Context) {
 		case <-timerC:
 			timerC = nil
 		case <-w.reporter.Changed():
-			if next == nil && written != nil && !write(*written) {
-				now := w.clock.Now()
-				next = &pending{snapshot: *written, conditions: writtenConds, since: now, changedAt: now, retryAt: now.Add(statusRetry)}
-				arm(next.retryAt)
+			now := w.clock.Now()
+			switch {
+			case next != nil && next.absent:
+				attempt(now, false) // it may have appeared: the latest at once
+			case next != nil:
+				next.serverChanged = true // the pending write compares anyway
+			case written != nil:
+				recheck(now)
 			}
 			continue
 		}
@@ -130,17 +160,23 @@ func (w *statusWriter) run(ctx context.Context) {
 			conds := status.Conditions(*offered)
 			switch {
 			case written != nil && status.SameConditions(conds, writtenConds):
-				next = nil // back to what is written: nothing to do
+				// Back to what is written: nothing to write, unless the
+				// ClusterOperator changed meanwhile.
+				if next != nil && next.serverChanged {
+					recheck(now)
+				} else {
+					next = nil
+				}
 			case next == nil:
 				next = &pending{snapshot: *offered, conditions: conds, since: now, changedAt: now}
 			default:
 				if !status.SameConditions(conds, next.conditions) {
-					next.changedAt = now
+					next.changedAt, next.absent = now, false
 				}
 				next.snapshot, next.conditions = *offered, conds
 			}
 		}
-		if next == nil {
+		if next == nil || next.absent {
 			continue
 		}
 		if due := next.due(writtenConds, writtenAt); now.Before(due) {
@@ -149,12 +185,7 @@ func (w *statusWriter) run(ctx context.Context) {
 			}
 			continue
 		}
-		if write(next.snapshot) {
-			written, writtenConds, writtenAt, next = &next.snapshot, next.conditions, now, nil
-			continue
-		}
-		next.retryAt = now.Add(statusRetry)
-		arm(next.retryAt)
+		attempt(now, false)
 	}
 }
 

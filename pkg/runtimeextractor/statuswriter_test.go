@@ -3,18 +3,26 @@ package runtimeextractor
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	configv1 "github.com/openshift/api/config/v1"
 	configfake "github.com/openshift/client-go/config/clientset/versioned/fake"
+	configinformers "github.com/openshift/client-go/config/informers/externalversions"
+	configv1informers "github.com/openshift/client-go/config/informers/externalversions/config/v1"
 	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
@@ -33,24 +41,64 @@ type writerFixture struct {
 	clock   *clocktesting.FakeClock
 	w       *statusWriter
 	applies atomic.Int32 // apply attempts, failed or not
+	// handled gets a value after each call of the Reporter's event handler
+	// (observing fixtures only).
+	handled chan struct{}
+
+	mu   sync.Mutex
+	logs []string // what the writer and its Reporter logged through ctx
 }
 
 // newWriterFixture starts a writer; failFirst apply attempts fail.
 func newWriterFixture(t *testing.T, failFirst int32) *writerFixture {
+	return startWriterFixture(t, failFirst, false, &configv1.ClusterOperator{ObjectMeta: metav1.ObjectMeta{Name: "insights"}})
+}
+
+// newObservingWriterFixture starts a writer whose Reporter follows the
+// ClusterOperator through a synced informer, as the binary wires it, on a
+// cluster where the ClusterOperator does not exist yet.
+func newObservingWriterFixture(t *testing.T) *writerFixture {
+	return startWriterFixture(t, 0, true)
+}
+
+func startWriterFixture(t *testing.T, failFirst int32, observe bool, objects ...runtime.Object) *writerFixture {
 	f := &writerFixture{t: t, clock: clocktesting.NewFakeClock(time.Now())}
-	f.client = configfake.NewClientset(&configv1.ClusterOperator{ObjectMeta: metav1.ObjectMeta{Name: "insights"}})
-	f.client.PrependReactor("patch", "clusteroperators", func(clienttesting.Action) (bool, runtime.Object, error) {
+	f.client = configfake.NewClientset(objects...)
+	f.client.PrependReactor("patch", "clusteroperators", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if f.applies.Add(1) <= failFirst {
 			return true, nil, apierrors.NewServiceUnavailable("injected")
 		}
+		// As the API server: the status of an absent object is not found
+		// (the fake's apply would create it).
+		if _, err := f.client.Tracker().Get(a.GetResource(), "", "insights"); err != nil {
+			return true, nil, err
+		}
 		return false, nil, nil
 	})
-	f.w = newStatusWriter(status.NewReporter(f.client.ConfigV1(), "insights"))
+	reporter := status.NewReporter(f.client.ConfigV1(), "insights")
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), funcr.New(func(prefix, args string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.logs = append(f.logs, prefix+args)
+	}, funcr.Options{})))
+	if observe {
+		factory := configinformers.NewSharedInformerFactory(f.client, 0)
+		f.handled = make(chan struct{}, 16)
+		if err := reporter.Observe(signalling{factory.Config().V1().ClusterOperators(), f.handled}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(factory.Shutdown) // after cancel: cleanups run last-in first
+		factory.Start(ctx.Done())
+		factory.WaitForCacheSync(ctx.Done())
+	}
+	f.w = newStatusWriter(reporter)
 	f.w.clock = f.clock
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.w.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	if observe {
+		f.changeSeen(len(objects)) // the initial list's adds
+	}
 	return f
 }
 
@@ -89,6 +137,61 @@ func (f *writerFixture) never(what string, ok func() bool) {
 	}); err == nil {
 		f.t.Fatal(what)
 	}
+}
+
+// changeSeen waits until the Reporter's handler has run for n watch events
+// and the writer has taken the Changed signal, so that what the test does
+// next reaches the writer after it.
+func (f *writerFixture) changeSeen(n int) {
+	f.t.Helper()
+	for range n {
+		select {
+		case <-f.handled:
+		case <-time.After(5 * time.Second):
+			f.t.Fatal("timed out waiting for the Reporter to see the ClusterOperator change")
+		}
+	}
+	f.eventually("the writer to take the Changed signal", func() bool { return len(f.w.reporter.Changed()) == 0 })
+}
+
+// logged reports whether a line containing text was logged.
+func (f *writerFixture) logged(text string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.ContainsFunc(f.logs, func(l string) bool { return strings.Contains(l, text) })
+}
+
+// foundAbsent waits until the writer has tried to write and found no
+// ClusterOperator (the Reporter logs that once per absence).
+func (f *writerFixture) foundAbsent() {
+	f.t.Helper()
+	f.eventually("the ClusterOperator to be found absent", func() bool { return f.logged("ClusterOperator not found") })
+}
+
+// createClusterOperator creates it with resourceVersion rv, which the fake
+// does not set as a server does.
+func (f *writerFixture) createClusterOperator(rv string) {
+	f.t.Helper()
+	_, err := f.client.ConfigV1().ClusterOperators().Create(context.Background(),
+		&configv1.ClusterOperator{ObjectMeta: metav1.ObjectMeta{Name: "insights", ResourceVersion: rv}}, metav1.CreateOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// shows reports whether the ClusterOperator carries the conditions of s.
+func (f *writerFixture) shows(s status.Snapshot) bool {
+	co, err := f.client.ConfigV1().ClusterOperators().Get(context.Background(), "insights", metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, want := range status.Conditions(s) {
+		got := v1helpers.FindStatusCondition(co.Status.Conditions, want.Type)
+		if got == nil || got.Status != want.Status || got.Reason != want.Reason || got.Message != want.Message {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *writerFixture) reason(t configv1.ClusterStatusConditionType) string {
@@ -199,4 +302,93 @@ func TestStatusWriterNeverReplaysAnOlderSnapshot(t *testing.T) {
 	f.never("the older failed snapshot was written over the newer one", func() bool {
 		return f.reason(status.ConditionDegraded) == status.ReasonApplyFailed
 	})
+}
+
+// The Reporter's informer, with a signal after each call of the handlers the
+// Reporter adds.
+type signalling struct {
+	configv1informers.ClusterOperatorInformer
+	handled chan<- struct{}
+}
+
+func (s signalling) Informer() cache.SharedIndexInformer {
+	return signallingInformer{s.ClusterOperatorInformer.Informer(), s.handled}
+}
+
+type signallingInformer struct {
+	cache.SharedIndexInformer
+	handled chan<- struct{}
+}
+
+func (i signallingInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	signal := func() {
+		select {
+		case i.handled <- struct{}{}:
+		default:
+		}
+	}
+	return i.SharedIndexInformer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, initial bool) { h.OnAdd(obj, initial); signal() },
+		UpdateFunc: func(old, obj any) { h.OnUpdate(old, obj); signal() },
+		DeleteFunc: func(obj any) { h.OnDelete(obj); signal() },
+	})
+}
+
+var swUpgrading = status.Snapshot{State: fsm.StateUpgrading, Version: "4.22.1", Desired: 3, Updated: 1, Available: 3}
+
+// Defect 6: a ClusterOperator that appears after the controller started gets
+// the latest status as soon as the informer shows it: no request while it is
+// absent, one write when it appears.
+func TestStatusWriterWritesToAClusterOperatorThatAppearsLate(t *testing.T) {
+	f := newObservingWriterFixture(t)
+	f.offer(swRunning)
+	f.step(StatusSettle)
+	f.foundAbsent()
+	f.offer(swDegraded) // due at once
+	f.never("a request while the ClusterOperator is absent", func() bool { return f.applies.Load() > 0 })
+
+	f.createClusterOperator("1")
+	f.eventually("the latest status on the ClusterOperator that appeared", func() bool { return f.shows(swDegraded) })
+	f.never("more than one write for its appearance", func() bool { return f.applies.Load() > 1 })
+}
+
+// Defect 6: a status found absent is not written. The ClusterOperator appears
+// while a change is pending, and the change is undone before it is written:
+// what was found absent is still to be written.
+func TestStatusWriterWritesToAClusterOperatorThatAppearsDuringAChange(t *testing.T) {
+	f := newObservingWriterFixture(t)
+	f.offer(swRunning)
+	f.step(StatusSettle)
+	f.foundAbsent()
+	f.offer(swUpgrading)
+	f.createClusterOperator("1")
+	f.changeSeen(1)
+	f.offer(swRunning)
+	f.step(StatusSettle)
+	f.eventually("the status on the ClusterOperator that appeared", func() bool { return f.shows(swRunning) })
+	if n := f.applies.Load(); n != 1 {
+		t.Fatalf("%d applies, want 1", n)
+	}
+}
+
+// A ClusterOperator deleted and created again while a change is pending, and
+// the change undone before it is written: the written status goes to the new
+// object.
+func TestStatusWriterRewritesARecreatedClusterOperator(t *testing.T) {
+	f := startWriterFixture(t, 0, true, &configv1.ClusterOperator{ObjectMeta: metav1.ObjectMeta{Name: "insights", ResourceVersion: "1"}})
+	f.offer(swRunning)
+	f.step(StatusSettle)
+	f.eventually("the first write", func() bool { return f.shows(swRunning) })
+	f.changeSeen(1) // the informer shows our write
+	f.offer(swUpgrading)
+	if err := f.client.ConfigV1().ClusterOperators().Delete(context.Background(), "insights", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.createClusterOperator("2")
+	f.changeSeen(2)
+	f.offer(swRunning)
+	f.eventually("the status on the new ClusterOperator", func() bool { return f.shows(swRunning) })
+	if n := f.applies.Load(); n != 2 {
+		t.Fatalf("%d applies, want 2", n)
+	}
 }

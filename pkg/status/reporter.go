@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -27,6 +28,11 @@ const DefaultClusterOperatorName = "insights"
 // is distinct from every other writer's, so server-side apply merges our three
 // entries of status.conditions (a map keyed by type) with theirs.
 const FieldManager = "runtime-extractor-controller-status"
+
+// ErrMissing is what Report returns (wrapped) when the ClusterOperator, or the
+// ClusterOperator API, does not exist: nothing was written, and the conditions
+// are still to be written once it appears.
+var ErrMissing = errors.New("clusteroperator not found")
 
 // Reporter writes the RuntimeExtractor* conditions to a ClusterOperator with
 // server-side apply of the status subresource: no read before a write, and no
@@ -106,8 +112,9 @@ func (r *Reporter) Changed() <-chan struct{} { return r.changed }
 
 // Report brings the ClusterOperator's RuntimeExtractor* conditions in line
 // with s, with one apply when they differ from what the server carries and no
-// request otherwise. A missing ClusterOperator or CRD is logged once and is not
-// an error; later calls keep trying, so reporting starts when it appears.
+// request otherwise. A missing ClusterOperator or CRD is logged once per
+// absence and returned as ErrMissing. While an Observe'd informer shows it
+// absent, Report makes no request; Changed tells when it appears.
 func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	want := Conditions(s)
 
@@ -122,7 +129,7 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 		case apierrors.IsNotFound(err):
 			r.setMissing(logger, true)
 			r.applied = nil
-			return nil
+			return fmt.Errorf("report conditions on clusteroperator %s: %w", r.name, ErrMissing)
 		case err != nil:
 			return fmt.Errorf("report conditions on clusteroperator %s: read cache: %w", r.name, err)
 		}
@@ -151,7 +158,7 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	case isMissing(err):
 		r.setMissing(logger, true)
 		r.applied = nil
-		return nil
+		return fmt.Errorf("report conditions on clusteroperator %s: %w: %w", r.name, ErrMissing, err)
 	case err != nil:
 		r.applied = nil
 		return fmt.Errorf("report conditions on clusteroperator %s: %w", r.name, err)

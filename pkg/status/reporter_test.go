@@ -322,6 +322,8 @@ func (s *logSink) all() []string {
 	return append([]string(nil), s.lines...)
 }
 
+// A missing ClusterOperator is not an error worth a warning, but nothing was
+// written: ErrMissing says so, so that the caller writes once it appears.
 func TestReportMissingClusterOperatorLogsOnceAndRecovers(t *testing.T) {
 	logs := &logSink{}
 	ctx := logs.context()
@@ -329,7 +331,7 @@ func TestReportMissingClusterOperatorLogsOnceAndRecovers(t *testing.T) {
 	f.observe(t)
 
 	for range 5 {
-		require.NoError(t, f.reporter.Report(ctx, deploying))
+		require.ErrorIs(t, f.reporter.Report(ctx, deploying), ErrMissing, "nothing was written")
 	}
 	require.Len(t, logs.all(), 1, "one line for the whole absence")
 	assert.Contains(t, logs.all()[0], "ClusterOperator not found")
@@ -361,7 +363,9 @@ func TestReportMissingCRD(t *testing.T) {
 				return true, nil, missingErr
 			})
 			for range 3 {
-				require.NoError(t, f.reporter.Report(logs.context(), running))
+				err := f.reporter.Report(logs.context(), running)
+				require.ErrorIs(t, err, ErrMissing, "nothing was written")
+				require.ErrorIs(t, err, missingErr, "the API error is kept")
 			}
 			assert.Len(t, logs.all(), 1)
 			assert.Equal(t, 3, f.count("patch", "status"), "unknown absence: tried on every report")
