@@ -9,6 +9,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/insights-runtime-extractor/controller/pkg/config"
@@ -123,15 +124,65 @@ func setAnnotation(annotations *map[string]string, key, value string) {
 	(*annotations)[key] = value
 }
 
-// RolloutComplete reports whether ds's controller has seen its current spec
-// and every desired pod runs that spec and is available. A DaemonSet that
-// wants no pods (no matching node) is complete once observed.
+// RolloutComplete reports whether ds is rolled out: its controller has
+// observed the current generation and every node that should run a pod runs
+// one of the current template (updated == desired), which is also how
+// `kubectl rollout status` reads the updated count. Availability is not part
+// of it: a pod that stays unavailable on one node (a crash loop, an image
+// that does not pull) leaves nothing to roll out, and is reported as what it
+// is (FullyAvailable, MaxUnavailable). A DaemonSet that wants no pods is
+// rolled out once observed.
 func RolloutComplete(ds *appsv1.DaemonSet) bool {
 	if ds == nil {
 		return false
 	}
 	s := ds.Status
-	return s.ObservedGeneration == ds.Generation &&
-		s.UpdatedNumberScheduled == s.DesiredNumberScheduled &&
-		s.NumberAvailable == s.DesiredNumberScheduled
+	return s.ObservedGeneration >= ds.Generation &&
+		s.UpdatedNumberScheduled >= s.DesiredNumberScheduled
+}
+
+// FullyAvailable reports whether ds is rolled out and every node that should
+// run a pod has an available one.
+func FullyAvailable(ds *appsv1.DaemonSet) bool {
+	return RolloutComplete(ds) && ds.Status.NumberAvailable >= ds.Status.DesiredNumberScheduled
+}
+
+// MaxUnavailable is how many of ds's desired nodes may be without an
+// available pod during a rolling update, resolved as the DaemonSet controller
+// does: a percentage of desiredNumberScheduled rounded up, and 1 when both it
+// and maxSurge come to 0 on a DaemonSet that wants pods. ok is false when
+// there is no such bound: an OnDelete DaemonSet, or a value that does not
+// resolve.
+func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
+	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
+		return 0, false
+	}
+	desired := int(ds.Status.DesiredNumberScheduled)
+	var unavailable, surge int
+	if r := ds.Spec.UpdateStrategy.RollingUpdate; r != nil {
+		var err error
+		if unavailable, err = scaled(r.MaxUnavailable, desired); err != nil {
+			return 0, false
+		}
+		if surge, err = scaled(r.MaxSurge, desired); err != nil {
+			return 0, false
+		}
+	}
+	if desired > 0 && unavailable == 0 && surge == 0 {
+		unavailable = 1
+	}
+	return int32(unavailable), true
+}
+
+// scaled resolves v against total, rounding up; unset is 0 (the API server
+// defaults maxUnavailable to 1, which the fallback above gives too).
+func scaled(v *intstr.IntOrString, total int) (int, error) {
+	if v == nil {
+		return 0, nil
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, total, true)
+	if err != nil {
+		return 0, fmt.Errorf("resolve %s against %d: %w", v.String(), total, err)
+	}
+	return n, nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/diff"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/insights-runtime-extractor/controller/pkg/config"
@@ -290,12 +291,92 @@ func TestRolloutComplete(t *testing.T) {
 		{"no node wants a pod", ds(2, 2, 0, 0, 0), true},
 		{"spec not yet observed", ds(3, 2, 3, 3, 3), false},
 		{"rolling: not all updated", ds(2, 2, 3, 2, 3), false},
-		{"updated but not available", ds(2, 2, 3, 3, 2), false},
+		{"updated, one not available", ds(2, 2, 3, 3, 2), true},
 		{"not observed, nothing desired", ds(1, 0, 0, 0, 0), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := RolloutComplete(tc.ds); got != tc.want {
 				t.Errorf("RolloutComplete = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Issue 18, defect 3: a pod that stays unavailable on a node that still counts
+// (a crash loop, an image that will not pull) does not hold the rollout open:
+// every node runs the current template, so there is nothing left to roll out.
+// Availability is reported apart from it.
+func TestRolloutCompleteWithUnavailablePod(t *testing.T) {
+	ds := &appsv1.DaemonSet{}
+	ds.Generation = 2
+	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: 2, DesiredNumberScheduled: 1000, CurrentNumberScheduled: 1000,
+		UpdatedNumberScheduled: 1000, NumberReady: 993, NumberAvailable: 993, NumberUnavailable: 7}
+	if !RolloutComplete(ds) {
+		t.Fatalf("RolloutComplete = false for 1000/1000 updated, 993 available; want true")
+	}
+	ds.Status.NumberAvailable, ds.Status.NumberUnavailable = 0, 1000
+	if !RolloutComplete(ds) {
+		t.Fatalf("RolloutComplete = false for 1000/1000 updated, none available; want true")
+	}
+}
+
+func TestFullyAvailable(t *testing.T) {
+	ds := &appsv1.DaemonSet{}
+	ds.Generation = 2
+	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: 2, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 2}
+	if FullyAvailable(ds) {
+		t.Error("FullyAvailable with 2/3 available")
+	}
+	ds.Status.NumberAvailable = 3
+	if !FullyAvailable(ds) {
+		t.Error("not FullyAvailable with 3/3 updated and available")
+	}
+	ds.Generation = 3
+	if FullyAvailable(ds) {
+		t.Error("FullyAvailable before the new generation is observed")
+	}
+}
+
+// maxUnavailable resolves as the DaemonSet controller resolves it.
+func TestMaxUnavailable(t *testing.T) {
+	rolling := func(desired int32, unavailable, surge *intstr.IntOrString) *appsv1.DaemonSet {
+		ds := &appsv1.DaemonSet{}
+		ds.Spec.UpdateStrategy = appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: unavailable, MaxSurge: surge}}
+		ds.Status.DesiredNumberScheduled = desired
+		return ds
+	}
+	pct := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
+	num := func(n int) *intstr.IntOrString { v := intstr.FromInt(n); return &v }
+	manifest, err := parsedManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest = manifest.DeepCopy()
+	manifest.Status.DesiredNumberScheduled = 1000
+	for _, tc := range []struct {
+		name string
+		ds   *appsv1.DaemonSet
+		want int32
+		ok   bool
+	}{
+		{"the manifest's 33% of 1000, rounded up", manifest, 330, true},
+		{"33% of 3 rounds up to 1", rolling(3, pct("33%"), num(0)), 1, true},
+		{"34% of 1000 rounds up", rolling(1000, pct("34%"), nil), 340, true},
+		{"a number", rolling(10, num(2), nil), 2, true},
+		{"0 with no surge falls back to 1", rolling(10, num(0), num(0)), 1, true},
+		{"0 with surge stays 0", rolling(10, num(0), num(1)), 0, true},
+		{"nothing desired", rolling(0, pct("33%"), nil), 0, true},
+		{"no rollingUpdate block", &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType}},
+			Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 4}}, 1, true},
+		{"an invalid percentage", rolling(10, pct("a lot"), nil), 0, false},
+		{"OnDelete has no bound", &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}}}, 0, false},
+		{"nil", nil, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := MaxUnavailable(tc.ds)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("MaxUnavailable = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
 			}
 		})
 	}

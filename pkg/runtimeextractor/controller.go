@@ -291,8 +291,10 @@ func (c *Controller) Run(ctx context.Context) {
 			if c.rollouts.accept(r) {
 				c.stuckChanged()
 			}
+		case r := <-c.rollouts.named:
+			c.rollouts.acceptNames(r)
 		}
-		if ds, _ := c.informer.current(); c.rollouts.observe(c.machine.State(), ds, time.Now()) {
+		if ds, _ := c.informer.current(); c.rollouts.observe(ctx, c.kubeClient, c.machine.State(), ds, time.Now()) {
 			c.stuckChanged()
 		}
 		if d, ok := c.manager.Expecting(); ok && expectC == nil {
@@ -662,7 +664,9 @@ func (c *Controller) report() {
 	}
 }
 
-// snapshot is what the controller knows now.
+// snapshot is what the controller knows now. Besides the state and the
+// failure streak, it is what the cluster shows, so that the conditions of a
+// replica that starts now match those of one that has run all along.
 func (c *Controller) snapshot() status.Snapshot {
 	s := status.Snapshot{
 		State:     c.machine.State(),
@@ -670,9 +674,18 @@ func (c *Controller) snapshot() status.Snapshot {
 		Failures:  c.failures,
 		LastError: c.lastErr,
 		RetryIn:   c.retryIn,
+		Holding:   c.holding(),
 	}
 	if ds, ok := c.informer.current(); ok {
+		s.Present = true
 		s.Desired, s.Updated, s.Available = ds.Status.DesiredNumberScheduled, ds.Status.UpdatedNumberScheduled, ds.Status.NumberAvailable
+		s.AppliedVersion = ds.Annotations[resources.VersionAnnotation]
+		s.RolledOut = resources.RolloutComplete(ds)
+		s.MaxUnavailable = -1
+		if n, ok := resources.MaxUnavailable(ds); ok {
+			s.MaxUnavailable = n
+		}
+		s.UnavailableNodes = c.rollouts.unavailableNodes()
 	}
 	if r, ok := c.configNotifier.(configErrorReporter); ok {
 		s.ConfigError = r.LastError()

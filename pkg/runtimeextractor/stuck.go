@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -28,6 +29,13 @@ const stuckNodes = 3
 // diagnosisTimeout bounds the reads of a stuck rollout's pods and Events.
 const diagnosisTimeout = 10 * time.Second
 
+// unavailableSettle is how long the unavailable count of a rolled-out
+// DaemonSet must stay the same before its pods are read to name the nodes:
+// while pods come up one by one (a first deploy on 1,000 nodes) the count
+// moves every moment, and reading 1,000 pods at each step would cost more
+// than the names are worth.
+const unavailableSettle = 5 * time.Second
+
 // rolloutProgress is what "progress" means: the updated or available counts
 // of one generation of one object moving.
 type rolloutProgress struct {
@@ -36,9 +44,11 @@ type rolloutProgress struct {
 	updated, available int32
 }
 
-// rolloutWatch notices a rollout that makes no progress. It costs nothing
+// rolloutWatch notices a rollout that makes no progress, and names the nodes
+// without an available pod once a DaemonSet is rolled out. It costs nothing
 // while rollouts progress: pods and Events are read only once the deadline
-// has passed, off the control loop. Owned by the Run goroutine.
+// has passed, or an unavailable count has settled, off the control loop.
+// Owned by the Run goroutine.
 type rolloutWatch struct {
 	deadline time.Duration
 
@@ -48,6 +58,30 @@ type rolloutWatch struct {
 	diagnosing bool        // a diagnosis is under way
 	result     chan stuckResult
 	stuck      *status.RolloutStuck
+
+	unavailable unavailableLookup
+	named       chan namedResult
+}
+
+// unavailableKey is what the names of the nodes without an available pod are
+// read for: they are read once per change of it, not per status update.
+type unavailableKey struct {
+	uid         types.UID
+	generation  int64
+	unavailable int32
+}
+
+// unavailableLookup is the current key, its lookup and its result.
+type unavailableLookup struct {
+	key    unavailableKey
+	cancel context.CancelFunc // of a lookup under way; nil when none
+	nodes  []string
+}
+
+// namedResult is a lookup's answer, for the key it was made for.
+type namedResult struct {
+	key   unavailableKey
+	nodes []string
 }
 
 // stuckResult is a diagnosis, for the progress it was made for.
@@ -57,7 +91,7 @@ type stuckResult struct {
 }
 
 func newRolloutWatch(deadline time.Duration) *rolloutWatch {
-	return &rolloutWatch{deadline: deadline, result: make(chan stuckResult, 1)}
+	return &rolloutWatch{deadline: deadline, result: make(chan stuckResult, 1), named: make(chan namedResult, 1)}
 }
 
 // C fires when the deadline passed without progress.
@@ -68,26 +102,39 @@ func (w *rolloutWatch) C() <-chan time.Time {
 	return w.timer.C
 }
 
-// observe follows the rollout the controller waits for: ds in a rollout
-// state, or nothing to wait for (ds nil). It reports whether the stuck
-// verdict changed.
-func (w *rolloutWatch) observe(state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
-	waiting := ds != nil && (state == fsm.StateDeploying || state == fsm.StateUpgrading || state == fsm.StateDrifted)
+// observe follows what the controller waits for: ds with pods still to
+// update in an enabled state, or nothing to wait for. It reports whether the
+// stuck verdict changed. It also starts, for a rolled-out ds with nodes
+// without an available pod, the lookup of their names, which arrive on
+// w.named; every state has it, as conditions follow the cluster.
+func (w *rolloutWatch) observe(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
+	w.observeUnavailable(ctx, client, ds)
+	enabled := state == fsm.StateDeploying || state == fsm.StateRunning || state == fsm.StateUpgrading || state == fsm.StateDrifted
+	// Pods that are updated but not available leave nothing to roll out: they
+	// are not a stuck rollout (issue 18).
+	waiting := enabled && ds != nil && ds.DeletionTimestamp == nil && !resources.RolloutComplete(ds)
 	if !waiting {
-		return w.reset()
+		return w.forget()
 	}
 	p := rolloutProgress{uid: ds.UID, generation: ds.Generation, updated: ds.Status.UpdatedNumberScheduled, available: ds.Status.NumberAvailable}
 	if p == w.progress && (w.timer != nil || w.diagnosing || w.stuck != nil) {
 		return false // no progress: the deadline, diagnosis or verdict stands
 	}
-	changed := w.reset()
+	changed := w.forget()
 	w.progress, w.since = p, now
 	w.timer = time.NewTimer(w.deadline)
 	return changed
 }
 
-// reset forgets the rollout; it reports whether a stuck verdict was cleared.
+// reset forgets everything and stops a lookup under way; it reports whether a
+// stuck verdict was cleared.
 func (w *rolloutWatch) reset() bool {
+	w.setUnavailable(unavailableKey{})
+	return w.forget()
+}
+
+// forget forgets the rollout; it reports whether a stuck verdict was cleared.
+func (w *rolloutWatch) forget() bool {
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
@@ -98,6 +145,71 @@ func (w *rolloutWatch) reset() bool {
 	w.stuck = nil
 	return cleared
 }
+
+// observeUnavailable starts a lookup when the unavailable count of a
+// rolled-out ds changes to a count above 0; any other change drops the names.
+func (w *rolloutWatch) observeUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
+	var key unavailableKey
+	if ds != nil && ds.DeletionTimestamp == nil && resources.RolloutComplete(ds) {
+		if n := ds.Status.DesiredNumberScheduled - ds.Status.NumberAvailable; n > 0 {
+			key = unavailableKey{uid: ds.UID, generation: ds.Generation, unavailable: n}
+		}
+	}
+	if key == w.unavailable.key {
+		return
+	}
+	w.setUnavailable(key)
+	if key == (unavailableKey{}) {
+		return
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	w.unavailable.cancel = cancel
+	ds = ds.DeepCopy()
+	go func() {
+		settle := time.NewTimer(unavailableSettle)
+		defer settle.Stop()
+		select {
+		case <-settle.C:
+		case <-lctx.Done():
+			return
+		}
+		rctx, cancelRead := context.WithTimeout(lctx, diagnosisTimeout)
+		nodes, err := notReadyNodesOf(rctx, client, ds)
+		cancelRead()
+		if err != nil {
+			klog.Warningf("name the nodes without an available pod: %v", err)
+			return // the message goes without names
+		}
+		select {
+		case w.named <- namedResult{key: key, nodes: nodes}:
+		case <-lctx.Done():
+		}
+	}()
+}
+
+// setUnavailable moves to key, stopping a lookup under way and dropping the
+// names of the previous key.
+func (w *rolloutWatch) setUnavailable(key unavailableKey) {
+	if w.unavailable.cancel != nil {
+		w.unavailable.cancel()
+	}
+	w.unavailable = unavailableLookup{key: key}
+}
+
+// acceptNames takes a lookup's names if they are for the current key.
+func (w *rolloutWatch) acceptNames(r namedResult) {
+	if r.key != w.unavailable.key || w.unavailable.key == (unavailableKey{}) {
+		return // the count moved since: stale
+	}
+	if w.unavailable.cancel != nil {
+		w.unavailable.cancel() // the lookup is over; release its context
+	}
+	w.unavailable.cancel, w.unavailable.nodes = nil, r.nodes
+}
+
+// unavailableNodes names a few nodes without an available pod, for the
+// current count; nil until they are read, or when the read failed.
+func (w *rolloutWatch) unavailableNodes() []string { return w.unavailable.nodes }
 
 // expired starts the diagnosis of ds in the background; its result arrives
 // on w.result.
@@ -135,13 +247,10 @@ func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.Daemo
 	if ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled {
 		s.NotReady = max(s.NotReady, ds.Status.DesiredNumberScheduled-ds.Status.UpdatedNumberScheduled)
 	}
-	if selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector); err == nil {
-		pods, err := client.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-		if err != nil {
-			klog.Warningf("diagnose stuck rollout: list pods: %v", err)
-		} else {
-			s.Nodes = notReadyNodes(pods.Items, ds)
-		}
+	if nodes, err := notReadyNodesOf(ctx, client, ds); err != nil {
+		klog.Warningf("diagnose stuck rollout: %v", err)
+	} else {
+		s.Nodes = nodes
 	}
 	events, err := client.CoreV1().Events(ds.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
 		"involvedObject.uid": string(ds.UID), "type": corev1.EventTypeWarning,
@@ -152,6 +261,19 @@ func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.Daemo
 		s.Warning = fmt.Sprintf("%s: %s", ev.Reason, ev.Message)
 	}
 	return s
+}
+
+// notReadyNodesOf reads ds's pods and returns notReadyNodes of them.
+func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) ([]string, error) {
+	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("selector of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+	}
+	pods, err := client.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list pods of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+	}
+	return notReadyNodes(pods.Items, ds), nil
 }
 
 // notReadyNodes returns up to stuckNodes nodes (sorted) whose pod of ds is

@@ -2,6 +2,7 @@ package runtimeextractor
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -27,23 +31,7 @@ func TestStuckRolloutIsDegradedWithItsCause(t *testing.T) {
 	ctx := context.Background()
 
 	// Two of three nodes run a ready pod; node-c's pod never becomes ready.
-	for i, node := range []string{"node-a", "node-b", "node-c"} {
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: resources.Namespace, Name: "extractor-" + node,
-				Labels:          ds.Spec.Selector.MatchLabels,
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID}},
-			},
-			Spec:   corev1.PodSpec{NodeName: node},
-			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
-		}
-		if i == 2 {
-			pod.Status.Conditions[0].Status = corev1.ConditionFalse
-		}
-		if _, err := h.api.Client.CoreV1().Pods(resources.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createPods(t, h.api.Client, ds, "node-c")
 	if _, err := h.api.Client.CoreV1().Events(resources.Namespace).Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: resources.Namespace, Name: "ds-failed"},
 		InvolvedObject: corev1.ObjectReference{Kind: "DaemonSet", Namespace: resources.Namespace, Name: ds.Name, UID: ds.UID},
@@ -52,15 +40,8 @@ func TestStuckRolloutIsDegradedWithItsCause(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	setCounts := func(updated, available int32) {
-		cur := h.stored().DeepCopy()
-		cur.Status = appsv1.DaemonSetStatus{ObservedGeneration: cur.Generation, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3,
-			UpdatedNumberScheduled: updated, NumberAvailable: available, NumberReady: available}
-		if _, err := h.api.Client.AppsV1().DaemonSets(cur.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setCounts(3, 2)
+	// node-c's pod is still to be replaced by one of the current template.
+	h.setCounts(3, 2, 2)
 
 	h.eventually("a RolloutStuck verdict", func() bool { return h.ctrl.Status().Stuck != nil })
 	s := h.ctrl.Status()
@@ -77,7 +58,7 @@ func TestStuckRolloutIsDegradedWithItsCause(t *testing.T) {
 	}
 
 	// Progress clears it at once.
-	setCounts(3, 3)
+	h.setCounts(3, 3, 3)
 	h.eventually("the verdict to clear", func() bool { return h.ctrl.Status().Stuck == nil })
 	h.waitState(fsm.StateRunning)
 }
@@ -105,6 +86,97 @@ func TestProgressingRolloutIsNotStuck(t *testing.T) {
 	for _, a := range h.api.Client.Actions() {
 		if r := a.GetResource().Resource; r == "pods" || r == "events" {
 			t.Fatalf("a progressing rollout read %s", r)
+		}
+	}
+}
+
+// A pod that stays unavailable on a rolled-out DaemonSet is no stuck rollout:
+// nothing is left to update. The nodes without an available pod are named
+// from one pod list once their count has settled, read again only when the
+// count changes, and a failed read leaves the names out.
+func TestNodesWithoutAnAvailablePodAreNamedOncePerCount(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithRolloutDeadline(deadline)) })
+	ds := h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	createPods(t, h.api.Client, ds, "node-c")
+	h.setCounts(3, 3, 2)
+	h.waitState(fsm.StateRunning)
+
+	h.eventually("node-c to be named", func() bool { return slices.Equal(h.ctrl.Status().UnavailableNodes, []string{"node-c"}) })
+	available := status.Conditions(h.ctrl.Status())[0]
+	if available.Reason != status.ReasonPodsUnavailable || !strings.HasSuffix(available.Message, "1 node has no available pod (within maxUnavailable 1): node-c") {
+		t.Fatalf("Available is %s %q, want PodsUnavailable naming node-c against maxUnavailable 1", available.Reason, available.Message)
+	}
+	if n := podLists(h); n != 1 {
+		t.Fatalf("%d pod lists, want 1", n)
+	}
+
+	// A status update that keeps the count keeps the names: no new read.
+	h.setCounts(4, 4, 3)
+	h.eventually("4 desired nodes", func() bool { return h.ctrl.Status().Desired == 4 })
+	if got := h.ctrl.Status().UnavailableNodes; !slices.Equal(got, []string{"node-c"}) {
+		t.Fatalf("names %v after an update that kept the count, want node-c kept", got)
+	}
+
+	// A new count drops the names at once; the read for it fails and leaves them out.
+	h.api.Client.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("connection refused")
+	})
+	h.setCounts(4, 4, 1)
+	h.eventually("the names of the old count to go", func() bool {
+		s := h.ctrl.Status()
+		return s.Available == 1 && s.UnavailableNodes == nil
+	})
+	h.eventually("a second pod list", func() bool { return podLists(h) == 2 })
+	if s := h.ctrl.Status(); s.UnavailableNodes != nil || s.Stuck != nil || s.State != fsm.StateRunning {
+		t.Fatalf("after a failed read: names %v, stuck %+v, state %s; want no names, not stuck, Running", s.UnavailableNodes, s.Stuck, s.State)
+	}
+	if msg := status.Conditions(h.ctrl.Status())[0].Message; !strings.HasSuffix(msg, "3 nodes have no available pod (more than maxUnavailable 2)") {
+		t.Fatalf("Available message %q, want the count without names", msg)
+	}
+}
+
+func podLists(h *harness) int {
+	n := 0
+	for _, a := range h.api.Client.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+			n++
+		}
+	}
+	return n
+}
+
+// setCounts plays the DaemonSet controller's status for the current generation.
+func (h *harness) setCounts(desired, updated, available int32) {
+	h.t.Helper()
+	cur := h.stored().DeepCopy()
+	cur.Status = appsv1.DaemonSetStatus{ObservedGeneration: cur.Generation, DesiredNumberScheduled: desired, CurrentNumberScheduled: desired,
+		UpdatedNumberScheduled: updated, NumberAvailable: available, NumberReady: available, NumberUnavailable: desired - available}
+	if _, err := h.api.Client.AppsV1().DaemonSets(cur.Namespace).UpdateStatus(context.Background(), cur, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatalf("update status: %v", err)
+	}
+}
+
+// createPods creates a pod of ds on node-a, node-b and node-c; those on the
+// nodes listed in notReady are not ready.
+func createPods(t *testing.T, client kubernetes.Interface, ds *appsv1.DaemonSet, notReady ...string) {
+	t.Helper()
+	for _, node := range []string{"node-a", "node-b", "node-c"} {
+		ready := corev1.ConditionTrue
+		if slices.Contains(notReady, node) {
+			ready = corev1.ConditionFalse
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: resources.Namespace, Name: "extractor-" + node,
+				Labels:          ds.Spec.Selector.MatchLabels,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID}},
+			},
+			Spec:   corev1.PodSpec{NodeName: node},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}},
+		}
+		if _, err := client.CoreV1().Pods(resources.Namespace).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -51,6 +51,12 @@ const (
 	// ReasonStarting: the controller has not observed the cluster yet (its
 	// caches are not synced), so all three conditions are Unknown.
 	ReasonStarting = "Starting"
+	// ReasonHolding: insights-config is invalid and no valid config has been
+	// seen since the controller started, so it changes nothing.
+	ReasonHolding = "Holding"
+	// ReasonPodsUnavailable: the DaemonSet is rolled out, and some of the nodes
+	// that should run a pod have no available one.
+	ReasonPodsUnavailable = "PodsUnavailable"
 )
 
 // RolloutStuck describes a rollout that made no progress for the deadline.
@@ -108,6 +114,27 @@ type Snapshot struct {
 	ConfigError error
 	// Stuck is set while the rollout made no progress for the rollout deadline.
 	Stuck *RolloutStuck
+
+	// Holding: insights-config is invalid and this process has seen no good
+	// config since it started, so it changes nothing (State stays as it began).
+	Holding bool
+	// Present: the DaemonSet exists (the controller's cached view of it).
+	Present bool
+	// AppliedVersion is the version the DaemonSet carries in its metadata
+	// (the version annotation); "" when absent or unannotated.
+	AppliedVersion string
+	// RolledOut: the DaemonSet controller observed the current generation and
+	// every node that should run a pod runs one of the current template
+	// (resources.RolloutComplete). Availability is not part of it.
+	RolledOut bool
+	// MaxUnavailable is the DaemonSet's maxUnavailable resolved against
+	// Desired as the DaemonSet controller resolves it; -1 when it has none
+	// (OnDelete, or a value that does not resolve).
+	MaxUnavailable int32
+	// UnavailableNodes names a few nodes (sorted) whose pod is not ready, read
+	// once the unavailable count of a rolled-out DaemonSet has settled; nil
+	// when not read (yet), when the read failed, or when none.
+	UnavailableNodes []string
 }
 
 // Equal reports whether s and o say the same (errors compare by message).
@@ -116,7 +143,9 @@ func (s Snapshot) Equal(o Snapshot) bool {
 		s.Desired == o.Desired && s.Updated == o.Updated && s.Available == o.Available &&
 		s.Failures == o.Failures && s.RetryIn == o.RetryIn &&
 		errorText(s.LastError) == errorText(o.LastError) && errorText(s.ConfigError) == errorText(o.ConfigError) &&
-		s.Stuck.equal(o.Stuck)
+		s.Stuck.equal(o.Stuck) &&
+		s.Holding == o.Holding && s.Present == o.Present && s.AppliedVersion == o.AppliedVersion &&
+		s.RolledOut == o.RolledOut && s.MaxUnavailable == o.MaxUnavailable && slices.Equal(s.UnavailableNodes, o.UnavailableNodes)
 }
 
 func errorText(err error) string {
@@ -128,31 +157,43 @@ func errorText(err error) string {
 
 // Conditions derives the three RuntimeExtractor* conditions from s, in the order of
 // ConditionTypes. The zero Snapshot (no State: nothing observed yet) gives all
-// three Unknown [Starting]. It is pure: LastTransitionTime is left zero for the Reporter to set.
+// three Unknown [Starting]. It is pure: LastTransitionTime is left zero for the
+// Reporter to set.
 //
-// The matrix, by state (status and reason; "pods>0" means True when at least one
-// pod is available, else False):
+// Available and Progressing (status and reason; "pods>0" means True when a pod
+// is available or none is wanted, else False):
 //
-//	state      Available                 Progressing
-//	Disabled   True   Disabled           False  Disabled
-//	Deploying  pods>0 RollingOut         True   RollingOut
-//	Running    True   AsExpected         False  AsExpected
-//	Upgrading  pods>0 Upgrading          True   Upgrading
-//	Drifted    pods>0 Restoring          True   Restoring
-//	Deleting   True   Deleting           True   Deleting
+//	situation                                  Available               Progressing
+//	holding (invalid config since the start)   pods>0 Holding [1]      False Holding
+//	Disabled                                   True   Disabled         False Disabled
+//	Deleting                                   True   Deleting         True  Deleting
+//	enabled [2], DaemonSet absent              False  RollingOut       True  RollingOut
+//	enabled, not at the target version         pods>0 Upgrading        True  Upgrading
+//	enabled, rolled out, every pod available   True   AsExpected       False AsExpected
+//	enabled, rolled out, pods unavailable      pods>0 PodsUnavailable  False AsExpected
+//	enabled, pods still to update              pods>0 by state [3]     True  by state [3]
+//
+// [1] False when nothing is deployed. [2] Deploying, Running, Upgrading,
+// Drifted: which of them the machine is in depends on the controller's history
+// (a replica that starts now is in Deploying where a long-running one is in
+// Running, Upgrading or Drifted), so the conditions follow the cluster instead:
+// the DaemonSet's presence, its version annotation, whether it is rolled out
+// (resources.RolloutComplete) and its pod counts. [3] Only a rollout with pods
+// still to update is named after the state that started it: RollingOut
+// (Deploying, Running), Upgrading, Restoring (Drifted). In the rows that are
+// not rolled out, when no pod is available and an action is failing,
+// Available=False names the failure (ApplyFailed) instead.
 //
 // Disabled is a healthy state the admin asked for, so it is Available, not
 // Progressing and not Degraded. Deleting converges on it, so it stays Available
-// while it makes progress. In the three rollout states the extractor is available
-// as long as one pod serves; when none does and an action is failing, the
-// Available=False reason names the failure (ApplyFailed) instead of the rollout.
+// while it makes progress.
 //
-// Degraded is independent of the state: True [ApplyFailed, or DeleteFailed in
+// Degraded does not depend on the state: True [ApplyFailed, or DeleteFailed in
 // Disabled and Deleting] once an action failed (Failures >= 1 with a LastError),
-// else True [RolloutStuck] while the rollout made no progress for the rollout
-// deadline, else True [InvalidConfig] when insights-config was rejected, else
-// False [AsExpected]. A failing action and a rejected config together report the action's
-// reason and both messages.
+// else True [RolloutStuck] while a rollout with pods still to update made no
+// progress for the rollout deadline, else True [InvalidConfig] when
+// insights-config was rejected, else False [AsExpected]. A failing action and
+// a rejected config together report the action's reason and both messages.
 func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	if s.State == "" {
 		return starting()
@@ -172,22 +213,43 @@ func starting() []configv1.ClusterOperatorStatusCondition {
 
 func available(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	c := configv1.ClusterOperatorStatusCondition{Type: ConditionAvailable, Status: configv1.ConditionTrue}
-	switch s.State {
-	case fsm.StateDisabled:
+	switch {
+	case s.Holding:
+		c.Reason = ReasonHolding
+		if !s.Present {
+			c.Status, c.Message = configv1.ConditionFalse, "no runtime extractor is deployed, and none will be until insights-config is valid"
+			break
+		}
+		if !servesPods(s) {
+			c.Status = configv1.ConditionFalse
+		}
+		c.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes%s, left as it is until insights-config is valid",
+			s.Available, s.Desired, atVersion(s.AppliedVersion)) + unavailableMessage(s)
+	case s.State == fsm.StateDisabled:
 		c.Reason, c.Message = ReasonDisabled, disabledMessage
-	case fsm.StateDeleting:
+	case s.State == fsm.StateDeleting:
 		c.Reason, c.Message = ReasonDeleting, "runtime extractor is being removed as insights-config disables it"
-	case fsm.StateRunning:
-		c.Reason = ReasonAsExpected
-		c.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes%s", s.Available, s.Desired, atVersion(s.Version))
-	default: // a rollout in progress: Deploying, Upgrading, Drifted, or a state this package does not know yet
-		c.Reason = stateReason(s.State)
-		if s.Available > 0 {
-			c.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes while %s", s.Available, s.Desired, progressMessage(s))
+	default:
+		r := rolloutOf(s)
+		c.Reason = r.reason
+		if !r.progressing { // rolled out: only the pods can be missing
+			if s.Available < s.Desired {
+				c.Reason = ReasonPodsUnavailable
+			}
+			if !servesPods(s) {
+				c.Status = configv1.ConditionFalse
+			}
+			c.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes%s", s.Available, s.Desired, atVersion(s.AppliedVersion)) +
+				unavailableMessage(s)
+			break
+		}
+		if s.Present && servesPods(s) {
+			c.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes while %s", s.Available, s.Desired, r.message) +
+				unavailableMessage(s)
 			break
 		}
 		c.Status = configv1.ConditionFalse
-		c.Message = "no runtime extractor pod is available yet: " + progressMessage(s)
+		c.Message = "no runtime extractor pod is available yet: " + r.message
 		if failing(s) {
 			c.Reason = failureReason(s.State)
 			c.Message = "no runtime extractor pod is available: " + failureMessage(s)
@@ -197,19 +259,98 @@ func available(s Snapshot) configv1.ClusterOperatorStatusCondition {
 }
 
 func progressing(s Snapshot) configv1.ClusterOperatorStatusCondition {
-	c := configv1.ClusterOperatorStatusCondition{Type: ConditionProgressing, Status: configv1.ConditionTrue, Reason: stateReason(s.State)}
-	switch s.State {
-	case fsm.StateDisabled:
-		c.Status, c.Message = configv1.ConditionFalse, disabledMessage
-	case fsm.StateRunning:
-		c.Status = configv1.ConditionFalse
-		c.Message = fmt.Sprintf("runtime extractor is rolled out on %d/%d nodes%s", s.Available, s.Desired, atVersion(s.Version))
-	case fsm.StateDeleting:
-		c.Message = "removing the runtime extractor: disabled by insights-config"
+	c := configv1.ClusterOperatorStatusCondition{Type: ConditionProgressing, Status: configv1.ConditionTrue}
+	switch {
+	case s.Holding:
+		c.Status, c.Reason = configv1.ConditionFalse, ReasonHolding
+		c.Message = "holding: insights-config is invalid and no valid config has been seen since the controller started, so "
+		if s.Present {
+			c.Message += "the DaemonSet is left as it is"
+		} else {
+			c.Message += "nothing is deployed"
+		}
+	case s.State == fsm.StateDisabled:
+		c.Status, c.Reason, c.Message = configv1.ConditionFalse, ReasonDisabled, disabledMessage
+	case s.State == fsm.StateDeleting:
+		c.Reason, c.Message = ReasonDeleting, "removing the runtime extractor: disabled by insights-config"
 	default:
-		c.Message = progressMessage(s)
+		r := rolloutOf(s)
+		c.Reason, c.Message = r.reason, r.message
+		if !r.progressing {
+			c.Status = configv1.ConditionFalse
+		}
 	}
 	return c
+}
+
+// rollout is what the cluster says of an enabled runtime extractor: whether
+// something is still to be rolled out, the reason Progressing and Available
+// share, and Progressing's message.
+type rollout struct {
+	progressing     bool
+	reason, message string
+}
+
+// rolloutOf reads the enabled states from the cluster, so that a replica that
+// starts now and one that has run all along say the same. Only a rollout with
+// pods still to update takes its reason from the state, which alone knows
+// what started it.
+func rolloutOf(s Snapshot) rollout {
+	switch {
+	case !s.Present:
+		msg := "deploying the runtime extractor: the DaemonSet does not exist yet"
+		if s.Version != "" {
+			msg = "deploying the runtime extractor at version " + s.Version + ": the DaemonSet does not exist yet"
+		}
+		return rollout{true, ReasonRollingOut, msg}
+	case s.Version != "" && s.AppliedVersion != s.Version:
+		// A refused upgrade, or one the cache does not show yet: no pod is
+		// being upgraded.
+		msg := "the upgrade to " + s.Version + " is not applied: the DaemonSet "
+		if s.AppliedVersion == "" {
+			msg += "carries no version"
+		} else {
+			msg += "is still at version " + s.AppliedVersion
+		}
+		return rollout{true, ReasonUpgrading, msg}
+	case s.RolledOut:
+		return rollout{false, ReasonAsExpected,
+			fmt.Sprintf("runtime extractor is rolled out on %d/%d nodes%s", s.Updated, s.Desired, atVersion(s.AppliedVersion))}
+	default:
+		return rollout{true, rolloutReason(s.State), progressMessage(s)}
+	}
+}
+
+// servesPods: a pod is available, or the DaemonSet wants none.
+func servesPods(s Snapshot) bool { return s.Available > 0 || s.Desired == 0 }
+
+// unavailableMessage names how many nodes that should run a pod have no
+// available one, against maxUnavailable, and a few of them, e.g. "; 7 nodes
+// have no available pod (within maxUnavailable 330): node-1, node-2, ...".
+// It is empty when every such node has one.
+func unavailableMessage(s Snapshot) string {
+	n := s.Desired - s.Available
+	if n <= 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("; %d nodes have no available pod", n)
+	if n == 1 {
+		msg = "; 1 node has no available pod"
+	}
+	switch {
+	case s.MaxUnavailable < 0:
+	case n <= s.MaxUnavailable:
+		msg += fmt.Sprintf(" (within maxUnavailable %d)", s.MaxUnavailable)
+	default:
+		msg += fmt.Sprintf(" (more than maxUnavailable %d)", s.MaxUnavailable)
+	}
+	if len(s.UnavailableNodes) > 0 {
+		msg += ": " + strings.Join(s.UnavailableNodes, ", ")
+		if int(n) > len(s.UnavailableNodes) {
+			msg += ", ..."
+		}
+	}
+	return msg
 }
 
 func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
@@ -235,29 +376,25 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 
 const disabledMessage = "runtime extractor is disabled by insights-config"
 
-// stateReason is the reason a state gives Progressing, and Available while rolling out.
-func stateReason(s fsm.State) string {
+// rolloutReason names a rollout with pods still to update after the state
+// that started it.
+func rolloutReason(s fsm.State) string {
 	switch s {
-	case fsm.StateDisabled:
-		return ReasonDisabled
-	case fsm.StateDeploying:
-		return ReasonRollingOut
 	case fsm.StateUpgrading:
 		return ReasonUpgrading
 	case fsm.StateDrifted:
 		return ReasonRestoring
-	case fsm.StateDeleting:
-		return ReasonDeleting
 	default:
-		return ReasonAsExpected
+		return ReasonRollingOut
 	}
 }
 
-// progressMessage describes a rollout, e.g. "rolling out 2/3 nodes to 4.22.1".
-// A node counts as done when its pod is both updated and available; the two counts
-// bound that from above, so their minimum is reported.
+// progressMessage describes a rollout with pods still to update, e.g.
+// "rolling out 2/3 nodes to 4.22.1": the nodes that run a pod of the current
+// template (available or not; Available reports that). Counts the DaemonSet
+// controller made before it observed the current generation say nothing of
+// it, so then the message says that it waits for that.
 func progressMessage(s Snapshot) string {
-	done := min(s.Updated, s.Available)
 	var verb string
 	switch s.State {
 	case fsm.StateUpgrading:
@@ -267,11 +404,14 @@ func progressMessage(s Snapshot) string {
 	default:
 		verb = "rolling out"
 	}
-	msg := fmt.Sprintf("%s %d/%d nodes", verb, done, s.Desired)
+	to := ""
 	if s.Version != "" {
-		msg += " to " + s.Version
+		to = " to " + s.Version
 	}
-	return msg
+	if s.Updated >= s.Desired { // not RolledOut, so the generation is not observed yet
+		return verb + to + ": waiting for the DaemonSet controller to observe the new spec"
+	}
+	return fmt.Sprintf("%s %d/%d nodes%s", verb, s.Updated, s.Desired, to)
 }
 
 func atVersion(v string) string {

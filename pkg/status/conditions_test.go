@@ -2,10 +2,11 @@ package status
 
 import (
 	"errors"
-	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/stretchr/testify/assert"
@@ -25,14 +26,16 @@ func TestConditionsEveryStateAndCause(t *testing.T) {
 	errForbidden := errors.New("forbidden")
 	errConfig := errors.New("dataReporting.disableRuntimeExtractor: invalid value")
 
-	// Per state with pods available: Available and Progressing do not depend on the cause.
+	// Per state, with a pod still to update and pods available: Available and
+	// Progressing do not depend on the cause. Running reports the rollout too
+	// (a node joined): a replica that starts now sees the same cluster.
 	byState := map[fsm.State]struct {
 		available, progressing string
 		failReason             string // Degraded reason of a failing action in this state
 	}{
 		fsm.StateDisabled:  {"True Disabled", "False Disabled", ReasonDeleteFailed},
 		fsm.StateDeploying: {"True RollingOut", "True RollingOut", ReasonApplyFailed},
-		fsm.StateRunning:   {"True AsExpected", "False AsExpected", ReasonApplyFailed},
+		fsm.StateRunning:   {"True RollingOut", "True RollingOut", ReasonApplyFailed},
 		fsm.StateUpgrading: {"True Upgrading", "True Upgrading", ReasonApplyFailed},
 		fsm.StateDrifted:   {"True Restoring", "True Restoring", ReasonApplyFailed},
 		fsm.StateDeleting:  {"True Deleting", "True Deleting", ReasonDeleteFailed},
@@ -60,7 +63,7 @@ func TestConditionsEveryStateAndCause(t *testing.T) {
 		exp := byState[state]
 		for _, cause := range causes {
 			t.Run(string(state)+"/"+cause.name, func(t *testing.T) {
-				s := Snapshot{State: state, Version: "4.22.1", Desired: 3, Updated: 2, Available: 2}
+				s := Snapshot{State: state, Version: "4.22.1", Present: true, AppliedVersion: "4.22.1", MaxUnavailable: 1, Desired: 3, Updated: 2, Available: 2}
 				cause.apply(&s)
 				assertConditions(t, s, want{exp.available, exp.progressing, cause.degraded(exp.failReason)})
 			})
@@ -68,29 +71,39 @@ func TestConditionsEveryStateAndCause(t *testing.T) {
 	}
 }
 
-// In the rollout states Available turns False when no pod serves, and names a
-// failing action when there is one.
+// Available turns False when no pod serves. While pods are still to update it
+// names a failing action when there is one; once rolled out the pods are
+// what is missing.
 func TestConditionsNoPodAvailable(t *testing.T) {
+	toUpdate := Snapshot{Version: "4.22.1", Present: true, AppliedVersion: "4.22.1", MaxUnavailable: 1, Desired: 3}
+	done := Snapshot{Version: "4.22.1", Present: true, AppliedVersion: "4.22.1", MaxUnavailable: 1, RolledOut: true, Desired: 3, Updated: 3}
 	cases := []struct {
+		name    string
 		state   fsm.State
+		s       Snapshot
 		failing bool
 		want    want
 	}{
-		{fsm.StateDeploying, false, want{"False RollingOut", "True RollingOut", "False AsExpected"}},
-		{fsm.StateDeploying, true, want{"False ApplyFailed", "True RollingOut", "True ApplyFailed"}},
-		{fsm.StateUpgrading, false, want{"False Upgrading", "True Upgrading", "False AsExpected"}},
-		{fsm.StateUpgrading, true, want{"False ApplyFailed", "True Upgrading", "True ApplyFailed"}},
-		{fsm.StateDrifted, false, want{"False Restoring", "True Restoring", "False AsExpected"}},
-		{fsm.StateDrifted, true, want{"False ApplyFailed", "True Restoring", "True ApplyFailed"}},
-		// Running means the rollout completed, even on zero matching nodes.
-		{fsm.StateRunning, false, want{"True AsExpected", "False AsExpected", "False AsExpected"}},
+		{"rolling out", fsm.StateDeploying, toUpdate, false, want{"False RollingOut", "True RollingOut", "False AsExpected"}},
+		{"rolling out, failing", fsm.StateDeploying, toUpdate, true, want{"False ApplyFailed", "True RollingOut", "True ApplyFailed"}},
+		{"upgrading", fsm.StateUpgrading, toUpdate, false, want{"False Upgrading", "True Upgrading", "False AsExpected"}},
+		{"upgrading, failing", fsm.StateUpgrading, toUpdate, true, want{"False ApplyFailed", "True Upgrading", "True ApplyFailed"}},
+		{"restoring", fsm.StateDrifted, toUpdate, false, want{"False Restoring", "True Restoring", "False AsExpected"}},
+		{"restoring, failing", fsm.StateDrifted, toUpdate, true, want{"False ApplyFailed", "True Restoring", "True ApplyFailed"}},
+		{"absent", fsm.StateDrifted, Snapshot{Version: "4.22.1"}, false, want{"False RollingOut", "True RollingOut", "False AsExpected"}},
+		{"rolled out, no pod available", fsm.StateRunning, done, false, want{"False PodsUnavailable", "False AsExpected", "False AsExpected"}},
+		{"rolled out, no pod available, failing", fsm.StateRunning, done, true, want{"False PodsUnavailable", "False AsExpected", "True ApplyFailed"}},
+		// A DaemonSet that wants no pods (no node matches) is rolled out and serves all it should.
+		{"rolled out on zero nodes", fsm.StateRunning, Snapshot{Version: "4.22.1", Present: true, AppliedVersion: "4.22.1", RolledOut: true}, false,
+			want{"True AsExpected", "False AsExpected", "False AsExpected"}},
 		// Disabled and Deleting never had pods to offer; they stay Available.
-		{fsm.StateDisabled, true, want{"True Disabled", "False Disabled", "True DeleteFailed"}},
-		{fsm.StateDeleting, true, want{"True Deleting", "True Deleting", "True DeleteFailed"}},
+		{"disabled", fsm.StateDisabled, Snapshot{}, true, want{"True Disabled", "False Disabled", "True DeleteFailed"}},
+		{"deleting", fsm.StateDeleting, toUpdate, true, want{"True Deleting", "True Deleting", "True DeleteFailed"}},
 	}
 	for _, c := range cases {
-		t.Run(string(c.state), func(t *testing.T) {
-			s := Snapshot{State: c.state, Version: "4.22.1"}
+		t.Run(c.name, func(t *testing.T) {
+			s := c.s
+			s.State = c.state
 			if c.failing {
 				s.Failures, s.LastError = 1, errors.New("forbidden")
 			}
@@ -120,28 +133,47 @@ func TestConditionMessages(t *testing.T) {
 	forbidden := errors.New(`daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update`)
 	badConfig := errors.New("dataReporting.runtimeExtractor.nodeSelector: must be a map")
 
+	// present is a DaemonSet at 4.22.1 with 3 nodes to run a pod.
+	present := func(s Snapshot) Snapshot {
+		if s.Version == "" {
+			s.Version = "4.22.1"
+		}
+		s.Present, s.AppliedVersion, s.MaxUnavailable, s.Desired = true, "4.22.1", 1, 3
+		s.RolledOut = s.Updated == 3
+		return s
+	}
 	cases := []struct {
 		name string
 		s    Snapshot
 		typ  configv1.ClusterStatusConditionType
 		want string
 	}{
-		{"rollout progress", Snapshot{State: fsm.StateDeploying, Version: "4.22.1", Desired: 3, Updated: 2, Available: 2},
+		{"rollout progress", present(Snapshot{State: fsm.StateDeploying, Updated: 2, Available: 2}),
 			ConditionProgressing, "rolling out 2/3 nodes to 4.22.1"},
-		{"a node counts when updated and available", Snapshot{State: fsm.StateDeploying, Version: "4.22.1", Desired: 3, Updated: 3, Available: 1},
-			ConditionProgressing, "rolling out 1/3 nodes to 4.22.1"},
-		{"rollout without a known version", Snapshot{State: fsm.StateDeploying, Desired: 3, Updated: 1, Available: 1},
+		{"a node counts once it runs the current template", present(Snapshot{State: fsm.StateDeploying, Updated: 2, Available: 1}),
+			ConditionProgressing, "rolling out 2/3 nodes to 4.22.1"},
+		{"rollout without a known version", Snapshot{State: fsm.StateDeploying, Present: true, Desired: 3, Updated: 1, Available: 1, MaxUnavailable: -1},
 			ConditionProgressing, "rolling out 1/3 nodes"},
-		{"upgrade progress", Snapshot{State: fsm.StateUpgrading, Version: "4.22.1", Desired: 3, Updated: 1, Available: 3},
+		{"new spec not observed yet", Snapshot{State: fsm.StateDeploying, Version: "4.22.1", Present: true, AppliedVersion: "4.22.1", Desired: 3, Updated: 3, Available: 3},
+			ConditionProgressing, "rolling out to 4.22.1: waiting for the DaemonSet controller to observe the new spec"},
+		{"upgrade progress", present(Snapshot{State: fsm.StateUpgrading, Updated: 1, Available: 3}),
 			ConditionProgressing, "upgrading 1/3 nodes to 4.22.1"},
-		{"available during an upgrade", Snapshot{State: fsm.StateUpgrading, Version: "4.22.1", Desired: 3, Updated: 1, Available: 3},
-			ConditionAvailable, "runtime extractor is available on 3/3 nodes while upgrading 1/3 nodes to 4.22.1"},
-		{"restore progress", Snapshot{State: fsm.StateDrifted, Version: "4.22.1", Desired: 3},
+		{"available during an upgrade", present(Snapshot{State: fsm.StateUpgrading, Updated: 1, Available: 2}),
+			ConditionAvailable, "runtime extractor is available on 2/3 nodes while upgrading 1/3 nodes to 4.22.1; 1 node has no available pod (within maxUnavailable 1)"},
+		{"restore progress", present(Snapshot{State: fsm.StateDrifted}),
 			ConditionProgressing, "restoring after an external change: rolling out 0/3 nodes to 4.22.1"},
-		{"nothing available yet", Snapshot{State: fsm.StateDeploying, Version: "4.22.1", Desired: 3},
+		{"nothing available yet", present(Snapshot{State: fsm.StateDeploying}),
 			ConditionAvailable, "no runtime extractor pod is available yet: rolling out 0/3 nodes to 4.22.1"},
-		{"running", Snapshot{State: fsm.StateRunning, Version: "4.22.1", Desired: 3, Updated: 3, Available: 3},
+		{"not deployed yet", Snapshot{State: fsm.StateDeploying, Version: "4.22.1"},
+			ConditionProgressing, "deploying the runtime extractor at version 4.22.1: the DaemonSet does not exist yet"},
+		{"running", present(Snapshot{State: fsm.StateRunning, Updated: 3, Available: 3}),
 			ConditionAvailable, "runtime extractor is available on 3/3 nodes at version 4.22.1"},
+		{"running, rolled out", present(Snapshot{State: fsm.StateRunning, Updated: 3, Available: 2}),
+			ConditionProgressing, "runtime extractor is rolled out on 3/3 nodes at version 4.22.1"},
+		{"running, more nodes without a pod than maxUnavailable", present(Snapshot{State: fsm.StateRunning, Updated: 3, Available: 1, UnavailableNodes: []string{"node-b", "node-c"}}),
+			ConditionAvailable, "runtime extractor is available on 1/3 nodes at version 4.22.1; 2 nodes have no available pod (more than maxUnavailable 1): node-b, node-c"},
+		{"running, no maxUnavailable", Snapshot{State: fsm.StateRunning, Present: true, RolledOut: true, Desired: 3, Updated: 3, Available: 2, MaxUnavailable: -1},
+			ConditionAvailable, "runtime extractor is available on 2/3 nodes; 1 node has no available pod"},
 		{"disabled", Snapshot{State: fsm.StateDisabled},
 			ConditionAvailable, "runtime extractor is disabled by insights-config"},
 		{"deleting", Snapshot{State: fsm.StateDeleting},
@@ -152,7 +184,7 @@ func TestConditionMessages(t *testing.T) {
 			ConditionDegraded, `apply failed once: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update; retrying in 5ms`},
 		{"delete failing, no retry pending", Snapshot{State: fsm.StateDeleting, Failures: 2, LastError: forbidden},
 			ConditionDegraded, `delete failed 2 times: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update`},
-		{"apply failing with no pod", Snapshot{State: fsm.StateDrifted, Desired: 2, Failures: 2, LastError: forbidden, RetryIn: 2 * time.Second},
+		{"apply failing with no pod", present(Snapshot{State: fsm.StateDrifted, Failures: 2, LastError: forbidden, RetryIn: 2 * time.Second}),
 			ConditionAvailable, `no runtime extractor pod is available: apply failed 2 times: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update; retrying in 2s`},
 		{"config rejected", Snapshot{State: fsm.StateRunning, ConfigError: badConfig},
 			ConditionDegraded, "insights-config rejected, keeping the last good config: dataReporting.runtimeExtractor.nodeSelector: must be a map"},
@@ -183,5 +215,135 @@ func TestConditionsBeforeTheFirstObservationAreUnknown(t *testing.T) {
 		assert.Equal(t, ConditionTypes[i], c.Type)
 		assert.Equal(t, configv1.ConditionUnknown, c.Status)
 		assert.Equal(t, ReasonStarting, c.Reason)
+	}
+}
+
+// rolledOut is the cluster of issue 18's report: every node runs the current
+// template at the target version, and 7 of 1000 pods are not available.
+func rolledOut(state fsm.State) Snapshot {
+	return Snapshot{State: state, Version: "4.22.0", Present: true, AppliedVersion: "4.22.0", RolledOut: true,
+		Desired: 1000, Updated: 1000, Available: 993, MaxUnavailable: 330, UnavailableNodes: []string{"node-1", "node-2", "node-3"}}
+}
+
+// Issue 18, defect 3: pods that stay unavailable on a rolled-out DaemonSet are
+// reported as what they are (how many nodes, against maxUnavailable, which
+// ones), and the rollout as done.
+func TestConditionsReportUnavailablePodsWhenRolledOut(t *testing.T) {
+	got := Conditions(rolledOut(fsm.StateRunning))
+	assert.Equal(t, "True PodsUnavailable", summary(got[0]))
+	assert.Equal(t, "runtime extractor is available on 993/1000 nodes at version 4.22.0; "+
+		"7 nodes have no available pod (within maxUnavailable 330): node-1, node-2, node-3, ...", got[0].Message)
+	assert.Equal(t, "False AsExpected", summary(got[1]))
+	assert.Equal(t, "runtime extractor is rolled out on 1000/1000 nodes at version 4.22.0", got[1].Message)
+	assert.Equal(t, "False AsExpected", summary(got[2]))
+}
+
+// Issue 18, defect 3: a replica that has run the whole history and one that
+// starts now reach different states for the same cluster (Running against
+// Deploying, Upgrading against Deploying, Drifted against Deploying), and
+// must report the same conditions. Only a rollout with pods still to update
+// is named after the state that started it.
+func TestConditionsAreAFunctionOfTheCluster(t *testing.T) {
+	denied := errors.New(`admission webhook "policy" denied the request`)
+	failing := func(s Snapshot) Snapshot { s.Failures, s.LastError, s.RetryIn = 3, denied, 8*time.Second; return s }
+	notApplied := func(s Snapshot) Snapshot {
+		s.Version, s.Desired, s.Updated, s.Available, s.UnavailableNodes = "4.22.9", 4, 4, 4, nil
+		s.AppliedVersion = "4.22.8"
+		return s
+	}
+	absent := func(s Snapshot) Snapshot {
+		return Snapshot{State: s.State, Version: s.Version, Failures: s.Failures, LastError: s.LastError, RetryIn: s.RetryIn}
+	}
+	clusters := []struct {
+		name string
+		of   func(fsm.State) Snapshot
+	}{
+		{"rolled out, pods unavailable", rolledOut},
+		{"rolled out, every pod available", func(st fsm.State) Snapshot {
+			s := rolledOut(st)
+			s.Available, s.UnavailableNodes = 1000, nil
+			return s
+		}},
+		{"rolled out, apply failing", func(st fsm.State) Snapshot { return failing(rolledOut(st)) }},
+		{"upgrade refused", func(st fsm.State) Snapshot { return failing(notApplied(rolledOut(st))) }},
+		{"absent, create failing", func(st fsm.State) Snapshot { return absent(failing(rolledOut(st))) }},
+		{"absent", func(st fsm.State) Snapshot { return absent(rolledOut(st)) }},
+	}
+	for _, cl := range clusters {
+		t.Run(cl.name, func(t *testing.T) {
+			want := Conditions(cl.of(fsm.StateDeploying)) // a replica that starts now
+			for _, st := range []fsm.State{fsm.StateRunning, fsm.StateUpgrading, fsm.StateDrifted} {
+				assert.Equal(t, want, Conditions(cl.of(st)), "in %s", st)
+			}
+		})
+	}
+}
+
+// Issue 18, defect 3: an upgrade the API server refused leaves the DaemonSet
+// at its old version; nothing is being upgraded, and the messages say so.
+func TestConditionsUpgradeNotApplied(t *testing.T) {
+	s := Snapshot{State: fsm.StateUpgrading, Version: "4.22.9", Present: true, AppliedVersion: "4.22.8", RolledOut: true,
+		Desired: 4, Updated: 4, Available: 4, MaxUnavailable: 2,
+		Failures: 2, LastError: errors.New(`admission webhook "policy" denied the request`), RetryIn: 2 * time.Second}
+	got := Conditions(s)
+	assert.Equal(t, "True Upgrading", summary(got[0]))
+	assert.Equal(t, "runtime extractor is available on 4/4 nodes while the upgrade to 4.22.9 is not applied: the DaemonSet is still at version 4.22.8", got[0].Message)
+	assert.Equal(t, "True Upgrading", summary(got[1]))
+	assert.Equal(t, "the upgrade to 4.22.9 is not applied: the DaemonSet is still at version 4.22.8", got[1].Message)
+	assert.Equal(t, "True ApplyFailed", summary(got[2]))
+
+	s.AppliedVersion = ""
+	assert.Equal(t, "the upgrade to 4.22.9 is not applied: the DaemonSet carries no version", Conditions(s)[1].Message)
+}
+
+// Issue 18, defect 4: while the controller holds on an invalid config (none
+// good seen since it started) it reports holding and what is deployed, never
+// "disabled by insights-config".
+func TestConditionsWhileHolding(t *testing.T) {
+	badConfig := errors.New("dataReporting.disableRuntimeExtractor: Invalid value")
+	holding := func(s Snapshot) Snapshot {
+		s.State, s.Holding, s.ConfigError, s.Version = fsm.StateDisabled, true, badConfig, "4.22.0"
+		return s
+	}
+	cases := []struct {
+		name                 string
+		s                    Snapshot
+		available, availMsg  string
+		progressMsg          string
+		degraded, degradeMsg string
+	}{
+		{"running DaemonSet", holding(Snapshot{Present: true, AppliedVersion: "4.21.0", RolledOut: true, Desired: 3, Updated: 3, Available: 3, MaxUnavailable: 1}),
+			"True Holding", "runtime extractor is available on 3/3 nodes at version 4.21.0, left as it is until insights-config is valid",
+			"holding: insights-config is invalid and no valid config has been seen since the controller started, so the DaemonSet is left as it is",
+			"True InvalidConfig", "insights-config rejected, keeping the last good config: dataReporting.disableRuntimeExtractor: Invalid value"},
+		{"some pods unavailable", holding(Snapshot{Present: true, AppliedVersion: "4.21.0", RolledOut: true, Desired: 3, Updated: 3, Available: 1, MaxUnavailable: 1}),
+			"True Holding", "runtime extractor is available on 1/3 nodes at version 4.21.0, left as it is until insights-config is valid; 2 nodes have no available pod (more than maxUnavailable 1)",
+			"holding: insights-config is invalid and no valid config has been seen since the controller started, so the DaemonSet is left as it is",
+			"True InvalidConfig", ""},
+		{"no pod available", holding(Snapshot{Present: true, AppliedVersion: "4.21.0", Desired: 3, MaxUnavailable: 1}),
+			"False Holding", "runtime extractor is available on 0/3 nodes at version 4.21.0, left as it is until insights-config is valid; 3 nodes have no available pod (more than maxUnavailable 1)",
+			"holding: insights-config is invalid and no valid config has been seen since the controller started, so the DaemonSet is left as it is",
+			"True InvalidConfig", ""},
+		{"wants no pods", holding(Snapshot{Present: true, RolledOut: true}),
+			"True Holding", "runtime extractor is available on 0/0 nodes, left as it is until insights-config is valid",
+			"holding: insights-config is invalid and no valid config has been seen since the controller started, so the DaemonSet is left as it is",
+			"True InvalidConfig", ""},
+		{"nothing deployed", holding(Snapshot{}),
+			"False Holding", "no runtime extractor is deployed, and none will be until insights-config is valid",
+			"holding: insights-config is invalid and no valid config has been seen since the controller started, so nothing is deployed",
+			"True InvalidConfig", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Conditions(c.s)
+			assert.Equal(t, c.available, summary(got[0]))
+			assert.Equal(t, c.availMsg, got[0].Message)
+			assert.Equal(t, "False Holding", summary(got[1]))
+			assert.Equal(t, c.progressMsg, got[1].Message)
+			assert.Equal(t, c.degraded, summary(got[2]))
+			if c.degradeMsg != "" {
+				assert.Equal(t, c.degradeMsg, got[2].Message)
+			}
+		})
 	}
 }

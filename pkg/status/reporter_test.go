@@ -33,9 +33,9 @@ import (
 var (
 	t0 = time.Date(2026, 4, 1, 10, 0, 0, 0, time.UTC)
 
-	deploying = Snapshot{State: fsm.StateDeploying, Version: "4.22.1", Desired: 3, Updated: 1, Available: 1}
-	upgrading = Snapshot{State: fsm.StateUpgrading, Version: "4.22.2", Desired: 3, Updated: 1, Available: 3}
-	running   = Snapshot{State: fsm.StateRunning, Version: "4.22.1", Desired: 3, Updated: 3, Available: 3}
+	deploying = Snapshot{State: fsm.StateDeploying, Version: "4.22.1", Present: true, AppliedVersion: "4.22.1", Desired: 3, Updated: 1, Available: 1}
+	upgrading = Snapshot{State: fsm.StateUpgrading, Version: "4.22.2", Present: true, AppliedVersion: "4.22.2", Desired: 3, Updated: 1, Available: 3}
+	running   = Snapshot{State: fsm.StateRunning, Version: "4.22.1", Present: true, AppliedVersion: "4.22.1", RolledOut: true, Desired: 3, Updated: 3, Available: 3}
 )
 
 // othersOf is the Insights Operator's own conditions, which must survive every write.
@@ -185,7 +185,7 @@ func TestReportDoesNotConflictWithAnUpdateStatusWriter(t *testing.T) {
 		_, err = f.client.ConfigV1().ClusterOperators().UpdateStatus(ctx, hostView, metav1.UpdateOptions{})
 	}
 	require.NoError(t, err)
-	require.NoError(t, f.reporter.Report(ctx, Snapshot{State: fsm.StateRunning, Version: "4.22.2", Desired: 3, Updated: 3, Available: 3}))
+	require.NoError(t, f.reporter.Report(ctx, Snapshot{State: fsm.StateRunning, Version: "4.22.2", Present: true, AppliedVersion: "4.22.2", RolledOut: true, Desired: 3, Updated: 3, Available: 3}))
 	co := f.get(t)
 	assert.Contains(t, condition(t, co, ConditionAvailable).Message, "4.22.2")
 	condition(t, co, "UploadDegraded")
@@ -235,7 +235,7 @@ func TestReportAfterRestartDoesNotRewriteMatchingConditions(t *testing.T) {
 	assert.Empty(t, f.client.Actions(), "conditions already as wanted: no request at all")
 
 	// A message change keeps the original time, as Status did not move.
-	require.NoError(t, f.reporter.Report(ctx, Snapshot{State: fsm.StateRunning, Version: "4.22.1", Desired: 4, Updated: 4, Available: 4}))
+	require.NoError(t, f.reporter.Report(ctx, Snapshot{State: fsm.StateRunning, Version: "4.22.1", Present: true, AppliedVersion: "4.22.1", RolledOut: true, Desired: 4, Updated: 4, Available: 4}))
 	assert.Equal(t, 1, f.count("patch", "status"))
 	assert.Equal(t, 0, f.count("get", ""))
 	assert.True(t, condition(t, f.get(t), ConditionAvailable).LastTransitionTime.Time.Equal(earlier.Time))
