@@ -19,15 +19,29 @@ package runtimeextractor
 //     (reassert, onVersion, onDrift, onRollout) for a ready source, chosen at
 //     random as select would; timers (retry, resync) expire when the test says.
 //
+//   - the process can restart: a new controller, informer and manager, with no
+//     memory, over the cache an initial list fills;
+//   - other writers change, add to (a sidecar, a toleration, an arg, with the
+//     annotations kept) or replace the DaemonSet, or write back an older owned
+//     version annotation; the config can turn invalid;
+//   - the DaemonSet controller reports what its world holds: pods that stay
+//     unavailable on some nodes, nodes that drop out of the desired count;
+//   - time passes for the manager's expectations and the retry timer.
+//
 // Invariants: while running, a drain never counts a kind as drift without a change
-// of that kind by someone else, and Running is entered only for the object
-// (UID and generation) the last successful apply left, at the desired version;
-// after the world settles (API healed, every event delivered and handled,
-// retries run, rollouts done, no resync), the controller's state matches the
-// cluster, and a resync then writes nothing.
+// of that kind by someone else, Running is entered only for the object (UID
+// and generation) the last successful apply left, at the desired version, and
+// the controller sends at most requestBudget requests between two outside
+// stimuli (no hot loop); after the world settles (API healed, every event
+// delivered and handled, retries run, rollouts done, no resync), the
+// controller's state matches the cluster, the DaemonSet equals the desired
+// one exactly (additions count), status and the state metric say nothing the
+// cluster contradicts, a freshly started controller reports the same
+// conditions, and a resync then writes nothing.
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -42,7 +56,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/openshift/library-go/pkg/operator/events"
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -59,7 +75,9 @@ import (
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
+	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 var (
@@ -343,7 +361,17 @@ const (
 	srcRollout loopSource = "rollout"
 	srcRetry   loopSource = "retry timer"
 	srcResync  loopSource = "resync timer"
+	srcExpect  loopSource = "expectation timer"
 )
+
+// requestBudget bounds the controller's requests between two outside
+// stimuli (a change by someone, a delivered event, time passing). One
+// stimulus leads to a few handlers of a few requests each; a loop that
+// needs no stimulus to go on (a timer re-armed at zero) runs past it.
+const requestBudget = 30
+
+// simNodes is how many nodes should run a pod, until one drops out.
+const simNodes = 3
 
 // initialObject is what the server holds when the controller starts.
 type initialObject int
@@ -369,6 +397,22 @@ type propSim struct {
 	ver     *settableVersion
 	c       *Controller
 	ri      *daemonSetInformer
+	m       *metrics.Metrics
+	reg     *prometheus.Registry
+
+	// The loop's expectation timer (Run's expectC): armed after a handler
+	// when the manager expects a write and none is armed, due at expectAt;
+	// expectZero when it was armed with no delay (no time passes for it).
+	expectArmed bool
+	expectAt    time.Time
+	expectZero  bool
+
+	// The DaemonSet controller's world: nodes that should run a pod, and
+	// pods among them that stay unavailable.
+	nodes, held int32
+
+	sinceStimulus int      // controller requests since the last outside stimulus
+	applied       []string // versions the controller applied, oldest first
 
 	refused       map[string]bool // verbs the API refuses to the controller
 	inFlight      []watchEvent    // written on the server, not yet in the cache
@@ -402,34 +446,56 @@ func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
 		rng:     rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
 		ctx:     context.Background(),
 		rec:     events.NewInMemoryRecorder("property", clocktesting.NewFakePassiveClock(time.Unix(0, 0))),
-		cfg:     &flipConfig{},
+		cfg:     &flipConfig{good: true},
 		ver:     newSettableVersion("4.21.0"),
 		refused: map[string]bool{},
+		nodes:   simNodes,
+		clock:   clocktesting.NewFakePassiveClock(time.Unix(0, 0)),
 	}
 	s.api = newPropAPI()
+	s.watchAPI()
+	s.boot()
+	return s
+}
+
+// watchAPI puts the simulator between the API server and the controller: a
+// reactor that refuses and counts the controller's requests, and the watch.
+func (s *propSim) watchAPI() {
 	// Prepended last, so it answers first. Other actors' writes bypass it
 	// (fakeapi's Create/Update, the tracker).
 	s.api.Client.PrependReactor("*", "daemonsets", s.refuse)
 	w, err := s.api.Client.Tracker().Watch(fakeapi.DaemonSets, resources.Namespace)
 	s.must(err)
 	s.watcher = w
-	// The factory is never started: the test is the watch.
+}
+
+// boot starts a controller process: a new informer (its factory is never
+// started: the test is the watch), resource manager and state machine, with
+// no memory of an earlier one.
+func (s *propSim) boot() {
 	factory := informers.NewSharedInformerFactoryWithOptions(s.api.Client, 0, informers.WithNamespace(resources.Namespace))
 	ri, err := NewResourceInformer(s.rec, factory)
 	s.must(err)
-	s.clock = clocktesting.NewFakePassiveClock(time.Unix(0, 0))
+	s.m = metrics.New()
+	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(s.m.Collectors()...)
 	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri, WithEventRecorder(&eventLog{}),
-		WithImages(resources.DefaultImages()), WithVersionSource(s.ver))
+		WithImages(resources.DefaultImages()), WithVersionSource(s.ver), WithMetrics(s.m))
 	s.c.manager.SetClock(s.clock)
 	s.c.manager.SetCacheCatchUp(0) // the cache moves only between steps
 	s.ri = s.c.informer
 	s.c.machine.OnTransition(s.onTransition)
-	return s
+	s.expectArmed = false
+}
+
+// shutdown stops the controller process (not the world).
+func (s *propSim) shutdown() {
+	s.c.stopRetry()
+	s.ri.syncCtx.Queue().ShutDown()
 }
 
 func (s *propSim) close() {
-	s.c.stopRetry()
-	s.ri.syncCtx.Queue().ShutDown()
+	s.shutdown()
 	s.watcher.Stop()
 }
 
@@ -454,7 +520,13 @@ func newPropAPI() *fakeapi.Server {
 }
 
 // flipConfig is a ConfigNotifier whose DisableRuntimeExtractor the test sets.
-type flipConfig struct{ disabled bool }
+// It can turn invalid: the last good value stays, and a process that has seen
+// no good config since it started holds (HasGoodConfig).
+type flipConfig struct {
+	disabled bool // the last good config's
+	invalid  bool // the current content is rejected
+	good     bool // a good config was seen since the process started
+}
 
 func (f *flipConfig) ConfigChanged() (<-chan struct{}, func()) { return nil, func() {} }
 
@@ -462,7 +534,17 @@ func (f *flipConfig) Config() *config.InsightsConfiguration {
 	return &config.InsightsConfiguration{DataReporting: config.DataReporting{DisableRuntimeExtractor: f.disabled}}
 }
 
+func (f *flipConfig) HasGoodConfig() bool { return f.good }
+
+func (f *flipConfig) LastError() error {
+	if f.invalid {
+		return errors.New("config.yaml: mapping expected (injected)")
+	}
+	return nil
+}
+
 func (s *propSim) refuse(a clienttesting.Action) (bool, runtime.Object, error) {
+	s.sinceStimulus++
 	if a.GetSubresource() == "" && s.refused[a.GetVerb()] {
 		return true, nil, apierrors.NewServiceUnavailable("injected: " + a.GetVerb() + " refused")
 	}
@@ -515,7 +597,7 @@ func (s *propSim) previousIncarnation(version string) *appsv1.DaemonSet {
 	res, err := m.Apply(s.ctx, resources.Desired{Images: resources.DefaultImages(), Version: version})
 	s.must(err)
 	ds := res.Object.DeepCopy()
-	ds.Status = rolledOutStatus(ds.Generation)
+	ds.Status = s.worldStatus(ds.Generation)
 	return s.writeStatus(ds)
 }
 
@@ -523,37 +605,49 @@ func (s *propSim) randomStep() {
 	type step struct {
 		weight int
 		do     func()
+		// consequence: the step plays out an earlier stimulus (handles a
+		// ready source, delivers events); it does not renew the budget.
+		consequence bool
 	}
 	steps := []step{
-		{3, s.flipConfig},
-		{2, s.bumpVersion},
-		{1, s.deleteExternally},
-		{1, s.changeSpecExternally},
+		{3, s.flipConfig, false},
+		{2, s.bumpVersion, false},
+		{1, s.deleteExternally, false},
+		{1, s.changeSpecExternally, false},
+		{1, s.addExternally, false},
+		{1, s.replaceExternally, false},
+		{1, s.revertMetadata, false},
+		{1, s.breakConfig, false},
+		{1, s.restart, false},
+		{1, s.holdPod, false},
+		{1, s.dropNode, false},
+		{1, s.timePasses, false},
+		{1, s.runToQuiet, false},
 		{1, func() {
 			keys := slices.Sorted(maps.Keys(resources.OwnedLabels()))
 			s.removeLabel(keys[s.rng.IntN(len(keys))])
-		}},
-		{1, s.createExternally},
-		{2, s.toggleRefusal},
-		{2, s.rollOut},
-		{1, func() { s.statusNoise(s.rng.IntN(2) == 0) }},
+		}, false},
+		{1, s.createExternally, false},
+		{2, s.toggleRefusal, false},
+		{2, s.rollOut, false},
+		{1, func() { s.statusNoise(s.rng.IntN(2) == 0) }, false},
 		{4, func() {
 			if len(s.inFlight) > 0 {
 				s.deliver(1 + s.rng.IntN(len(s.inFlight)))
 			}
-		}},
-		{1, s.relist},
+		}, true},
+		{1, s.relist, false},
 		{6, func() {
 			if r := s.ready(); len(r) > 0 {
 				s.dispatch(r[s.rng.IntN(len(r))])
 			}
-		}},
-		{1, func() { s.dispatch(srcResync) }},
+		}, true},
+		{1, func() { s.dispatch(srcResync) }, false},
 		{2, func() {
 			if s.c.retryC != nil {
 				s.dispatch(srcRetry)
 			}
-		}},
+		}, false},
 	}
 	total := 0
 	for _, st := range steps {
@@ -563,6 +657,9 @@ func (s *propSim) randomStep() {
 	for _, st := range steps {
 		if n < st.weight {
 			before := len(s.log)
+			if !st.consequence {
+				s.stimulus()
+			}
 			st.do()
 			if len(s.log) > before {
 				s.steps++
@@ -577,9 +674,61 @@ func (s *propSim) randomStep() {
 
 func (s *propSim) flipConfig() {
 	s.cfg.disabled = !s.cfg.disabled
+	s.cfg.invalid, s.cfg.good = false, true
 	s.configPending = true
 	s.logf("config: runtime extractor %s", map[bool]string{true: "disabled", false: "enabled"}[s.cfg.disabled])
 }
+
+// breakConfig makes insights-config invalid: the last good value stays.
+func (s *propSim) breakConfig() {
+	if s.cfg.invalid {
+		return
+	}
+	s.cfg.invalid = true
+	s.configPending = true
+	s.logf("config: insights-config turns invalid")
+}
+
+// restart is a new controller process: the old one stops (its in-flight
+// events die with its watch), the new one lists what the server holds and
+// re-asserts, as Run does at start.
+func (s *propSim) restart() {
+	if s.c != nil {
+		s.shutdown()
+	}
+	s.cfg.good = !s.cfg.invalid
+	s.inFlight, s.configPending = nil, false
+	s.unseenOther, s.seenOther, s.observed, s.lossy, s.lastApply = 0, 0, nil, false, nil
+	s.drainVersionSignal()
+	s.boot()
+	what := "no DaemonSet"
+	if ds := s.stored(); ds != nil {
+		s.must(s.ri.informer.GetIndexer().Add(ds))
+		s.ri.onAdd(ds, true)
+		what = describeDS(ds)
+	}
+	s.logf("controller restarts (lists %s)", what)
+	s.controller("startup", func() {
+		s.c.version = s.c.versions.Version()
+		s.c.reassert(s.ctx)
+	})
+}
+
+func (s *propSim) drainVersionSignal() {
+	select {
+	case <-s.ver.changed:
+	default:
+	}
+}
+
+// timePasses moves the clock past the manager's expectation timeout.
+func (s *propSim) timePasses() {
+	s.clock.SetTime(s.clock.Now().Add(resources.ExpectationTimeout))
+	s.logf("time passes (%s)", resources.ExpectationTimeout)
+}
+
+// stimulus marks an outside change: the request budget starts again.
+func (s *propSim) stimulus() { s.sinceStimulus = 0 }
 
 func (s *propSim) bumpVersion() {
 	s.versionSeq++
@@ -636,6 +785,94 @@ func (s *propSim) changeSpecExternally() {
 	s.drainWatchAs(byOther)
 }
 
+// addExternally adds to the spec and keeps every annotation, as a patch
+// does: a sidecar container, a toleration or a kube-rbac-proxy argument.
+func (s *propSim) addExternally() {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	what := addition(ds, s.rng.IntN(3))
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else adds %s", what)
+	s.drainWatchAs(byOther)
+}
+
+// addition adds one of three things to ds's pod template and names it.
+func addition(ds *appsv1.DaemonSet, which int) string {
+	pod := &ds.Spec.Template.Spec
+	switch which {
+	case 0:
+		pod.Containers = append(pod.Containers, corev1.Container{Name: "sidecar", Image: "quay.io/someone/sidecar:latest",
+			TerminationMessagePath: corev1.TerminationMessagePathDefault})
+		return "a sidecar container"
+	case 1:
+		pod.Tolerations = append(pod.Tolerations, corev1.Toleration{Key: "someone", Operator: corev1.TolerationOpExists})
+		return "a toleration"
+	default:
+		for i := range pod.Containers {
+			if pod.Containers[i].Name == resources.ContainerKubeRBACProxy {
+				pod.Containers[i].Args = append(pod.Containers[i].Args, "--insecure-listen-address=0.0.0.0:8080")
+			}
+		}
+		return "an argument of kube-rbac-proxy"
+	}
+}
+
+// replaceExternally deletes the DaemonSet and creates it again (a new UID)
+// with the same metadata and an extra toleration.
+func (s *propSim) replaceExternally() {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	addition(ds, 1)
+	s.must(s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName))
+	ds.UID, ds.ResourceVersion, ds.Status = "", "", appsv1.DaemonSetStatus{}
+	_, err := s.api.Create(ds)
+	s.must(err)
+	s.logf("someone else replaces the DaemonSet with a copy that has a toleration more")
+	s.drainWatchAs(byOther)
+}
+
+// revertMetadata writes back the version annotation the controller applied
+// before its latest one (a restore, a GitOps sync).
+func (s *propSim) revertMetadata() {
+	ds := s.stored()
+	n := len(s.applied)
+	if ds == nil || n < 2 || ds.Annotations[resources.VersionAnnotation] != s.applied[n-1] {
+		return
+	}
+	ds = ds.DeepCopy()
+	ds.Annotations[resources.VersionAnnotation] = s.applied[n-2]
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else sets the version annotation back to %s", s.applied[n-2])
+	s.drainWatchAs(byOther)
+}
+
+// holdPod makes one pod stay unavailable, or lets it become available.
+func (s *propSim) holdPod() {
+	s.held = 1 - s.held
+	s.logf("world: %d pod(s) stay unavailable", s.held)
+	s.rollOut()
+}
+
+// dropNode takes a node out of the desired count (tainted unreachable), or
+// brings it back.
+func (s *propSim) dropNode() {
+	if s.nodes == simNodes {
+		s.nodes--
+	} else {
+		s.nodes = simNodes
+	}
+	s.logf("world: %d node(s) should run a pod", s.nodes)
+	s.rollOut()
+}
+
 // removeLabel is metadata drift: same UID, same generation.
 func (s *propSim) removeLabel(key string) {
 	ds := s.stored()
@@ -663,15 +900,31 @@ func (s *propSim) createExternally() {
 	s.drainWatchAs(byOther)
 }
 
-// rollOut plays the DaemonSet controller finishing the current generation.
+// rollOut plays the DaemonSet controller catching up with the current
+// generation in its world: every node runs it, held pods unavailable.
 func (s *propSim) rollOut() {
 	ds := s.stored()
-	if ds == nil || resources.RolloutComplete(ds) {
+	if ds == nil || !s.statusBehind(ds) {
 		return
 	}
 	ds = ds.DeepCopy()
-	ds.Status = rolledOutStatus(ds.Generation)
-	s.updateStatus(ds, "daemonset controller: generation %d rolled out")
+	ds.Status = s.worldStatus(ds.Generation)
+	s.updateStatus(ds, fmt.Sprintf("daemonset controller: generation %%d on %d node(s), %d unavailable", s.nodes, s.held))
+}
+
+// statusBehind: the DaemonSet controller has yet to report ds as its world is.
+func (s *propSim) statusBehind(ds *appsv1.DaemonSet) bool {
+	return ds.DeletionTimestamp == nil && !equality.Semantic.DeepEqual(ds.Status, s.worldStatus(ds.Generation))
+}
+
+// worldStatus is what the DaemonSet controller reports for generation gen
+// once it has rolled it out on every node of its world.
+func (s *propSim) worldStatus(gen int64) appsv1.DaemonSetStatus {
+	return appsv1.DaemonSetStatus{
+		ObservedGeneration: gen, DesiredNumberScheduled: s.nodes, CurrentNumberScheduled: s.nodes,
+		UpdatedNumberScheduled: s.nodes, NumberAvailable: s.nodes - s.held, NumberReady: s.nodes - s.held,
+		NumberUnavailable: s.held,
+	}
 }
 
 // statusNoise is a status-only update: a pod becomes unavailable (dip) or a
@@ -704,13 +957,6 @@ func (s *propSim) writeStatus(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
 	ds.ResourceVersion = fmt.Sprintf("status-%d", s.statusSeq)
 	s.must(s.api.Client.Tracker().Update(fakeapi.DaemonSets, ds, ds.Namespace))
 	return ds
-}
-
-func rolledOutStatus(gen int64) appsv1.DaemonSetStatus {
-	return appsv1.DaemonSetStatus{
-		ObservedGeneration: gen, DesiredNumberScheduled: 3, CurrentNumberScheduled: 3,
-		UpdatedNumberScheduled: 3, NumberAvailable: 3, NumberReady: 3,
-	}
 }
 
 // ---- the watch and the cache ----
@@ -760,6 +1006,9 @@ func (s *propSim) deliver(n int) {
 			s.ri.onAdd(e.ds, false)
 		}
 		s.noteObservations(queued, e.by)
+		if e.by != byController {
+			s.stimulus() // news from outside
+		}
 		if e.by == byOther {
 			s.unseenOther--
 			s.seenOther++
@@ -848,6 +1097,9 @@ func (s *propSim) ready() []loopSource {
 	if len(s.ri.rollout) > 0 {
 		r = append(r, srcRollout)
 	}
+	if s.expectArmed && !s.clock.Now().Before(s.expectAt) {
+		r = append(r, srcExpect)
+	}
 	return r
 }
 
@@ -883,6 +1135,15 @@ func (s *propSim) dispatch(src loopSource) {
 		}
 	case srcResync:
 		handle = func() { s.c.reassert(s.ctx) }
+	case srcExpect:
+		s.expectArmed = false
+		if !s.expectZero {
+			s.stimulus() // its time has passed
+		}
+		handle = func() { s.c.reassert(s.ctx) }
+	}
+	if src == srcRetry || src == srcResync {
+		s.stimulus() // its time has passed
 	}
 	s.c.lastDrift = nil
 	s.controller(string(src), handle)
@@ -921,8 +1182,33 @@ func (s *propSim) checkDrift(found []DriftKind) {
 func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
 	f()
+	// The tail of Run's loop: arm the expectation timer, report.
+	if d, ok := s.c.manager.Expecting(); ok && !s.expectArmed {
+		s.expectArmed, s.expectAt, s.expectZero = true, s.clock.Now().Add(d), d == 0
+	}
 	s.c.report()
+	s.c.observeHolding()
 	s.drainWatchAs(byController)
+	if s.sinceStimulus > requestBudget {
+		s.violate("hot-loop", fmt.Sprintf("%d requests since the last outside stimulus (budget %d)", s.sinceStimulus, requestBudget))
+	}
+}
+
+// runToQuiet lets the controller run with the world as it is (refusals
+// stay): every event is delivered and every ready source handled, due
+// timers included, until nothing is left or a violation stops it.
+func (s *propSim) runToQuiet() {
+	s.logf("controller runs until quiet")
+	for len(s.violations) == 0 {
+		switch r := s.ready(); {
+		case len(s.inFlight) > 0:
+			s.deliver(len(s.inFlight))
+		case len(r) > 0:
+			s.dispatch(r[0])
+		default:
+			return
+		}
+	}
 }
 
 // viewNote tells, for the story, when the controller's view differs from the
@@ -957,6 +1243,9 @@ func (s *propSim) onTransition(tr fsm.Transition) {
 // outcome event names it) at the controller's version.
 func (s *propSim) recordApply(uid string, gen int64) {
 	s.lastApply = &applyRecord{uid: types.UID(uid), gen: gen, version: s.c.version}
+	if n := len(s.applied); n == 0 || s.applied[n-1] != s.c.version {
+		s.applied = append(s.applied, s.c.version)
+	}
 }
 
 // checkRunningEntry: Running means the last successful apply, at the desired
@@ -1008,6 +1297,9 @@ func (s *propSim) settle() bool {
 		s.setRefused(v, false)
 	}
 	for range 100 {
+		if len(s.violations) > 0 {
+			return false
+		}
 		switch {
 		case len(s.inFlight) > 0:
 			s.deliver(len(s.inFlight))
@@ -1016,8 +1308,12 @@ func (s *propSim) settle() bool {
 			s.dispatch(r[s.rng.IntN(len(r))])
 		case s.c.retryC != nil:
 			s.dispatch(srcRetry)
+		case s.expectArmed:
+			s.timePasses()
+			s.stimulus()
 		default:
-			if ds := s.stored(); ds != nil && !resources.RolloutComplete(ds) {
+			if ds := s.stored(); ds != nil && s.statusBehind(ds) {
+				s.stimulus()
 				s.rollOut()
 				continue
 			}
@@ -1039,6 +1335,17 @@ func (s *propSim) settleAndCheck() {
 	s.logf("--- settle (no resync) ---")
 	if !s.settle() {
 		return
+	}
+	if s.cfg.invalid {
+		if !s.checkHonest("while the config is invalid") {
+			return
+		}
+		s.logf("--- the admin fixes insights-config (the same value) ---")
+		s.cfg.invalid, s.cfg.good = false, true
+		s.configPending = true
+		if !s.settle() {
+			return
+		}
 	}
 	if s.lossy {
 		s.logf("--- resync (a relist lost someone else's change) ---")
@@ -1062,11 +1369,16 @@ func (s *propSim) settleAndCheck() {
 		s.violate("resync-writes", fmt.Sprintf("a resync of the converged state wrote %d time(s)", s.controllerWrites-writes))
 		return
 	}
-	s.checkConverged("after a resync")
+	if s.checkConverged("after a resync") {
+		s.checkFreshAgrees()
+	}
 }
 
 func (s *propSim) checkConverged(when string) bool {
 	n := len(s.violations)
+	if !s.checkHonest(when) {
+		return false
+	}
 	state, srv := s.c.State(), s.stored()
 	if s.cfg.disabled {
 		switch {
@@ -1088,16 +1400,90 @@ func (s *propSim) checkConverged(when string) bool {
 	case srv.Annotations[resources.VersionAnnotation] != want:
 		s.violate("final-version", fmt.Sprintf("%s: Running but the server's DaemonSet is at version %q, want %q", when, srv.Annotations[resources.VersionAnnotation], want))
 	case !specDesired(srv, want):
-		s.violate("final-spec", fmt.Sprintf("%s: Running but the server's DaemonSet spec is not the desired one (%s)", when, describeDS(srv)))
+		s.violate("final-spec", fmt.Sprintf("%s: Running but the server's DaemonSet spec is not exactly the desired one (%s)", when, describeDS(srv)))
 	case !resources.RolloutComplete(srv):
 		s.violate("final-rollout", fmt.Sprintf("%s: Running but %s is not rolled out", when, describeDS(srv)))
 	}
 	return len(s.violations) == n
 }
 
+// specDesired: ds's spec is exactly the desired one as the server stores it
+// (with its defaults); an addition is a difference.
 func specDesired(ds *appsv1.DaemonSet, version string) bool {
 	want, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: version})
-	return err == nil && equality.Semantic.DeepDerivative(want.Spec, ds.Spec)
+	if err != nil {
+		return false
+	}
+	fakeapi.ApplyDefaults(want)
+	return equality.Semantic.DeepEqual(want.Spec, ds.Spec)
+}
+
+// checkHonest: the conditions and the state metric say nothing the cluster
+// contradicts: no "disabled" while a DaemonSet is there.
+func (s *propSim) checkHonest(when string) bool {
+	srv := s.stored()
+	if srv == nil {
+		return true
+	}
+	n := len(s.violations)
+	if c := status.Conditions(s.c.snapshot())[0]; c.Reason == status.ReasonDisabled {
+		s.violate("status-disabled-with-daemonset", fmt.Sprintf("%s: %s=%s [%s] %q, but the server has %s",
+			when, c.Type, c.Status, c.Reason, c.Message, describeDS(srv)))
+	}
+	if v := s.stateMetric(string(fsm.StateDisabled)); v == 1 {
+		s.violate("metric-disabled-with-daemonset", fmt.Sprintf("%s: runtime_extractor_state{state=Disabled} is 1, but the server has %s", when, describeDS(srv)))
+	}
+	return len(s.violations) == n
+}
+
+// stateMetric reads runtime_extractor_state{state} (-1 when absent).
+func (s *propSim) stateMetric(state string) float64 {
+	families, err := s.reg.Gather()
+	s.must(err)
+	for _, f := range families {
+		if f.GetName() != metrics.Namespace+"_state" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == state {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// checkFreshAgrees starts a second controller process over the same cluster
+// and config, lets it settle, and compares its conditions with those of the
+// controller that ran the whole history: status is a function of the cluster.
+func (s *propSim) checkFreshAgrees() {
+	f := &propSim{
+		t: s.t, abort: s.abort, seed: s.seed, rng: rand.New(rand.NewPCG(uint64(s.seed), 0xf7e5)), ctx: s.ctx, rec: s.rec,
+		api: s.api, cfg: &flipConfig{disabled: s.cfg.disabled, invalid: s.cfg.invalid, good: !s.cfg.invalid},
+		ver: newSettableVersion(s.ver.Version()), refused: map[string]bool{}, nodes: s.nodes, held: s.held,
+		clock: clocktesting.NewFakePassiveClock(s.clock.Now()),
+	}
+	w, err := s.api.Client.Tracker().Watch(fakeapi.DaemonSets, resources.Namespace)
+	s.must(err)
+	f.watcher = w
+	f.restart()
+	defer f.close()
+	if !f.settle() {
+		s.violate("fresh-no-settle", "a freshly started controller did not settle:\n"+strings.Join(f.log, "\n"))
+		return
+	}
+	if f.controllerWrites > 0 {
+		s.violate("fresh-writes", fmt.Sprintf("a freshly started controller wrote %d time(s) over the converged cluster:\n%s", f.controllerWrites, strings.Join(f.log, "\n")))
+		return
+	}
+	long, fresh := status.Conditions(s.c.snapshot()), status.Conditions(f.c.snapshot())
+	for i := range long {
+		a, b := long[i], fresh[i]
+		if a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message {
+			s.violate("fresh-conditions-differ", fmt.Sprintf("%s: the long-running controller (state %s) reports %s [%s] %q, a fresh one (state %s) %s [%s] %q",
+				a.Type, s.c.State(), a.Status, a.Reason, a.Message, f.c.State(), b.Status, b.Reason, b.Message))
+		}
+	}
 }
 
 func missingOwnedLabel(ds *appsv1.DaemonSet) string {
@@ -1179,6 +1565,12 @@ func describeDS(ds *appsv1.DaemonSet) string {
 	}
 	if ds.Spec.MinReadySeconds > 0 {
 		notes = append(notes, fmt.Sprintf("minReadySeconds %d", ds.Spec.MinReadySeconds))
+	}
+	if len(notes) == 0 || !strings.HasPrefix(notes[len(notes)-1], "minReadySeconds") && !specDesired(ds, "") {
+		notes = append(notes, "spec differs")
+	}
+	if n := ds.Status.NumberUnavailable; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d unavailable", n))
 	}
 	return fmt.Sprintf("%s gen %d v%s [%s]", ds.UID, ds.Generation, ds.Annotations[resources.VersionAnnotation], strings.Join(notes, ", "))
 }
