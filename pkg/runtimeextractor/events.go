@@ -15,6 +15,7 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 // Reasons of the Kubernetes Events the controller records: one per change it
@@ -67,16 +68,16 @@ func (e *changeEvents) applied(ds *appsv1.DaemonSet, created bool, why string) {
 	e.warned = ""
 	ref := daemonSetRef(ds)
 	if created {
-		e.recorder.Event(ref, corev1.EventTypeNormal, ReasonCreated, "created DaemonSet: "+why)
+		e.record(ref, corev1.EventTypeNormal, ReasonCreated, "created DaemonSet: "+why)
 		return
 	}
-	e.recorder.Event(ref, corev1.EventTypeNormal, ReasonUpdated, "updated DaemonSet: "+why)
+	e.record(ref, corev1.EventTypeNormal, ReasonUpdated, "updated DaemonSet: "+why)
 }
 
 // deleted records an own delete, on the Namespace.
 func (e *changeEvents) deleted() {
 	e.warned = ""
-	e.recorder.Event(namespaceRef, corev1.EventTypeNormal, ReasonDeleted,
+	e.record(namespaceRef, corev1.EventTypeNormal, ReasonDeleted,
 		fmt.Sprintf("deleted DaemonSet %s: runtime extractor disabled by insights-config", resources.DaemonSetName))
 }
 
@@ -92,7 +93,13 @@ func (e *changeEvents) failed(on *appsv1.DaemonSet, reason, msg string) {
 	if on != nil {
 		ref = daemonSetRef(on)
 	}
-	e.recorder.Event(ref, corev1.EventTypeWarning, reason, msg)
+	e.record(ref, corev1.EventTypeWarning, reason, msg)
+}
+
+// record sends one Event, its message capped as the conditions' are: an
+// error can quote a whole insights-config.
+func (e *changeEvents) record(ref runtime.Object, eventType, reason, msg string) {
+	e.recorder.Event(ref, eventType, reason, status.CapMessage(msg))
 }
 
 // daemonSetRef is ds as an Event's involved object; only its identity is

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	configv1 "github.com/openshift/api/config/v1"
 
@@ -158,7 +159,7 @@ func errorText(err error) string {
 // Conditions derives the three RuntimeExtractor* conditions from s, in the order of
 // ConditionTypes. The zero Snapshot (no State: nothing observed yet) gives all
 // three Unknown [Starting]. It is pure: LastTransitionTime is left zero for the
-// Reporter to set.
+// Reporter to set. Every message is capped (CapMessage).
 //
 // Available and Progressing (status and reason; "pods>0" means True when a pod
 // is available or none is wanted, else False):
@@ -198,7 +199,11 @@ func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	if s.State == "" {
 		return starting()
 	}
-	return []configv1.ClusterOperatorStatusCondition{available(s), progressing(s), degraded(s)}
+	out := []configv1.ClusterOperatorStatusCondition{available(s), progressing(s), degraded(s)}
+	for i := range out {
+		out[i].Message = CapMessage(out[i].Message)
+	}
+	return out
 }
 
 // starting is what is known before the first observation: nothing.
@@ -375,6 +380,29 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 }
 
 const disabledMessage = "runtime extractor is disabled by insights-config"
+
+// MaxMessageBytes bounds a condition or Event message: an error can quote
+// whatever insights-config holds (hundreds of kilobytes), and the
+// ClusterOperator and the Event should carry the gist, not the whole.
+const MaxMessageBytes = 1024
+
+// CapMessage returns msg when it fits in MaxMessageBytes, else its beginning,
+// cut on a UTF-8 boundary, and a marker saying how many bytes were cut, all
+// within MaxMessageBytes. Conditions and the controller's Events both use it.
+func CapMessage(msg string) string {
+	if len(msg) <= MaxMessageBytes {
+		return msg
+	}
+	// The marker for len(msg) is at least as long as the one for the bytes
+	// actually cut, so reserving its length keeps the result within bounds.
+	keep := MaxMessageBytes - len(cutMarker(len(msg)))
+	for keep > 0 && !utf8.RuneStart(msg[keep]) {
+		keep--
+	}
+	return msg[:keep] + cutMarker(len(msg)-keep)
+}
+
+func cutMarker(n int) string { return fmt.Sprintf(" ... [%d bytes cut]", n) }
 
 // rolloutReason names a rollout with pods still to update after the state
 // that started it.

@@ -2,9 +2,12 @@ package status
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 
@@ -345,5 +348,52 @@ func TestConditionsWhileHolding(t *testing.T) {
 				assert.Equal(t, c.degradeMsg, got[2].Message)
 			}
 		})
+	}
+}
+
+// Issue 18: a 700 KB invalid value in config.yaml reaches the rejection's
+// error; the ClusterOperator gets its beginning and how much was cut.
+func TestConditionsCapA700KBConfigError(t *testing.T) {
+	huge := errors.New("dataReporting.runtimeExtractor.priorityClassName: Invalid value: \"" + strings.Repeat("é", 350<<10) + "\"")
+	for _, s := range []Snapshot{
+		{State: fsm.StateRunning, ConfigError: huge},
+		{State: fsm.StateDisabled, Holding: true, ConfigError: huge},
+		{State: fsm.StateDrifted, Failures: 1, LastError: huge, ConfigError: huge},
+	} {
+		for _, c := range Conditions(s) {
+			if len(c.Message) > 1024 || !utf8.ValidString(c.Message) {
+				t.Fatalf("%s message of %d bytes (valid UTF-8: %v), want at most 1024 bytes of valid UTF-8", c.Type, len(c.Message), utf8.ValidString(c.Message))
+			}
+		}
+		degraded := Conditions(s)[2]
+		if !strings.HasPrefix(degraded.Message, "insights-config rejected") && !strings.HasPrefix(degraded.Message, "apply failed once") ||
+			!regexp.MustCompile(`\.\.\. \[\d+ bytes cut\]$`).MatchString(degraded.Message) {
+			t.Errorf("Degraded message %q..., want its beginning and a marker of what was cut", degraded.Message[:80])
+		}
+	}
+}
+
+func TestCapMessage(t *testing.T) {
+	assert.Equal(t, "short", CapMessage("short"))
+	exact := strings.Repeat("x", MaxMessageBytes)
+	assert.Equal(t, exact, CapMessage(exact), "a message of exactly the limit stays whole")
+
+	long := strings.Repeat("x", MaxMessageBytes+1)
+	got := CapMessage(long)
+	assert.LessOrEqual(t, len(got), MaxMessageBytes)
+	kept := strings.TrimRight(got[:strings.Index(got, " ... [")], "x")
+	assert.Empty(t, kept)
+	assert.Equal(t, fmt.Sprintf(" ... [%d bytes cut]", len(long)-strings.Index(got, " ... [")), got[strings.Index(got, " ... ["):],
+		"the marker counts exactly the bytes cut")
+
+	// Multi-byte runes at every offset: never split, never over the limit.
+	for pad := range 4 {
+		msg := strings.Repeat("a", pad) + strings.Repeat("€", 2000) // 3 bytes each
+		got := CapMessage(msg)
+		require.LessOrEqual(t, len(got), MaxMessageBytes)
+		require.True(t, utf8.ValidString(got), "pad %d: cut inside a rune", pad)
+		cut := strings.Index(got, " ... [")
+		require.Equal(t, fmt.Sprintf(" ... [%d bytes cut]", len(msg)-cut), got[cut:])
+		require.Greater(t, cut, MaxMessageBytes-40, "pad %d: keeps nearly all it may", pad)
 	}
 }
