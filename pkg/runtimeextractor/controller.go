@@ -246,6 +246,7 @@ func (c *Controller) Run(ctx context.Context) {
 	// correcting what exists), Disabled deletes what the cache shows.
 	c.reassert(ctx)
 	c.report()
+	c.observeHolding()
 
 	resync := time.NewTicker(c.resync)
 	defer resync.Stop()
@@ -301,6 +302,15 @@ func (c *Controller) Run(ctx context.Context) {
 			expectC = time.After(d)
 		}
 		c.report()
+		c.observeHolding()
+	}
+}
+
+// observeHolding shows in the state metric whether the controller holds:
+// its machine's state says nothing of the cluster then.
+func (c *Controller) observeHolding() {
+	if c.metrics != nil {
+		c.metrics.SetHolding(c.holding())
 	}
 }
 
@@ -399,7 +409,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 				continue // being deleted (e.g. orphaning its pods): its deletion follows, and is the drift to repair
 			}
 			if o.kind == DriftModified && c.manager.IsOwnWrite(o.uid, o.generation) ||
-				o.kind == DriftMetadata && c.manager.IsOwnMetadata(o.uid, o.meta) {
+				o.kind == DriftMetadata && c.manager.IsOwnMetadata(o.uid, o.version, o.meta) {
 				continue // the controller's own write (a spec, or a new version)
 			}
 		case DriftDeleted:
