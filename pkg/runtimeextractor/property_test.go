@@ -1566,7 +1566,8 @@ func describeDS(ds *appsv1.DaemonSet) string {
 	if ds.Spec.MinReadySeconds > 0 {
 		notes = append(notes, fmt.Sprintf("minReadySeconds %d", ds.Spec.MinReadySeconds))
 	}
-	if len(notes) == 0 || !strings.HasPrefix(notes[len(notes)-1], "minReadySeconds") && !specDesired(ds, "") {
+	if len(ds.Spec.Template.Spec.Containers) > 0 && !strings.Contains(ds.Spec.Template.Spec.Containers[0].Image, "someone") &&
+		ds.Spec.MinReadySeconds == 0 && !specDesired(ds, "") {
 		notes = append(notes, "spec differs")
 	}
 	if n := ds.Status.NumberUnavailable; n > 0 {
