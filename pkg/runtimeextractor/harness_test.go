@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/util/workqueue"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/config"
@@ -77,9 +76,9 @@ func (r *recordingLimiter) recorded() []time.Duration {
 type harness struct {
 	t        *testing.T
 	api      *fakeapi.Server
-	recorder events.InMemoryRecorder // the host's: config warnings
-	changes  *eventLog               // the controller's own Events
-	opts     []Option                // more options, set by a prepare hook
+	recorder *hostRecorder // the host's: config warnings
+	changes  *eventLog     // the controller's own Events
+	opts     []Option      // more options, set by a prepare hook
 	ctrl     *Controller
 	updateCh chan struct{}
 	version  *settableVersion
@@ -105,7 +104,7 @@ func startWith(t *testing.T, prepare func(*harness), objs ...metav1.Object) *har
 		updateCh: make(chan struct{}),
 		version:  newSettableVersion("4.21.0"),
 		limiter:  &recordingLimiter{TypedRateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second)},
-		recorder: events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now())),
+		recorder: newHostRecorder("test"),
 		done:     make(chan struct{}),
 	}
 	h.api = fakeapi.New()
@@ -229,14 +228,57 @@ const disabledConfig = "dataReporting:\n  disableRuntimeExtractor: true\n"
 const enabledConfig = "dataReporting:\n  disableRuntimeExtractor: false\n"
 
 func (h *harness) eventCount(reason string) int {
-	n := len(h.changes.with(reason))
-	for _, e := range h.recorder.Events() {
-		if e.Reason == reason {
-			n++
-		}
-	}
-	return n
+	return len(h.changes.with(reason)) + len(h.recorder.log.with(reason))
 }
+
+// hostRecorder is the host's events.Recorder in the harness, safe for
+// concurrent use. library-go's in-memory recorder is not, and the race
+// detector flags it: (*inMemoryEventRecorder).Events in
+// pkg/operator/events/recorder_in_memory.go (github.com/openshift/library-go)
+// reads the slice that Event and Warning append to under its lock without
+// taking it, and the tests poll the Events while the config Source records
+// its warnings.
+type hostRecorder struct {
+	log       *eventLog
+	component string
+}
+
+var _ events.Recorder = (*hostRecorder)(nil)
+
+func newHostRecorder(component string) *hostRecorder {
+	return &hostRecorder{log: &eventLog{}, component: component}
+}
+
+func (r *hostRecorder) Event(reason, message string) {
+	r.log.Event(nil, corev1.EventTypeNormal, reason, message)
+}
+
+func (r *hostRecorder) Eventf(reason, format string, args ...any) {
+	r.Event(reason, fmt.Sprintf(format, args...))
+}
+
+func (r *hostRecorder) Warning(reason, message string) {
+	r.log.Event(nil, corev1.EventTypeWarning, reason, message)
+}
+
+func (r *hostRecorder) Warningf(reason, format string, args ...any) {
+	r.Warning(reason, fmt.Sprintf(format, args...))
+}
+
+// ForComponent returns a copy that shares the log, as library-go's recorder
+// that writes to the API server does (the in-memory one renames itself, so
+// every component would share the last name given).
+func (r *hostRecorder) ForComponent(component string) events.Recorder {
+	return &hostRecorder{log: r.log, component: component}
+}
+
+func (r *hostRecorder) WithComponentSuffix(suffix string) events.Recorder {
+	return r.ForComponent(r.component + "-" + suffix)
+}
+
+func (r *hostRecorder) WithContext(context.Context) events.Recorder { return r }
+func (r *hostRecorder) ComponentName() string                       { return r.component }
+func (r *hostRecorder) Shutdown()                                   {}
 
 // loggedEvent is one Event the controller recorded.
 type loggedEvent struct {
