@@ -61,6 +61,8 @@ func StartProxy(apiURL string) (*Proxy, error) {
 func (p *Proxy) Connections() int64 { return p.conns.Load() }
 
 // BytesDown is the number of bytes the API server sent through the proxy so far.
+// Bytes count once written to the client's socket: a client may read them a
+// moment before they count, so a test polls for the count it expects.
 func (p *Proxy) BytesDown() int64 { return p.down.Load() }
 
 // Close stops accepting, closes the forwarded connections and waits for

@@ -46,6 +46,9 @@ func TestProxyForwardsCountsAndClosesWhenUpstreamIsDown(t *testing.T) {
 		t.Fatalf("echo through the proxy: %q, %v", got, err)
 	}
 	c.Close()
+	// The proxy counts bytes once they are in the client's socket, so the
+	// client can read them first.
+	waitFor(t, func() bool { return p.BytesDown() >= int64(len("hello\n")) })
 	if p.Connections() != 1 || p.BytesDown() != int64(len("hello\n")) {
 		t.Fatalf("connections %d, bytes down %d; want 1 and %d", p.Connections(), p.BytesDown(), len("hello\n"))
 	}
