@@ -120,7 +120,7 @@ func TestEveryReasonIsDocumented(t *testing.T) {
 		config.ReasonInvalidConfig,
 		status.ReasonAsExpected, status.ReasonDisabled, status.ReasonRollingOut, status.ReasonUpgrading,
 		status.ReasonRestoring, status.ReasonDeleting, status.ReasonApplyFailed, status.ReasonDeleteFailed,
-		status.ReasonInvalidConfig, status.ReasonRolloutStuck, runtimeextractor.ReasonRolloutStuck, status.ReasonStarting,
+		status.ReasonInvalidConfig, status.ReasonRolloutStuck, status.ReasonHolding, status.ReasonPodsUnavailable, runtimeextractor.ReasonRolloutStuck, status.ReasonStarting,
 	} {
 		if !strings.Contains(doc, "`"+reason+"`") {
 			t.Errorf("operations.md does not document the reason %s", reason)

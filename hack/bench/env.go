@@ -258,7 +258,7 @@ func (b *bench) waitSteady(ctx context.Context, enabled bool) error {
 }
 
 func (b *bench) rolledOut(ds *appsv1.DaemonSet) bool {
-	return ds != nil && resources.RolloutComplete(ds) && ds.Status.DesiredNumberScheduled == int32(len(b.cluster.Nodes))
+	return ds != nil && resources.FullyAvailable(ds) && ds.Status.DesiredNumberScheduled == int32(len(b.cluster.Nodes))
 }
 
 // dsWatcher follows the managed DaemonSet with a watch that survives the API

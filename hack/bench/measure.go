@@ -608,7 +608,7 @@ func (b *bench) longRollout(ctx context.Context) (err error) {
 		joined = append(joined, node)
 	}
 	if _, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
-		return ds != nil && resources.RolloutComplete(ds) && ds.Status.DesiredNumberScheduled == total
+		return ds != nil && resources.FullyAvailable(ds) && ds.Status.DesiredNumberScheduled == total
 	}); err != nil {
 		return fmt.Errorf("wait for the rollout onto %d nodes: %w", total, err)
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -14,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 // ReasonInvalidConfig is the reason of the Warning Event emitted when
@@ -196,7 +199,8 @@ func (s *Source) reject(content string, err error) {
 	}
 	klog.InfoS("Rejected runtime extractor configuration, keeping the last good one",
 		"configMap", klog.KRef(Namespace, ConfigMapName), "err", err)
-	s.recorder.Warningf(ReasonInvalidConfig, "%v; keeping the last good configuration", err)
+	// Capped: the rejected value is the admin's, of any size, and an Event must stay small.
+	s.recorder.Warning(ReasonInvalidConfig, status.CapMessage(fmt.Sprintf("%v; keeping the last good configuration", err)))
 }
 
 // notifyLocked signals every subscriber without blocking: a full buffer

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 const (
@@ -326,4 +328,16 @@ func TestSourceWarningNamesEveryFieldError(t *testing.T) {
 	assert.True(t, strings.Contains(warnings[0].Message,
 		`dataReporting.runtimeExtractor.tolerations[1].effect: Unsupported value: "Sometimes": supported values: "NoExecute", "NoSchedule", "PreferNoSchedule"`),
 		warnings[0].Message)
+}
+
+// A huge invalid value (700 KB) is rejected with a Warning Event of about
+// 1 KiB, not the whole value; the last good config stays.
+func TestHugeInvalidValueGivesACappedWarning(t *testing.T) {
+	f := startSource(t, insightsConfig("dataReporting:\n  disableRuntimeExtractor: true\n"))
+	f.write("dataReporting:\n  disableRuntimeExtractor: "+strings.Repeat("x", 700*1024)+"\n", nil)
+	warnings := f.warnings()
+	require.Len(t, warnings, 1)
+	assert.Equal(t, ReasonInvalidConfig, warnings[0].Reason)
+	assert.LessOrEqual(t, len(warnings[0].Message), status.MaxMessageBytes, "the Event carries the rejected value whole")
+	assert.True(t, f.source.Config().DataReporting.DisableRuntimeExtractor, "the last good config is kept")
 }

@@ -30,7 +30,7 @@ import (
 )
 
 var (
-	swRunning  = status.Snapshot{State: fsm.StateRunning, Version: "4.22.0", Desired: 3, Updated: 3, Available: 3}
+	swRunning  = status.Snapshot{State: fsm.StateRunning, Version: "4.22.0", Desired: 3, Updated: 3, Available: 3, Present: true, AppliedVersion: "4.22.0", RolledOut: true}
 	swDegraded = status.Snapshot{State: fsm.StateDeploying, Version: "4.22.0", Failures: 3, LastError: errors.New("boom")}
 )
 
@@ -273,7 +273,7 @@ func TestStatusWriterLongRolloutIsBoundedByTime(t *testing.T) {
 func TestStatusWritesAreSpacedButFailuresAreNot(t *testing.T) {
 	t0 := time.Now()
 	written := status.Conditions(status.Snapshot{State: fsm.StateDeploying, Version: "4.22.0", Desired: 3, Updated: 1, Available: 1})
-	running := status.Snapshot{State: fsm.StateRunning, Version: "4.22.0", Desired: 3, Updated: 3, Available: 3}
+	running := status.Snapshot{State: fsm.StateRunning, Version: "4.22.0", Desired: 3, Updated: 3, Available: 3, Present: true, AppliedVersion: "4.22.0", RolledOut: true}
 	p := &pending{snapshot: running, conditions: status.Conditions(running), since: t0.Add(time.Second), changedAt: t0.Add(time.Second)}
 	if due := p.due(written, t0); due.Before(t0.Add(StatusMaxDelay)) {
 		t.Fatalf("the end of a rollout is due %s after the last write, want at least %s", due.Sub(t0), StatusMaxDelay)
