@@ -10,14 +10,17 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
-// stuckDeadline is the rollout deadline of these tests, and only of these: the
-// default (10 minutes) is what every other test runs with.
+// stuckDeadline is the rollout deadline of the tests of that deadline (these,
+// and TestUnreadyPodSameConditionsAfterRestartAndUpgrade), and only of these:
+// the default (10 minutes) is what every other test runs with.
 const stuckDeadline = "20s"
 
 const metricRolloutStuck = "runtime_extractor_rollout_stuck"
@@ -67,17 +70,30 @@ func (c *controller) stuckMetric() float64 {
 	return metricSum(c.metrics(), metricRolloutStuck)
 }
 
-// TestStuckRolloutNamesTheNodeAndClears holds the pod of one node Pending (a
-// kwok stage that skips that node): the rollout stops one short, and after
-// the shortened deadline RuntimeExtractorDegraded=True (RolloutStuck) names
-// the node. Pods and Events are read once, for the one diagnosis, and never
-// while the rollout progressed. Lifting the hold lets the pod become ready:
-// the condition clears by itself.
+// stuckConfig changes the pod template (one toleration more), so that every
+// pod is to be replaced.
+const stuckConfig = "dataReporting:\n  disableRuntimeExtractor: false\n  runtimeExtractor:\n    tolerations:\n" +
+	"    - key: e2e.example.com/stuck\n      operator: Exists\n      effect: NoSchedule\n"
+
+// TestStuckRolloutNamesTheNodeAndClears rolls out, then holds every new pod
+// Pending (a kwok stage that skips every node; ready pods stay ready) and
+// changes the pod template. The DaemonSet controller replaces one pod, whose
+// successor never becomes ready, and with maxUnavailable used up updates no
+// other: pods are left to update and nothing progresses. (A pod held
+// unready with nothing left to update is no stuck rollout:
+// TestUnreadyPodSameConditionsAfterRestartAndUpgrade.) After the shortened
+// deadline RuntimeExtractorDegraded=True (RolloutStuck) names the node. Pods
+// and Events are read once, for the one diagnosis, and never while the
+// rollout progressed. Lifting the hold lets the rollout finish: the
+// condition clears by itself.
 func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	held := cluster.Nodes[len(cluster.Nodes)-1]
-	if err := cluster.HoldPods(ctx, held); err != nil {
+	e.setConfig(enabledConfig)
+	c, user := e.stuckController()
+	e.waitRolledOut()
+	e.waitState(c, "Running")
+	if err := cluster.HoldPods(ctx, cluster.Nodes...); err != nil {
 		t.Fatal(err)
 	}
 	released := false
@@ -89,28 +105,23 @@ func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
 		}
 	})
 	requests := e.requestLog()
-	e.setConfig(enabledConfig)
-	c, user := e.stuckController()
+	changed := time.Now()
+	e.setConfig(stuckConfig)
 
 	desired := int32(len(cluster.Nodes))
-	e.waitDaemonSet("the rollout held one node short", func(ds *appsv1.DaemonSet) bool {
-		return ds != nil && ds.Status.DesiredNumberScheduled == desired &&
-			ds.Status.UpdatedNumberScheduled == desired && ds.Status.NumberAvailable == desired-1
+	ds := e.waitDaemonSet("the rollout held after one pod", func(ds *appsv1.DaemonSet) bool {
+		return ds != nil && ds.Status.ObservedGeneration == ds.Generation && len(ds.Spec.Template.Spec.Tolerations) > 0 &&
+			ds.Status.DesiredNumberScheduled == desired && ds.Status.UpdatedNumberScheduled == 1 && ds.Status.NumberAvailable == desired-1
 	})
-	// Without POD_NAME (set by the shipped Deployment) library-go lists the
-	// pods once at start to find its own; the count starts at the DaemonSet's
-	// creation, after that.
+	held := e.unreadyPodNode(ds)
 	requests.flush()
-	created := requests.firstWrite(user, "create", "daemonsets")
-	if created.IsZero() {
-		t.Fatal("no DaemonSet create by the controller in the audit log")
-	}
-	if got := requests.readVerbsSince(user, "pods", created); len(got) != 0 {
+	if got := requests.readVerbsSince(user, "pods", changed); len(got) != 0 {
 		t.Errorf("pods read while the rollout progressed (deadline not passed): %v", got)
 	}
 
 	cond := e.waitCondition(status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
-	for _, want := range []string{"rollout made no progress for", fmt.Sprintf("1 of %d nodes not ready", desired), "(" + held + ")"} {
+	t.Logf("RolloutStuck: %s", cond.Message)
+	for _, want := range []string{"rollout made no progress for", fmt.Sprintf("%d of %d nodes not ready", desired-1, desired), "(" + held} {
 		if !strings.Contains(cond.Message, want) {
 			t.Errorf("RolloutStuck message %q does not contain %q", cond.Message, want)
 		}
@@ -128,10 +139,10 @@ func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
 	})
 	// One stall, one diagnosis: one list of the pods, one of the Events.
 	requests.flush()
-	if got := requests.readVerbsSince(user, "pods", created); got["list"] != 1 || len(got) != 1 {
+	if got := requests.readVerbsSince(user, "pods", changed); got["list"] != 1 || len(got) != 1 {
 		t.Errorf("pod reads for one stall: %v, want exactly one list", got)
 	}
-	if got := requests.readVerbsSince(user, "events", created); got["list"] != 1 || len(got) != 1 {
+	if got := requests.readVerbsSince(user, "events", changed); got["list"] != 1 || len(got) != 1 {
 		t.Errorf("Event reads for one stall: %v, want exactly one list", got)
 	}
 
@@ -144,6 +155,35 @@ func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
 	e.waitState(c, "Running")
 	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
 	e.eventually(metricRolloutStuck+" back to 0", func(context.Context) (bool, error) { return c.stuckMetric() == 0, nil })
+}
+
+// unreadyPodNode is the node of ds's one pod that is not ready.
+func (e *env) unreadyPodNode(ds *appsv1.DaemonSet) string {
+	e.t.Helper()
+	var nodes []string
+	e.eventually("one pod not ready", func(ctx context.Context) (bool, error) {
+		pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
+		if err != nil {
+			return false, nil
+		}
+		nodes = nodes[:0]
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Spec.NodeName != "" && !podIsReady(&p) {
+				nodes = append(nodes, p.Spec.NodeName)
+			}
+		}
+		return len(nodes) == 1, nil
+	})
+	return nodes[0]
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // TestUnknownPriorityClassNamesFailedCreate names a PriorityClass that does
