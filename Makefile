@@ -36,7 +36,7 @@ unit:
 
 # The unit and integration packages under the race detector, which must report
 # nothing. e2e is left out: it needs the local cluster, and runs the controller
-# as its own process. About 3 min warm on 2 cores.
+# as its own process. About 4 min warm on 2 cores, 2 of them TestModelExhaustive.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v /test/e2e)
 race:
 	E2E_SKIP=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
