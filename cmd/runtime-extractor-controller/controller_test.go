@@ -77,7 +77,7 @@ func TestMetricsServedBeforeLeaderElection(t *testing.T) {
 		t.Fatal("the command never reached controllercmd")
 	}
 	for name, series := range map[string]int{
-		"runtime_extractor_state":                             6, // one per state, all 0 until run sets one
+		"runtime_extractor_state":                             7, // one per state and Holding, all 0 until run sets one
 		"runtime_extractor_drift_events_total":                3,
 		"runtime_extractor_actions_total":                     4,
 		"runtime_extractor_retry_backoff_seconds":             1,

@@ -391,7 +391,7 @@ type propSim struct {
 
 	api     *fakeapi.Server
 	watcher watch.Interface
-	rec     events.InMemoryRecorder
+	rec     events.Recorder
 	clock   *clocktesting.FakePassiveClock // the manager's expectations
 	cfg     *flipConfig
 	ver     *settableVersion
@@ -445,7 +445,7 @@ func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
 		seed:    seed,
 		rng:     rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
 		ctx:     context.Background(),
-		rec:     events.NewInMemoryRecorder("property", clocktesting.NewFakePassiveClock(time.Unix(0, 0))),
+		rec:     newHostRecorder("property"),
 		cfg:     &flipConfig{good: true},
 		ver:     newSettableVersion("4.21.0"),
 		refused: map[string]bool{},
