@@ -57,7 +57,8 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 
 // bootstrap creates what OpenShift's platform would already have: the config CRDs
 // and their singletons, the insights namespace, ServiceAccount, PriorityClass and
-// ClusterOperator, and the fake nodes. Every step tolerates objects that exist, so
+// ClusterOperator, the fake nodes, and the admission policy that stands for the
+// runtime extractor's SCC. Every step tolerates objects that exist, so
 // a reused Dir starts again. apiDir resolves the openshift/api module directory.
 func (c *Cluster) bootstrap(ctx context.Context, apiDir func() (string, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -68,7 +69,10 @@ func (c *Cluster) bootstrap(ctx context.Context, apiDir func() (string, error)) 
 			if err := c.createNodes(ctx); err != nil {
 				return err
 			}
-			return c.createPlatformObjects(ctx)
+			if err := c.createPlatformObjects(ctx); err != nil {
+				return err
+			}
+			return c.installSCCPolicy(ctx)
 		},
 		func() error {
 			dir, err := apiDir()

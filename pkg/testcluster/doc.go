@@ -8,7 +8,10 @@
 // config.openshift.io CRDs ClusterVersion, ClusterOperator, APIServer and
 // Infrastructure (from the github.com/openshift/api module), their singletons,
 // the openshift-insights namespace with the insights-runtime-extractor-sa
-// ServiceAccount, and the openshift-user-critical PriorityClass.
+// ServiceAccount, the openshift-user-critical PriorityClass, and SCC admission
+// for the runtime extractor: a ValidatingAdmissionPolicy that refuses, in
+// openshift-insights, the pods and pod templates that the SCC
+// insights-runtime-extractor-scc would refuse (SCCPolicy).
 //
 // Start returns once everything is ready; Stop ends exactly the processes Start
 // launched, by PID. Tests use ForTest, which stops the cluster in t.Cleanup and
