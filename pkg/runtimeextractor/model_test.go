@@ -47,25 +47,11 @@ var alphabet = []letter{
 	{"flip config", (*propSim).flipConfig},
 	{"invalid config", (*propSim).breakConfig},
 	{"version bump", (*propSim).bumpVersion},
-	{"sidecar added", func(s *propSim) { s.addSidecar() }},
+	{"sidecar added", func(s *propSim) { s.add(0) }},
 	{"version annotation reverted", (*propSim).revertMetadata},
 	{"pod unavailable", (*propSim).holdPod},
 	{"deletes refused", func(s *propSim) { s.setRefused("delete", !s.refused["delete"]) }},
 	{"time passes", (*propSim).timePasses},
-}
-
-// addSidecar is addExternally's first addition, chosen rather than drawn.
-func (s *propSim) addSidecar() {
-	ds := s.stored()
-	if ds == nil {
-		return
-	}
-	ds = ds.DeepCopy()
-	what := addition(ds, 0)
-	_, err := s.api.Update(ds)
-	s.must(err)
-	s.logf("someone else adds %s", what)
-	s.drainWatchAs(byOther)
 }
 
 // modelRun is one sequence's outcome.

@@ -787,13 +787,16 @@ func (s *propSim) changeSpecExternally() {
 
 // addExternally adds to the spec and keeps every annotation, as a patch
 // does: a sidecar container, a toleration or a kube-rbac-proxy argument.
-func (s *propSim) addExternally() {
+func (s *propSim) addExternally() { s.add(s.rng.IntN(3)) }
+
+// add makes one of addition's changes, which, to the stored DaemonSet.
+func (s *propSim) add(which int) {
 	ds := s.stored()
 	if ds == nil {
 		return
 	}
 	ds = ds.DeepCopy()
-	what := addition(ds, s.rng.IntN(3))
+	what := addition(ds, which)
 	_, err := s.api.Update(ds)
 	s.must(err)
 	s.logf("someone else adds %s", what)
