@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -168,37 +167,34 @@ func TestSidecarAddedWhileStoppedIsRemovedAtRestart(t *testing.T) {
 }
 
 // replaceDaemonSetAsSomeoneElse deletes the DaemonSet and creates repl in its
-// place, as `kubectl replace --force` does. The running controller may
-// recreate it in between (it reacts within milliseconds); then the
-// replacement is made again.
-func (e *env) replaceDaemonSetAsSomeoneElse(repl *appsv1.DaemonSet) *appsv1.DaemonSet {
+// place, as `kubectl replace --force` does. The controller is paused
+// (SIGSTOP) for the two requests, so that it does not recreate the DaemonSet
+// in between (it reacts within milliseconds): it then reads the deletion and
+// the creation from its watch.
+func (e *env) replaceDaemonSetAsSomeoneElse(c *controller, repl *appsv1.DaemonSet) *appsv1.DaemonSet {
 	e.t.Helper()
 	ctx := context.Background()
-	for attempt := 1; attempt <= 20; attempt++ {
-		cur := e.daemonSet()
-		if cur != nil {
-			err := e.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				e.t.Fatalf("delete the DaemonSet: %v", err)
-			}
-		}
-		created, err := e.kube.AppsV1().DaemonSets(ns).Create(ctx, repl.DeepCopy(), metav1.CreateOptions{})
-		if err == nil {
-			return created
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			e.t.Fatalf("create the replacement: %v", err)
-		}
-		e.t.Logf("replacement attempt %d: the controller recreated the DaemonSet first", attempt)
+	old := e.daemonSet()
+	if old == nil {
+		e.t.Fatal("no DaemonSet to replace")
 	}
-	e.t.Fatal("the controller recreated the DaemonSet before every replacement")
-	return nil
+	c.pause()
+	defer c.resume()
+	err := e.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(old.UID))})
+	if err != nil {
+		e.t.Fatalf("delete the DaemonSet: %v", err)
+	}
+	created, err := e.kube.AppsV1().DaemonSets(ns).Create(ctx, repl.DeepCopy(), metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("create the replacement: %v", err)
+	}
+	return created
 }
 
 // TestReplacedDaemonSetWithExtraTolerationIsRepaired: while the controller
 // runs, someone replaces the DaemonSet (delete and create: a new UID) with a
 // copy that carries one more toleration and the same spec-hash annotation.
-// The controller repairs the new object in place.
+// The controller sees both in its watch and repairs the new object in place.
 func TestReplacedDaemonSetWithExtraTolerationIsRepaired(t *testing.T) {
 	e := newEnv(t)
 	c, want := e.deployed(controllerOpts{})
@@ -209,11 +205,11 @@ func TestReplacedDaemonSetWithExtraTolerationIsRepaired(t *testing.T) {
 		Spec:       *want.Spec.DeepCopy(),
 	}
 	repl.Spec.Template.Spec.Tolerations = append(repl.Spec.Template.Spec.Tolerations, extraToleration)
-	created := e.replaceDaemonSetAsSomeoneElse(repl)
+	created := e.replaceDaemonSetAsSomeoneElse(c, repl)
 	if created.UID == want.UID {
 		t.Fatal("the replacement kept the UID")
 	}
-	replaced := time.Now()
+	replaced := time.Now() // the controller resumes now
 	repaired, at := e.watchDaemonSetUntil("the extra toleration removed", created.ResourceVersion, convergeTimeout, func(ds *appsv1.DaemonSet) bool {
 		return !slices.Contains(ds.Spec.Template.Spec.Tolerations, extraToleration)
 	})

@@ -10,6 +10,7 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
@@ -69,10 +70,10 @@ func (e *env) ownConditions() condViews {
 // within runtimeextractor.StatusMaxDelay), and returns them.
 func (e *env) settledConditions(what string, hold time.Duration, cond func(condViews) bool) condViews {
 	e.t.Helper()
-	var last condViews
+	var cur, last condViews
 	var since time.Time
-	e.eventually(what, func(context.Context) (bool, error) {
-		cur := e.ownConditions()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
+		cur = e.ownConditions()
 		switch {
 		case !cond(cur):
 			last = nil
@@ -82,6 +83,9 @@ func (e *env) settledConditions(what string, hold time.Duration, cond func(condV
 		}
 		return time.Since(since) >= hold, nil
 	})
+	if err != nil {
+		e.t.Fatalf("timed out waiting for %s; the conditions are:%s", what, cur)
+	}
 	return last
 }
 
