@@ -458,8 +458,8 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 // Expecting reports how long an own write may still be awaited in the cache
 // (false when none is). The caller re-asserts after it, so a write the cache
 // never shows is re-read from the server. An expectation ends when it times
-// out, even with no apply to consult it (the DaemonSet is being deleted):
-// reported once as over, it is never reported again, so the caller's
+// out, even with no apply to consult it (the DaemonSet is being deleted): it
+// is reported due (0, true) once, then never again, so the caller's
 // re-assert cannot repeat without a pause.
 func (m *Manager) Expecting() (time.Duration, bool) {
 	m.mu.Lock()
@@ -470,7 +470,7 @@ func (m *Manager) Expecting() (time.Duration, bool) {
 	left := m.expectedUntil.Sub(m.clock.Now())
 	if left <= 0 {
 		m.expected = nil
-		return 0, false
+		return 0, true
 	}
 	return left, true
 }

@@ -789,8 +789,11 @@ func TestExpectationEndsOnceAndWithADelete(t *testing.T) {
 		t.Fatalf("Expecting = %s, %v; want %s, true", d, ok, ExpectationTimeout)
 	}
 	clk.SetTime(clk.Now().Add(ExpectationTimeout))
+	if d, ok := m.Expecting(); !ok || d != 0 {
+		t.Errorf("Expecting at the timeout = %s, %v; want it due once (0, true)", d, ok)
+	}
 	if d, ok := m.Expecting(); ok {
-		t.Errorf("Expecting after the timeout = %s, true; want it over", d)
+		t.Errorf("Expecting after the timeout was reported = %s, true; want it over", d)
 	}
 
 	apply(t, m, defaultDesired()) // a new object: the create is expected again

@@ -250,7 +250,10 @@ func (c *Controller) Run(ctx context.Context) {
 
 	resync := time.NewTicker(c.resync)
 	defer resync.Stop()
-	var expectC <-chan time.Time // armed while an own write is awaited in the cache
+	// Armed while an own write is awaited in the cache, and only then: a
+	// write the cache shows, or a delete, disarms it.
+	var expect expectTimer
+	defer expect.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -280,10 +283,13 @@ func (c *Controller) Run(ctx context.Context) {
 			c.reassert(ctx)
 		case <-resync.C:
 			c.reassert(ctx)
-		case <-expectC:
-			// An own write the cache never showed: re-read and act.
-			expectC = nil
-			c.reassert(ctx)
+		case <-expect.c:
+			// An own write the cache never showed: re-read and act, unless a
+			// failed action is backing off; its retry re-reads then.
+			expect.fired()
+			if c.retryC == nil {
+				c.reassert(ctx)
+			}
 		case <-c.rollouts.C():
 			if ds, ok := c.informer.current(); ok {
 				c.rollouts.expired(ctx, c.kubeClient, ds, time.Now())
@@ -298,11 +304,36 @@ func (c *Controller) Run(ctx context.Context) {
 		if ds, _ := c.informer.current(); c.rollouts.observe(ctx, c.kubeClient, c.machine.State(), ds, time.Now()) {
 			c.stuckChanged()
 		}
-		if d, ok := c.manager.Expecting(); ok && expectC == nil {
-			expectC = time.After(d)
-		}
+		expect.follow(c.manager.Expecting())
 		c.report()
 		c.observeHolding()
+	}
+}
+
+// expectTimer is Run's timer for an own write the cache has yet to show.
+type expectTimer struct {
+	t *time.Timer
+	c <-chan time.Time
+}
+
+// follow arms the timer for a pending expectation (d, true) when none is
+// armed, and disarms it when none is pending.
+func (e *expectTimer) follow(d time.Duration, pending bool) {
+	switch {
+	case pending && e.t == nil:
+		e.t = time.NewTimer(d)
+		e.c = e.t.C
+	case !pending:
+		e.stop()
+	}
+}
+
+func (e *expectTimer) fired() { e.t, e.c = nil, nil }
+
+func (e *expectTimer) stop() {
+	if e.t != nil {
+		e.t.Stop()
+		e.fired()
 	}
 }
 

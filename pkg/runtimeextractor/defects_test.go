@@ -7,6 +7,7 @@ package runtimeextractor
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -387,31 +388,46 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // Issue 18, defect 2: a disable within ExpectationTimeout of a create, then a
 // DELETE that fails fast. Once the create's expectation timed out, the loop
 // re-armed its timer at zero after every failure: DELETE after DELETE, with
-// no backoff. Every retry keeps its backoff: over deleteWindow the DELETEs
-// follow the default schedule (100 ms doubling), whatever was expected.
+// no backoff. And the expectation's timer, armed before the delete, fired
+// anyway, for one DELETE ahead of its backoff. Every retry keeps its backoff:
+// over deleteWindow the DELETEs follow the default schedule (100 ms
+// doubling), whatever was expected, and none comes before its delay.
 func TestDeniedDeleteKeepsItsBackoffAfterACreate(t *testing.T) {
 	const deleteWindow = 8 * time.Second // past the expectation's 5 s
-	var deletes atomic.Int32
+	var mu sync.Mutex
+	var deletes []time.Time
 	h := startWith(t, func(h *harness) {
 		h.api.Client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
-			deletes.Add(1)
+			mu.Lock()
+			deletes = append(deletes, time.Now())
+			mu.Unlock()
 			return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), resources.DaemonSetName, errors.New("injected: denied by admission"))
 		})
 		h.limiterOverride = defaultRateLimiter()
 	})
 	h.waitStored("the create", func(ds *appsv1.DaemonSet) bool { return ds != nil })
 	h.setConfig(disabledConfig)
-	h.eventually("the first DELETE", func() bool { return deletes.Load() > 0 })
+	h.eventually("the first DELETE", func() bool { mu.Lock(); defer mu.Unlock(); return len(deletes) > 0 })
 	start := time.Now()
-	// A window of time is what is measured here: the count of requests in it.
+	// A window of time is what is measured here: the requests in it.
 	time.Sleep(deleteWindow)
-	got := deletes.Load()
+	mu.Lock()
+	got := slices.Clone(deletes)
+	mu.Unlock()
 	// Attempts at 0, then after 0.1, 0.2, 0.4, 0.8, 1.6, 3.2 s (+10 % jitter):
 	// the 7th retry would come at 12.7 s at the earliest.
 	want := backoffAttempts(DefaultRetryBase, time.Since(start))
-	t.Logf("%d DELETEs in %s; the backoff schedule allows %d", got, time.Since(start).Round(time.Millisecond), want)
-	if int(got) > want {
-		t.Fatalf("%d DELETEs in %s, want at most %d (the backoff schedule)", got, time.Since(start).Round(time.Millisecond), want)
+	t.Logf("%d DELETEs in %s; the backoff schedule allows %d", len(got), time.Since(start).Round(time.Millisecond), want)
+	if len(got) > want {
+		t.Fatalf("%d DELETEs in %s, want at most %d (the backoff schedule)", len(got), time.Since(start).Round(time.Millisecond), want)
+	}
+	// A timer never fires early: each retry waits at least its delay.
+	delay := DefaultRetryBase
+	for i := 1; i < len(got); i++ {
+		if gap := got[i].Sub(got[i-1]); gap < delay {
+			t.Errorf("DELETE %d came %s after the one before, ahead of its backoff of %s", i+1, gap.Round(time.Millisecond), delay)
+		}
+		delay *= 2
 	}
 }
 

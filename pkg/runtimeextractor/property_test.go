@@ -1143,7 +1143,11 @@ func (s *propSim) dispatch(src loopSource) {
 		if !s.expectZero {
 			s.stimulus() // its time has passed
 		}
-		handle = func() { s.c.reassert(s.ctx) }
+		handle = func() {
+			if s.c.retryC == nil { // as Run: a pending retry re-reads then
+				s.c.reassert(s.ctx)
+			}
+		}
 	}
 	if src == srcRetry || src == srcResync {
 		s.stimulus() // its time has passed
@@ -1185,9 +1189,12 @@ func (s *propSim) checkDrift(found []DriftKind) {
 func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
 	f()
-	// The tail of Run's loop: arm the expectation timer, report.
-	if d, ok := s.c.manager.Expecting(); ok && !s.expectArmed {
+	// The tail of Run's loop: follow the expectation with its timer, report.
+	switch d, ok := s.c.manager.Expecting(); {
+	case ok && !s.expectArmed:
 		s.expectArmed, s.expectAt, s.expectZero = true, s.clock.Now().Add(d), d == 0
+	case !ok:
+		s.expectArmed = false
 	}
 	s.c.report()
 	s.c.observeHolding()
