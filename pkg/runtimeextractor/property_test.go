@@ -364,10 +364,11 @@ const (
 	srcExpect  loopSource = "expectation timer"
 )
 
-// requestBudget bounds the controller's requests between two outside
-// stimuli (a change by someone, a delivered event, time passing). One
-// stimulus leads to a few handlers of a few requests each; a loop that
-// needs no stimulus to go on (a timer re-armed at zero) runs past it.
+// requestBudget bounds the controller's requests, and the handlers it runs,
+// between two outside stimuli (a change by someone, a delivered event, time
+// passing). One stimulus leads to a few handlers of a few requests each; a
+// loop that needs no stimulus to go on (a timer re-armed at zero) runs past
+// it, with requests or without.
 const requestBudget = 30
 
 // simNodes is how many nodes should run a pod, until one drops out.
@@ -412,6 +413,7 @@ type propSim struct {
 	nodes, held int32
 
 	sinceStimulus int      // controller requests since the last outside stimulus
+	handled       int      // handlers run since the last outside stimulus
 	applied       []string // versions the controller applied, oldest first
 
 	refused       map[string]bool // verbs the API refuses to the controller
@@ -728,7 +730,7 @@ func (s *propSim) timePasses() {
 }
 
 // stimulus marks an outside change: the request budget starts again.
-func (s *propSim) stimulus() { s.sinceStimulus = 0 }
+func (s *propSim) stimulus() { s.sinceStimulus, s.handled = 0, 0 }
 
 func (s *propSim) bumpVersion() {
 	s.versionSeq++
@@ -1199,8 +1201,12 @@ func (s *propSim) controller(what string, f func()) {
 	s.c.report()
 	s.c.observeHolding()
 	s.drainWatchAs(byController)
-	if s.sinceStimulus > requestBudget {
+	s.handled++
+	switch {
+	case s.sinceStimulus > requestBudget:
 		s.violate("hot-loop", fmt.Sprintf("%d requests since the last outside stimulus (budget %d)", s.sinceStimulus, requestBudget))
+	case s.handled > requestBudget:
+		s.violate("hot-loop", fmt.Sprintf("%d handlers ran since the last outside stimulus (budget %d)", s.handled, requestBudget))
 	}
 }
 
