@@ -86,7 +86,7 @@ docs:
 run: tools build
 	$(GO) build -o bin/localcluster ./hack/localcluster
 	bin/localcluster --nodes 3 -- $(BIN) --kubeconfig {kubeconfig} \
-	  --namespace openshift-insights --listen $(LISTEN) \
+	  --namespace openshift-insights --listen $(LISTEN) --allow-default-images \
 	  --leader-elect-lease-duration 15s --leader-elect-renew-deadline 10s --leader-elect-retry-period 2s
 
 # Compares with bench/reference/latest.json; BENCH_ARGS=-write-reference makes

@@ -95,6 +95,9 @@ func newControllerCommand(ctx context.Context, reg prometheus.Registerer) *cobra
 	flags.DurationVar(&opts.resync, "resync", runtimeextractor.DefaultResync, "period of the level re-assert")
 	flags.DurationVar(&opts.rolloutDeadline, "rollout-deadline", runtimeextractor.DefaultRolloutDeadline, "how long a rollout may make no progress before RuntimeExtractorDegraded turns True (RolloutStuck)")
 	flags.StringVar(&opts.clusterOperator, "cluster-operator", status.DefaultClusterOperatorName, "ClusterOperator that receives the RuntimeExtractor* conditions (empty: none)")
+	// Registering sets the library's default (true) to false: the binary runs
+	// the privileged extractor from a :latest tag only when asked to.
+	flags.BoolVar(&resources.DefaultImagesAllowed, "allow-default-images", false, "use the origin :latest images for RELATED_IMAGE_* variables that are unset (otherwise every apply fails, Degraded naming them)")
 	flags.DurationVar(&cc.LeaseDuration.Duration, "leader-elect-lease-duration", cc.LeaseDuration.Duration, "leader election lease duration")
 	flags.DurationVar(&cc.RenewDeadline.Duration, "leader-elect-renew-deadline", cc.RenewDeadline.Duration, "leader election renew deadline")
 	flags.DurationVar(&cc.RetryPeriod.Duration, "leader-elect-retry-period", cc.RetryPeriod.Duration, "leader election retry period")

@@ -3,6 +3,7 @@ package resources
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/distribution/reference"
 )
@@ -17,8 +18,10 @@ const (
 )
 
 // Default images, used when the matching environment variable is unset or
-// empty. They are the OKD (origin) builds of the same components, the images
-// the insights operator itself falls back to outside a release payload.
+// empty and DefaultImagesAllowed is true. They are the OKD (origin) builds of
+// the same components, the images the insights operator itself falls back to
+// outside a release payload: mutable tags, so never what a cluster should run
+// without someone choosing them.
 //
 //	container        environment variable                        default
 //	extractor        RELATED_IMAGE_INSIGHTS_RUNTIME_EXTRACTOR    quay.io/openshift/origin-insights-runtime-extractor:latest
@@ -47,14 +50,28 @@ func DefaultImages() Images {
 	}
 }
 
+// DefaultImagesAllowed says whether ImagesFromEnv may fall back to the
+// default images. A library caller keeps the fallback (an operator embedding
+// the controller gets its RELATED_IMAGE_* variables from the release payload).
+// The binary binds --allow-default-images to it with the default false, so a
+// standalone install never runs the privileged extractor from a :latest tag
+// that nobody chose.
+var DefaultImagesAllowed = true
+
+// ErrImagesUnset is wrapped by the error of ImagesFromEnv when a variable is
+// unset or empty and DefaultImagesAllowed is false.
+var ErrImagesUnset = errors.New("image not set")
+
 // ImagesFromEnv reads the images from the RELATED_IMAGE_* variables through
 // getenv (os.Getenv in production). An unset or empty variable selects the
-// default. A value that is not a fully qualified image reference is an
-// error naming the variable; no partial result is returned then, so an
-// invalid image can never reach the cluster.
+// default if DefaultImagesAllowed, and is an error naming every such variable
+// otherwise. A value that is not a fully qualified image reference is an
+// error naming the variable. No partial result is returned with an error, so
+// an invalid or unchosen image can never reach the cluster.
 func ImagesFromEnv(getenv func(string) string) (Images, error) {
 	images := DefaultImages()
 	var errs []error
+	var unset []string
 	for _, v := range []struct {
 		env    string
 		target *string
@@ -65,6 +82,9 @@ func ImagesFromEnv(getenv func(string) string) (Images, error) {
 	} {
 		value := getenv(v.env)
 		if value == "" {
+			if !DefaultImagesAllowed {
+				unset = append(unset, v.env)
+			}
 			continue
 		}
 		if err := ValidateImage(value); err != nil {
@@ -72,6 +92,11 @@ func ImagesFromEnv(getenv func(string) string) (Images, error) {
 			continue
 		}
 		*v.target = value
+	}
+	if len(unset) > 0 {
+		errs = append(errs, fmt.Errorf("environment variables %s: %w: set each to the image to run, by digest "+
+			"as a release payload does, or pass --allow-default-images to run the origin :latest images",
+			strings.Join(unset, ", "), ErrImagesUnset))
 	}
 	if len(errs) > 0 {
 		return Images{}, errors.Join(errs...)

@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,5 +79,62 @@ func TestImagesFromEnvReportsEveryBadVariable(t *testing.T) {
 		if !strings.Contains(err.Error(), env) {
 			t.Errorf("error %q does not name %s", err, env)
 		}
+	}
+}
+
+// withoutDefaults runs the test as the binary does without
+// --allow-default-images.
+func withoutDefaults(t *testing.T) {
+	t.Helper()
+	saved := DefaultImagesAllowed
+	DefaultImagesAllowed = false
+	t.Cleanup(func() { DefaultImagesAllowed = saved })
+}
+
+func TestLibraryCallersKeepTheDefaults(t *testing.T) {
+	if !DefaultImagesAllowed {
+		t.Fatal("DefaultImagesAllowed is false before any flag: an embedding operator would be refused its defaults")
+	}
+}
+
+func TestImagesFromEnvRefusesUnsetWithoutOptIn(t *testing.T) {
+	withoutDefaults(t)
+	all := []string{EnvExtractorImage, EnvExporterImage, EnvKubeRBACProxyImage}
+	const pinned = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name      string
+		env       map[string]string
+		wantNamed []string
+	}{
+		{"none set", nil, all},
+		{"one empty", map[string]string{EnvExtractorImage: pinned, EnvExporterImage: pinned, EnvKubeRBACProxyImage: ""}, []string{EnvKubeRBACProxyImage}},
+		{"one missing, one invalid", map[string]string{EnvExtractorImage: pinned, EnvExporterImage: "bad ref"}, []string{EnvExporterImage, EnvKubeRBACProxyImage}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ImagesFromEnv(envOf(tc.env))
+			if err == nil {
+				t.Fatalf("ImagesFromEnv = %+v, want an error: a default image would be used", got)
+			}
+			if got != (Images{}) {
+				t.Errorf("partial result %+v returned with the error", got)
+			}
+			for _, env := range all {
+				if named := strings.Contains(err.Error(), env); named != slices.Contains(tc.wantNamed, env) {
+					t.Errorf("error %q: names %s = %v, want %v", err, env, named, !named)
+				}
+			}
+			if !errors.Is(err, ErrImagesUnset) {
+				t.Errorf("error %q does not wrap ErrImagesUnset", err)
+			}
+			if !strings.Contains(err.Error(), "--allow-default-images") {
+				t.Errorf("error %q does not say how to opt in", err)
+			}
+		})
+	}
+
+	env := map[string]string{EnvExtractorImage: pinned, EnvExporterImage: pinned, EnvKubeRBACProxyImage: pinned}
+	got, err := ImagesFromEnv(envOf(env))
+	if err != nil || got != (Images{Extractor: pinned, Exporter: pinned, KubeRBACProxy: pinned}) {
+		t.Errorf("every variable set: ImagesFromEnv = %+v, %v; want the three images", got, err)
 	}
 }

@@ -76,7 +76,9 @@ func StartController(o ControllerOptions) (*ControllerProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create controller log: %w", err)
 	}
-	args := append([]string{"--kubeconfig", o.Kubeconfig, "--namespace", InsightsNamespace, "--listen", p.Listen}, o.Args...)
+	// kwok's nodes pull no image, so the origin :latest defaults are harmless
+	// here; a RELATED_IMAGE_* in Env still overrides them.
+	args := append([]string{"--kubeconfig", o.Kubeconfig, "--namespace", InsightsNamespace, "--listen", p.Listen, "--allow-default-images"}, o.Args...)
 	p.child, err = startChild(childSpec{
 		bin:   o.Binary,
 		args:  args,
