@@ -115,7 +115,7 @@ func TestEveryReasonIsDocumented(t *testing.T) {
 	doc := read(t, "operations.md")
 	for _, reason := range []string{
 		runtimeextractor.ReasonCreated, runtimeextractor.ReasonUpdated, runtimeextractor.ReasonDeleted,
-		runtimeextractor.ReasonApplyFailed, runtimeextractor.ReasonDeleteFailed,
+		runtimeextractor.ReasonApplyFailed, runtimeextractor.ReasonDeleteFailed, runtimeextractor.ReasonTLSProfileUnknown,
 		resources.EventReasonCreated, resources.EventReasonUpdated, resources.EventReasonDeleted,
 		config.ReasonInvalidConfig,
 		status.ReasonAsExpected, status.ReasonDisabled, status.ReasonRollingOut, status.ReasonUpgrading,

@@ -187,7 +187,8 @@ func TestRBACAllowsWhatTheControllerDoes(t *testing.T) {
 		// Cluster-scoped: version, TLS profile, status, delegated auth.
 		{"", "list", "config.openshift.io", "clusterversions", version.ClusterVersionName},
 		{"", "watch", "config.openshift.io", "clusterversions", version.ClusterVersionName},
-		{"", "get", "config.openshift.io", "apiservers", "cluster"},
+		{"", "list", "config.openshift.io", "apiservers", "cluster"},
+		{"", "watch", "config.openshift.io", "apiservers", "cluster"},
 		{"", "list", "config.openshift.io", "clusteroperators", status.DefaultClusterOperatorName},
 		{"", "watch", "config.openshift.io", "clusteroperators", status.DefaultClusterOperatorName},
 		{"", "patch", "config.openshift.io", "clusteroperators/status", status.DefaultClusterOperatorName},
@@ -225,6 +226,8 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		{"", "update", "config.openshift.io", "clusteroperators", status.DefaultClusterOperatorName},
 		{"", "update", "config.openshift.io", "clusterversions", version.ClusterVersionName},
 		{"", "list", "config.openshift.io", "clusterversions", ""},
+		{"", "list", "config.openshift.io", "apiservers", ""},
+		{"", "update", "config.openshift.io", "apiservers", "cluster"},
 		{"", "list", "", "nodes", ""},
 		{"kube-system", "get", "", "configmaps", "another-config"},
 	} {

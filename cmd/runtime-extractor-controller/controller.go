@@ -8,15 +8,12 @@ import (
 	"strings"
 	"time"
 
-	configv1 "github.com/openshift/api/config/v1"
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
 	configinformers "github.com/openshift/client-go/config/informers/externalversions"
 	"github.com/openshift/library-go/pkg/controller/controllercmd"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -30,6 +27,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 	releaseversion "github.com/insights-runtime-extractor/controller/pkg/version"
 )
 
@@ -149,11 +147,18 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 	if err != nil {
 		return err
 	}
+	// The binary follows the profile; the seed's tlsProfile argument is for a
+	// host that restarts itself when it changes.
+	tlsSource, err := tlsprofile.NewSource(kubeClient.Discovery(), configClient)
+	if err != nil {
+		return err
+	}
 
 	controllerOpts := []runtimeextractor.Option{
 		runtimeextractor.WithResync(opts.resync),
 		runtimeextractor.WithRolloutDeadline(opts.rolloutDeadline),
 		runtimeextractor.WithVersionSource(versionSource),
+		runtimeextractor.WithTLSProfileSource(tlsSource),
 		runtimeextractor.WithMetrics(opts.metrics),
 	}
 	if opts.clusterOperator != "" {
@@ -171,12 +176,13 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 		defer coInformers.Shutdown()
 		controllerOpts = append(controllerOpts, runtimeextractor.WithStatusReporter(reporter))
 	}
-	controller := runtimeextractor.NewRuntimeExtractorController(configSource, nil, tlsProfile(ctx, configClient.ConfigV1().APIServers(), tlsProfileTimeout),
+	controller := runtimeextractor.NewRuntimeExtractorController(configSource, nil, nil,
 		kubeClient, recorder, resourceInformer, controllerOpts...)
 
 	informerFactory.Start(ctx.Done())
 	go configSource.Run(ctx)
 	go versionSource.Run(ctx)
+	go tlsSource.Run(ctx)
 	go resourceInformer.Run(ctx, 1)
 	controller.Run(ctx)
 	klog.Info("runtime extractor controller stopped")
@@ -196,31 +202,4 @@ func withRateLimits(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	return cfg
-}
-
-// tlsProfileTimeout bounds the start-up read of the TLS profile: an API server
-// that does not answer must not keep the controller from starting.
-const tlsProfileTimeout = 10 * time.Second
-
-// apiServerGetter is the one call tlsProfile makes: configClient.ConfigV1().APIServers().
-type apiServerGetter interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*configv1.APIServer, error)
-}
-
-// tlsProfile reads the cluster's TLS security profile from the APIServer
-// "cluster", waiting at most timeout; without that API or object, on any error
-// (a timeout included), nil means Intermediate.
-func tlsProfile(ctx context.Context, client apiServerGetter, timeout time.Duration) *configv1.TLSSecurityProfile {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	apiServer, err := client.Get(ctx, "cluster", metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		klog.Info("no APIServer cluster object; kube-rbac-proxy uses the Intermediate TLS profile")
-		return nil
-	case err != nil:
-		klog.Warningf("read APIServer cluster TLS profile (using Intermediate): %v", err)
-		return nil
-	}
-	return apiServer.Spec.TLSSecurityProfile
 }

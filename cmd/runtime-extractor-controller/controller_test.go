@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -14,17 +13,9 @@ import (
 	"testing"
 	"time"
 
-	configv1 "github.com/openshift/api/config/v1"
-	configfake "github.com/openshift/client-go/config/clientset/versioned/fake"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	kversion "k8s.io/apimachinery/pkg/version"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
@@ -207,81 +198,6 @@ func TestVersionFlag(t *testing.T) {
 	}
 	if got, want := stdout.String(), "runtime-extractor-controller v1.2.3-test\n"; got != want {
 		t.Errorf("--version printed %q, want %q (stderr: %s)", got, want, stderr.String())
-	}
-}
-
-// hangingAPIServers is an API server that never answers: Get returns only when
-// its context ends.
-type hangingAPIServers struct {
-	deadline chan bool // whether the context had a deadline, sent once Get returns
-}
-
-func (h hangingAPIServers) Get(ctx context.Context, _ string, _ metav1.GetOptions) (*configv1.APIServer, error) {
-	_, ok := ctx.Deadline()
-	<-ctx.Done()
-	h.deadline <- ok
-	return nil, ctx.Err()
-}
-
-// TestTLSProfileGetIsBounded: the start-up read of the TLS profile gives up
-// after its timeout and falls back to Intermediate (nil) instead of hanging
-// the controller's start.
-func TestTLSProfileGetIsBounded(t *testing.T) {
-	const timeout = 100 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel() // releases a Get that ignored the timeout
-	client := hangingAPIServers{deadline: make(chan bool, 1)}
-	done := make(chan *configv1.TLSSecurityProfile, 1)
-	start := time.Now()
-	go func() { done <- tlsProfile(ctx, client, timeout) }()
-	select {
-	case p := <-done:
-		if p != nil {
-			t.Errorf("tlsProfile = %+v after a timeout, want nil (Intermediate)", p)
-		}
-		if took := time.Since(start); took < timeout {
-			t.Errorf("tlsProfile returned after %s, before its %s timeout", took, timeout)
-		}
-		if !<-client.deadline {
-			t.Error("the GET ran without a deadline")
-		}
-	case <-time.After(50 * timeout):
-		t.Fatalf("tlsProfile still waits for the API server %s after a %s timeout", 50*timeout, timeout)
-	}
-}
-
-// TestTLSProfileFallbacks: only a found APIServer gives a profile; no object,
-// no API and any error mean nil (Intermediate).
-func TestTLSProfileFallbacks(t *testing.T) {
-	modern := &configv1.TLSSecurityProfile{Type: configv1.TLSProfileModernType, Modern: &configv1.ModernTLSProfile{}}
-	failWith := func(err error) clienttesting.ReactionFunc {
-		return func(clienttesting.Action) (bool, kruntime.Object, error) { return true, nil, err }
-	}
-	for _, tc := range []struct {
-		name    string
-		objects []kruntime.Object
-		react   clienttesting.ReactionFunc
-		want    *configv1.TLSSecurityProfile
-	}{
-		{name: "found", want: modern, objects: []kruntime.Object{&configv1.APIServer{
-			ObjectMeta: metav1.ObjectMeta{Name: "cluster"},
-			Spec:       configv1.APIServerSpec{TLSSecurityProfile: modern},
-		}}},
-		{name: "no profile set", objects: []kruntime.Object{&configv1.APIServer{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}}}},
-		{name: "not found"},
-		{name: "no API", react: failWith(&meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "config.openshift.io", Kind: "APIServer"}})},
-		{name: "forbidden", react: failWith(apierrors.NewForbidden(configv1.Resource("apiservers"), "cluster", errors.New("no")))},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			client := configfake.NewClientset(tc.objects...)
-			if tc.react != nil {
-				client.PrependReactor("get", "apiservers", tc.react)
-			}
-			got := tlsProfile(context.Background(), client.ConfigV1().APIServers(), time.Minute)
-			if (got == nil) != (tc.want == nil) || (got != nil && got.Type != tc.want.Type) {
-				t.Errorf("tlsProfile = %+v, want %+v", got, tc.want)
-			}
-		})
 	}
 }
 

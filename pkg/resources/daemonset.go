@@ -40,6 +40,10 @@ type Desired struct {
 	// TLSProfile is the cluster TLS security profile for kube-rbac-proxy;
 	// nil means Intermediate.
 	TLSProfile *configv1.TLSSecurityProfile
+	// KubeRBACProxyTLSArgs, when not nil, are kube-rbac-proxy's TLS arguments
+	// instead of TLSProfile's (empty: none). The controller keeps a
+	// DaemonSet's own this way while the profile cannot be read.
+	KubeRBACProxyTLSArgs []string
 	// Scheduling holds the optional settings from config.yaml.
 	Scheduling config.RuntimeExtractor
 }
@@ -72,7 +76,7 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	}{
 		ContainerExtractor:     {d.Images.Extractor, overrides.Extractor, nil},
 		ContainerExporter:      {d.Images.Exporter, overrides.Exporter, nil},
-		ContainerKubeRBACProxy: {d.Images.KubeRBACProxy, overrides.KubeRBACProxy, KubeRBACProxyTLSArgs(d.TLSProfile)},
+		ContainerKubeRBACProxy: {d.Images.KubeRBACProxy, overrides.KubeRBACProxy, d.TLSArgs()},
 	} {
 		c := findContainer(podSpec, name)
 		if c == nil {

@@ -7,6 +7,7 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/crypto"
+	appsv1 "k8s.io/api/apps/v1"
 )
 
 // KubeRBACProxyTLSArgs returns kube-rbac-proxy's --tls-min-version and
@@ -94,4 +95,58 @@ func negotiableBelowTLS13(id, minVersion uint16) bool {
 		})
 	}
 	return false
+}
+
+// TLSArgs returns kube-rbac-proxy's TLS arguments for d: KubeRBACProxyTLSArgs
+// when set, else those of TLSProfile.
+func (d Desired) TLSArgs() []string {
+	if d.KubeRBACProxyTLSArgs != nil {
+		return slices.Clone(d.KubeRBACProxyTLSArgs)
+	}
+	return KubeRBACProxyTLSArgs(d.TLSProfile)
+}
+
+// The kube-rbac-proxy flags that carry a TLS profile.
+const (
+	flagTLSMinVersion   = "--tls-min-version"
+	flagTLSCipherSuites = "--tls-cipher-suites"
+)
+
+// KubeRBACProxyTLSArgsOf returns the TLS profile arguments (--tls-min-version,
+// --tls-cipher-suites) of ds's kube-rbac-proxy container as they are, in
+// their order; none is an empty, non-nil slice. ok is false when there is
+// nothing to keep: no DaemonSet or no such container, or an argument
+// kube-rbac-proxy would refuse (a version or cipher suite Go does not know, a
+// value not given as --flag=value).
+func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
+	if ds == nil {
+		return nil, false
+	}
+	c := findContainer(&ds.Spec.Template.Spec, ContainerKubeRBACProxy)
+	if c == nil {
+		return nil, false
+	}
+	args = []string{}
+	for _, arg := range c.Args {
+		flag, value, hasValue := strings.Cut(arg, "=")
+		switch flag {
+		case flagTLSMinVersion:
+			if _, err := crypto.TLSVersion(value); !hasValue || err != nil {
+				return nil, false
+			}
+		case flagTLSCipherSuites:
+			if !hasValue || value == "" {
+				return nil, false
+			}
+			for _, name := range strings.Split(value, ",") {
+				if _, err := crypto.CipherSuite(name); err != nil {
+					return nil, false
+				}
+			}
+		default:
+			continue
+		}
+		args = append(args, arg)
+	}
+	return args, true
 }

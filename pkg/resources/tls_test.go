@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // The IANA names expected for the predefined profiles, written out so the
@@ -97,5 +99,80 @@ func TestKubeRBACProxyTLSArgsLeavesProfilesAlone(t *testing.T) {
 	KubeRBACProxyTLSArgs(&configv1.TLSSecurityProfile{Type: configv1.TLSProfileOldType})
 	if !slices.Equal(before, configv1.TLSProfiles[configv1.TLSProfileOldType].Ciphers) {
 		t.Error("the Old profile's cipher list was modified")
+	}
+}
+
+// withProxyArgs returns the desired DaemonSet whose kube-rbac-proxy has args
+// after the manifest's own.
+func withProxyArgs(t *testing.T, args ...string) *appsv1.DaemonSet {
+	t.Helper()
+	ds, err := DesiredDaemonSet(Desired{Images: DefaultImages(), KubeRBACProxyTLSArgs: append([]string{}, args...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// TestKubeRBACProxyTLSArgsOf: a DaemonSet's TLS arguments are read back as
+// they are (order and spelling kept), none is an empty answer that is still
+// kept, and anything kube-rbac-proxy would refuse is not kept.
+func TestKubeRBACProxyTLSArgsOf(t *testing.T) {
+	original := []string{intermediateArgs[1], "--tls-min-version=VersionTLS12"} // the original controller's order
+	for _, tc := range []struct {
+		name   string
+		ds     *appsv1.DaemonSet
+		want   []string
+		wantOK bool
+	}{
+		{name: "no DaemonSet"},
+		{name: "Modern", ds: withProxyArgs(t, modernArgs...), want: modernArgs, wantOK: true},
+		{name: "Old", ds: withProxyArgs(t, oldArgs...), want: oldArgs, wantOK: true},
+		{name: "original order", ds: withProxyArgs(t, original...), want: original, wantOK: true},
+		{name: "none", ds: withProxyArgs(t), want: []string{}, wantOK: true},
+		{name: "unknown version", ds: withProxyArgs(t, "--tls-min-version=VersionTLS99")},
+		{name: "unknown cipher", ds: withProxyArgs(t, "--tls-min-version=VersionTLS12", "--tls-cipher-suites=TLS_NOT_A_SUITE")},
+		{name: "empty cipher list", ds: withProxyArgs(t, "--tls-min-version=VersionTLS12", "--tls-cipher-suites=")},
+		{name: "value as the next argument", ds: withProxyArgs(t, "--tls-min-version", "VersionTLS13")},
+		{name: "no kube-rbac-proxy", ds: func() *appsv1.DaemonSet {
+			ds := withProxyArgs(t, modernArgs...)
+			ds.Spec.Template.Spec.Containers = slices.DeleteFunc(ds.Spec.Template.Spec.Containers,
+				func(c corev1.Container) bool { return c.Name == ContainerKubeRBACProxy })
+			return ds
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := KubeRBACProxyTLSArgsOf(tc.ds)
+			if ok != tc.wantOK || !slices.Equal(got, tc.want) || (ok && got == nil) {
+				t.Errorf("got %q, %v; want %q, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+// TestDesiredKeptTLSArgsWinOverTheProfile: kept arguments replace the
+// profile's, exactly; kept "none" adds none; unset, the profile decides.
+func TestDesiredKeptTLSArgsWinOverTheProfile(t *testing.T) {
+	modern := &configv1.TLSSecurityProfile{Type: configv1.TLSProfileModernType, Modern: &configv1.ModernTLSProfile{}}
+	for _, tc := range []struct {
+		name string
+		d    Desired
+		want []string
+	}{
+		{name: "profile", d: Desired{TLSProfile: modern}, want: modernArgs},
+		{name: "kept", d: Desired{TLSProfile: modern, KubeRBACProxyTLSArgs: oldArgs}, want: oldArgs},
+		{name: "kept none", d: Desired{TLSProfile: modern, KubeRBACProxyTLSArgs: []string{}}, want: []string{}},
+		{name: "neither", d: Desired{}, want: intermediateArgs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.d.Images = DefaultImages()
+			ds, err := DesiredDaemonSet(tc.d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := KubeRBACProxyTLSArgsOf(ds)
+			if !slices.Equal(got, tc.want) || !slices.Equal(tc.d.TLSArgs(), tc.want) {
+				t.Errorf("DaemonSet has %q, TLSArgs %q; want %q", got, tc.d.TLSArgs(), tc.want)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
 
 // retryKey is the rate limiter's only item: the controller manages one object.
@@ -53,6 +55,7 @@ type Controller struct {
 	limiter  workqueue.TypedRateLimiter[string]
 	resync   time.Duration
 	versions VersionSource
+	tls      TLSProfileSource // nil: tlsProfile, fixed
 	images   *resources.Images
 	metrics  *metrics.Metrics
 	status   *statusWriter
@@ -74,6 +77,7 @@ type Controller struct {
 	driftKinds  []DriftKind // what the drift being repaired changed, for its Event
 	lastDrift   []DriftKind // what the last drain counted as drift (log, tests)
 	upgradeFrom string      // the version before the current upgrade, for its Event
+	tlsKept     *keptTLS    // while tls cannot tell the profile: what the DaemonSet had
 	version     string
 	failures    int
 	lastErr     error
@@ -81,6 +85,11 @@ type Controller struct {
 	retry       *time.Timer
 	retryC      <-chan time.Time
 	imagesErr   error
+
+	// The last apply's DaemonSet before it (nil: none) and desired state:
+	// its Event, if it wrote, names a TLS change from them.
+	applyFrom *appsv1.DaemonSet
+	applyTo   resources.Desired
 }
 
 // NewRuntimeExtractorController is a constructor for the controller that is in
@@ -217,6 +226,10 @@ func (c *Controller) Run(ctx context.Context) {
 	defer func() { stopRelays(); relays.Wait() }()
 	configHint := relay(relayCtx, &relays, configCh)
 	versionHint := relay(relayCtx, &relays, c.updateCh)
+	var tlsChanged <-chan struct{}
+	if c.tls != nil {
+		tlsChanged = c.tls.Changed()
+	}
 
 	if c.eventRecorder == nil {
 		rec, stop := newEventRecorder(ctx, c.kubeClient, c.component())
@@ -230,6 +243,7 @@ func (c *Controller) Run(ctx context.Context) {
 	defer c.stopRetry()
 	defer c.door.reset() // a later Run starts with nothing held
 	defer c.rollouts.reset()
+	defer func() { c.tlsKept = nil }() // a later Run looks at the DaemonSet again
 	if c.status != nil {
 		statusCtx, stopStatus := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -268,6 +282,8 @@ func (c *Controller) Run(ctx context.Context) {
 			c.versionSignals.Add(1)
 		case <-c.versions.Changed():
 			c.levelSignal(ctx, signalVersion)
+		case <-tlsChanged:
+			c.levelSignal(ctx, signalTLS)
 		case <-c.door.C():
 			if k := c.door.take(); k != 0 {
 				c.actOnLevel(ctx, k)
@@ -347,7 +363,7 @@ func (c *Controller) observeHolding() {
 
 func (c *Controller) waitForCaches(ctx context.Context) bool {
 	synced := []cache.InformerSynced{c.informer.informer.HasSynced}
-	for _, src := range []any{c.configNotifier, c.versions} {
+	for _, src := range []any{c.configNotifier, c.versions, c.tls} {
 		if s, ok := src.(syncer); ok {
 			synced = append(synced, s.HasSynced)
 		}
@@ -556,7 +572,7 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 			return fsm.ApplyFailed{Err: err}, nil
 		}
 		if res.Changed {
-			cause := applyCause{transition: t, drift: c.driftKinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny}
+			cause := applyCause{transition: t, drift: c.driftKinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny, tls: tlsMove(c.applyFrom, &c.applyTo)}
 			c.events.applied(res.Object, res.Created, cause.String(res.Created))
 		}
 		uid := string(res.Object.UID)
@@ -610,7 +626,79 @@ func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
 	if cfg := c.configNotifier.Config(); cfg != nil {
 		d.Scheduling = cfg.DataReporting.RuntimeExtractor
 	}
+	from, _ := c.informer.current()
+	c.desiredTLS(&d, from)
+	c.applyFrom, c.applyTo = from, d
 	return c.manager.Apply(ctx, d)
+}
+
+// tlsMove names the TLS profile d moves kube-rbac-proxy to from what ds has
+// ("" without ds, or when the arguments stay, in any order).
+func tlsMove(ds *appsv1.DaemonSet, d *resources.Desired) string {
+	have, ok := resources.KubeRBACProxyTLSArgsOf(ds)
+	want := d.TLSArgs()
+	if !ok || slices.Equal(slices.Sorted(slices.Values(have)), slices.Sorted(slices.Values(want))) {
+		return ""
+	}
+	name := tlsprofile.Describe(d.TLSProfile)
+	if d.KubeRBACProxyTLSArgs != nil {
+		name = "kept while unknown"
+	}
+	for _, arg := range want {
+		if strings.HasPrefix(arg, "--tls-min-version=") {
+			return name + ", " + arg
+		}
+	}
+	return name
+}
+
+// keptTLS is what the DaemonSet's kube-rbac-proxy had when the TLS profile
+// became unknown; ok is false when there was nothing to keep.
+type keptTLS struct {
+	args []string
+	ok   bool
+}
+
+// desiredTLS completes d's TLS part from the TLS profile source. While the
+// source cannot tell the profile, kube-rbac-proxy keeps the arguments the
+// DaemonSet had when that began, so that a slow or denied read never rolls
+// every node to another profile (and back once read); a drift of them is
+// still repaired. Only with nothing to keep is it Intermediate: nothing is
+// downgraded then. Each apply meanwhile records a Warning, which the
+// recorder aggregates into one Event whose count shows it lasts. ds is the
+// DaemonSet now (nil: none).
+func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
+	if c.tls == nil {
+		return
+	}
+	p, err := c.tls.Profile()
+	if err == nil {
+		if c.tlsKept != nil {
+			klog.Infof("cluster TLS profile known again (%s): kube-rbac-proxy follows it", tlsprofile.Describe(p))
+			c.tlsKept = nil
+		}
+		d.TLSProfile = p
+		return
+	}
+	if c.tlsKept == nil {
+		var kept keptTLS
+		kept.args, kept.ok = resources.KubeRBACProxyTLSArgsOf(ds)
+		c.tlsKept = &kept
+	}
+	msg := err.Error() + "; "
+	switch {
+	case c.tlsKept.ok && len(c.tlsKept.args) == 0:
+		d.KubeRBACProxyTLSArgs = c.tlsKept.args
+		msg += "kube-rbac-proxy keeps the DaemonSet's TLS settings (no TLS arguments) until it is read"
+	case c.tlsKept.ok:
+		d.KubeRBACProxyTLSArgs = c.tlsKept.args
+		msg += "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + strings.Join(c.tlsKept.args, " ") + ") until it is read"
+	default:
+		d.TLSProfile = nil
+		msg += "no DaemonSet TLS arguments to keep: kube-rbac-proxy gets the Intermediate profile until it is read"
+	}
+	klog.Warning(msg)
+	c.events.tlsUnknown(ds, msg)
 }
 
 // observeAction counts the action and keeps the failure streak: a success resets

@@ -40,6 +40,11 @@ const (
 	// deadline; the message names the nodes and the DaemonSet's newest
 	// warning (Warning).
 	ReasonRolloutStuck = "RuntimeExtractorRolloutStuck"
+	// ReasonTLSProfileUnknown: an apply could not read the cluster TLS
+	// profile, and kube-rbac-proxy keeps the TLS arguments the DaemonSet has
+	// (Warning). Recorded on each apply while it lasts, so the aggregated
+	// Event's count and last time show it persists.
+	ReasonTLSProfileUnknown = "RuntimeExtractorTLSProfileUnknown"
 )
 
 // newEventRecorder returns client-go's asynchronous recorder writing to the
@@ -96,6 +101,17 @@ func (e *changeEvents) failed(on *appsv1.DaemonSet, reason, msg string) {
 	e.record(ref, corev1.EventTypeWarning, reason, msg)
 }
 
+// tlsUnknown records that the TLS profile is unknown, on the DaemonSet, or
+// on the Namespace when there is none. It leaves the failure memory alone:
+// an apply failing meanwhile is still reported.
+func (e *changeEvents) tlsUnknown(on *appsv1.DaemonSet, msg string) {
+	var ref runtime.Object = namespaceRef
+	if on != nil {
+		ref = daemonSetRef(on)
+	}
+	e.record(ref, corev1.EventTypeWarning, ReasonTLSProfileUnknown, msg)
+}
+
 // record sends one Event, its message capped as the conditions' are: an
 // error can quote a whole insights-config.
 func (e *changeEvents) record(ref runtime.Object, eventType, reason, msg string) {
@@ -121,6 +137,8 @@ type applyCause struct {
 	upgradeFrom, version string
 	// reenabled: this controller deleted the DaemonSet before.
 	reenabled bool
+	// tls: the TLS arguments the apply moved kube-rbac-proxy to, if it did.
+	tls string
 }
 
 func (c applyCause) String(created bool) string {
@@ -142,6 +160,8 @@ func (c applyCause) String(created bool) string {
 		return "first deploy" + at
 	case c.transition.Event != nil && c.transition.Event.Name() == fsm.EventVersionChanged:
 		return "brought in line with version " + c.version
+	case c.tls != "":
+		return "kube-rbac-proxy follows the cluster TLS profile: " + c.tls
 	default:
 		return "brought back to the desired spec (insights-config, images or TLS profile changed)"
 	}

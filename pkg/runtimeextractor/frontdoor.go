@@ -25,6 +25,7 @@ type signalKind int
 const (
 	signalConfig  signalKind = 1 << iota // insights-config (or the host's config)
 	signalVersion                        // the cluster version (updateCh, ClusterVersion)
+	signalTLS                            // the cluster TLS profile (WithTLSProfileSource)
 )
 
 // frontDoor decides when level signals are acted on. It is owned by the

@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	configv1 "github.com/openshift/api/config/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -33,6 +34,17 @@ type VersionSource interface {
 	Changed() <-chan struct{}
 }
 
+// TLSProfileSource reports the cluster's TLS security profile for
+// kube-rbac-proxy; tlsprofile.Source implements it (a watch of the APIServer
+// "cluster"). A source with HasSynced() bool is waited for at start.
+type TLSProfileSource interface {
+	// Profile returns the profile (nil means Intermediate), or an error saying
+	// why it is unknown (not read yet, or unreadable).
+	Profile() (*configv1.TLSSecurityProfile, error)
+	// Changed signals (coalesced, never blocking) that Profile's answer changed.
+	Changed() <-chan struct{}
+}
+
 // Option configures the controller beyond the seed's constructor arguments.
 type Option func(*Controller)
 
@@ -48,6 +60,14 @@ func WithRateLimiter(l workqueue.TypedRateLimiter[string]) Option {
 // WithVersionSource makes the controller follow src (e.g. the ClusterVersion)
 // instead of reading RELEASE_VERSION when updateCh fires.
 func WithVersionSource(src VersionSource) Option { return func(c *Controller) { c.versions = src } }
+
+// WithTLSProfileSource makes the controller follow src instead of the
+// constructor's tlsProfile, which a host that restarts itself on a change
+// passes: a change re-asserts the level, so kube-rbac-proxy rolls once. While
+// src cannot tell the profile, kube-rbac-proxy keeps the TLS arguments the
+// DaemonSet had then (Intermediate when there is none), and every apply
+// records a RuntimeExtractorTLSProfileUnknown Warning saying why.
+func WithTLSProfileSource(src TLSProfileSource) Option { return func(c *Controller) { c.tls = src } }
 
 // WithImages sets the container images (default: resources.ImagesFromEnv).
 func WithImages(images resources.Images) Option { return func(c *Controller) { c.images = &images } }

@@ -1,0 +1,225 @@
+// Package tlsprofile follows the cluster's TLS security profile, which
+// kube-rbac-proxy's TLS arguments come from: spec.tlsSecurityProfile of the
+// APIServer "cluster", watched by name.
+//
+// The profile is known once the watch has listed the object (or its absence,
+// which means Intermediate), and stays known from then on: a watch that fails
+// later keeps the last object it saw. Until then, and forever when the object
+// cannot be read (forbidden, an API error), Profile returns an error instead
+// of a default, so that the caller can keep what it has rather than move every
+// node to another profile.
+package tlsprofile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	configclient "github.com/openshift/client-go/config/clientset/versioned"
+	configinformers "github.com/openshift/client-go/config/informers/externalversions"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// APIServerName is the name of the cluster's singleton APIServer.
+const APIServerName = "cluster"
+
+// StartTimeout bounds how long HasSynced stays false: an API server that does
+// not answer, or refuses the read, must not keep the controller from starting.
+// After it, HasSynced is true and Profile still reports the profile unknown.
+const StartTimeout = 10 * time.Second
+
+// ErrUnknown is wrapped by every error Profile returns.
+var ErrUnknown = errors.New("the cluster TLS profile is unknown")
+
+// Source reports the cluster's TLS security profile and signals when it changes.
+type Source struct {
+	informer cache.SharedIndexInformer // nil when the profile is fixed (no APIServer API)
+	clock    clock.WithDelayedExecution
+	timeout  time.Duration
+	changed  chan struct{}
+
+	mu      sync.Mutex
+	known   bool
+	profile *configv1.TLSSecurityProfile // read-only: the informer cache's
+	gaveUp  bool                         // StartTimeout passed while unknown
+	lastErr error                        // the watch's latest list or watch error
+}
+
+// NewStatic returns a Source that always reports p (nil means Intermediate).
+func NewStatic(p *configv1.TLSSecurityProfile) *Source {
+	return &Source{known: true, profile: p, changed: make(chan struct{}, 1), clock: clock.RealClock{}, timeout: StartTimeout}
+}
+
+// NewSource watches the APIServer "cluster" when the config.openshift.io/v1
+// API serves it; without that API the profile is known to be unset
+// (Intermediate), as on a cluster that is not OpenShift.
+func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface) (*Source, error) {
+	return newSource(disco, client, clock.RealClock{})
+}
+
+func newSource(disco discovery.DiscoveryInterface, client configclient.Interface, clk clock.WithDelayedExecution) (*Source, error) {
+	ok, err := serves(disco)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		klog.Infof("APIServer API not served; kube-rbac-proxy gets the Intermediate TLS profile")
+		return NewStatic(nil), nil
+	}
+	s := &Source{changed: make(chan struct{}, 1), clock: clk, timeout: StartTimeout}
+	factory := configinformers.NewSharedInformerFactoryWithOptions(client, 0,
+		configinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", APIServerName).String()
+		}))
+	s.informer = factory.Config().V1().APIServers().Informer()
+	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.refresh() },
+		UpdateFunc: func(_, _ any) { s.refresh() },
+		DeleteFunc: func(any) { s.refresh() },
+	}); err != nil {
+		return nil, fmt.Errorf("watch apiserver %s: %w", APIServerName, err)
+	}
+	if err := s.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		s.mu.Lock()
+		s.lastErr = err
+		s.mu.Unlock()
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return nil, fmt.Errorf("watch apiserver %s: %w", APIServerName, err)
+	}
+	return s, nil
+}
+
+func serves(disco discovery.DiscoveryInterface) (bool, error) {
+	list, err := disco.ServerResourcesForGroupVersion(configv1.GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", configv1.GroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "apiservers" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Run runs the watch until ctx is done (a no-op for a static source).
+func (s *Source) Run(ctx context.Context) {
+	if s.informer == nil {
+		return
+	}
+	giveUp := s.clock.AfterFunc(s.timeout, s.giveUp)
+	defer giveUp.Stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Events delivered before the first list completed were skipped
+		// (refresh); this reads the listed state once it is complete.
+		if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+			s.refresh()
+		}
+	}()
+	s.informer.RunWithContext(ctx)
+	wg.Wait()
+}
+
+// giveUp ends the wait of HasSynced; the profile stays unknown until read.
+func (s *Source) giveUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.known {
+		return
+	}
+	s.gaveUp = true
+	klog.Warningf("%v", s.unknownLocked())
+}
+
+// refresh reads the listed state; it changes the answer only once the first
+// list is complete (before, an absent object proves nothing).
+func (s *Source) refresh() {
+	if !s.informer.HasSynced() {
+		return
+	}
+	var p *configv1.TLSSecurityProfile
+	if obj, ok, _ := s.informer.GetStore().GetByKey(APIServerName); ok {
+		if api, isAPI := obj.(*configv1.APIServer); isAPI {
+			p = api.Spec.TLSSecurityProfile
+		}
+	}
+	s.mu.Lock()
+	// A reader may have seen another answer only once HasSynced was true:
+	// the profile known before, or the start given up.
+	notify := s.known && !equality.Semantic.DeepEqual(p, s.profile) || !s.known && s.gaveUp
+	wasKnown := s.known
+	s.known, s.profile = true, p
+	s.mu.Unlock()
+	switch {
+	case !wasKnown:
+		klog.Infof("cluster TLS profile read from APIServer %s: %s", APIServerName, Describe(p))
+	case notify:
+		klog.Infof("cluster TLS profile changed: %s", Describe(p))
+	}
+	if notify {
+		select {
+		case s.changed <- struct{}{}:
+		default: // a notification is pending; the reader reads the latest profile
+		}
+	}
+}
+
+// HasSynced reports whether the profile is known, or StartTimeout has passed
+// since Run started: either way the caller may act now.
+func (s *Source) HasSynced() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.known || s.gaveUp
+}
+
+// Profile returns the cluster's TLS security profile (nil means Intermediate),
+// or an error wrapping ErrUnknown, saying why, while it is not known.
+func (s *Source) Profile() (*configv1.TLSSecurityProfile, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.known {
+		return s.profile, nil
+	}
+	return nil, s.unknownLocked()
+}
+
+func (s *Source) unknownLocked() error {
+	what := fmt.Sprintf("APIServer %s not read", APIServerName)
+	if s.gaveUp {
+		what += fmt.Sprintf(" within %s", s.timeout)
+	}
+	if s.lastErr != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnknown, what, s.lastErr)
+	}
+	return fmt.Errorf("%w: %s", ErrUnknown, what)
+}
+
+// Changed signals (coalesced, never blocking the watch) that Profile's answer
+// changed after HasSynced turned true.
+func (s *Source) Changed() <-chan struct{} { return s.changed }
+
+// Describe names a profile for logs and Events: its type, "unset
+// (Intermediate)" for nil.
+func Describe(p *configv1.TLSSecurityProfile) string {
+	if p == nil || p.Type == "" {
+		return "unset (Intermediate)"
+	}
+	return string(p.Type)
+}
