@@ -13,11 +13,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -78,8 +81,16 @@ func Objects() ([]runtime.Object, error) {
 var strictDecoder = json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
 	json.SerializerOptions{Yaml: true, Strict: true})
 
+// MonitoringKinds are the kinds of the manifests that client-go's scheme does
+// not know: Prometheus Operator custom resources. Decode returns them as
+// Unstructured (duplicate fields are still refused); their fields are checked
+// against the CRD's schema by the nested module in manifests/schema.
+var MonitoringKinds = map[schema.GroupVersionKind]bool{
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}: true,
+}
+
 // Decode decodes the YAML documents of data (separated by "---") into typed
-// objects; empty documents are skipped.
+// objects, or Unstructured for MonitoringKinds; empty documents are skipped.
 func Decode(data []byte) ([]runtime.Object, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var objs []runtime.Object
@@ -94,7 +105,10 @@ func Decode(data []byte) ([]runtime.Object, error) {
 		if isEmptyDocument(doc) {
 			continue
 		}
-		obj, _, err := strictDecoder.Decode(doc, nil, nil)
+		obj, gvk, err := strictDecoder.Decode(doc, nil, nil)
+		if runtime.IsNotRegisteredError(err) && gvk != nil && MonitoringKinds[*gvk] {
+			obj, _, err = strictDecoder.Decode(doc, nil, &unstructured.Unstructured{})
+		}
 		if err != nil {
 			return nil, fmt.Errorf("decode document %d: %w", i, err)
 		}
@@ -137,8 +151,12 @@ func CreateAll(ctx context.Context, client kubernetes.Interface, objs []runtime.
 			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
 		case *appsv1.Deployment:
 			_, err = client.AppsV1().Deployments(o.Namespace).Create(ctx, o, opts)
+		case *networkingv1.NetworkPolicy:
+			_, err = client.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, opts)
 		default:
-			return fmt.Errorf("create %T: unsupported kind", obj)
+			// A custom resource (ServiceMonitor) needs its CRD and a dynamic
+			// client: kubectl apply it.
+			return fmt.Errorf("create %s: unsupported kind", describe(obj))
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create %s: %w", describe(obj), err)
