@@ -204,6 +204,7 @@ func TestRBACAllowsWhatTheControllerDoes(t *testing.T) {
 		{"", "watch", "config.openshift.io", "clusterversions", version.ClusterVersionName},
 		{"", "list", "config.openshift.io", "apiservers", "cluster"},
 		{"", "watch", "config.openshift.io", "apiservers", "cluster"},
+		{"", "get", "config.openshift.io", "infrastructures", "cluster"}, // leader election timings by topology
 		{"", "list", "config.openshift.io", "clusteroperators", status.DefaultClusterOperatorName},
 		{"", "watch", "config.openshift.io", "clusteroperators", status.DefaultClusterOperatorName},
 		{"", "patch", "config.openshift.io", "clusteroperators/status", status.DefaultClusterOperatorName},
@@ -243,6 +244,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		{"", "list", "config.openshift.io", "clusterversions", ""},
 		{"", "list", "config.openshift.io", "apiservers", ""},
 		{"", "update", "config.openshift.io", "apiservers", "cluster"},
+		{"", "get", "config.openshift.io", "infrastructures", "another-infrastructure"},
+		{"", "list", "config.openshift.io", "infrastructures", "cluster"},
+		{"", "watch", "config.openshift.io", "infrastructures", "cluster"},
+		{"", "update", "config.openshift.io", "infrastructures/status", "cluster"},
 		{"", "list", "", "nodes", ""},
 		{"kube-system", "get", "", "configmaps", "another-config"},
 	} {
@@ -284,6 +289,7 @@ func TestDeploymentRunsTheController(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e
 	}
+	// POD_NAME is the Lease identity (and names the Events' pod).
 	if e := env["POD_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
 		t.Errorf("POD_NAME = %+v, want the downward API's metadata.name", e)
 	}

@@ -55,16 +55,15 @@ var serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount
 func newControllerCommand(ctx context.Context, reg prometheus.Registerer) *cobra.Command {
 	opts := &controllerOptions{metrics: metrics.New()}
 	v := binaryVersion()
-	cc := controllercmd.NewControllerCommandConfig(componentName, versionInfo(v),
-		func(ctx context.Context, cctx *controllercmd.ControllerContext) error { return run(ctx, cctx, opts) },
-		clock.RealClock{})
-	// OpenShift's HA defaults (137 s lease) make a restarted process wait minutes
-	// for its predecessor's lease; these flags let tests and small clusters choose.
-	cc.LeaseDuration = metav1.Duration{Duration: 137 * time.Second}
-	cc.RenewDeadline = metav1.Duration{Duration: 107 * time.Second}
-	cc.RetryPeriod = metav1.Duration{Duration: 26 * time.Second}
+	start := func(ctx context.Context, cctx *controllercmd.ControllerContext) error { return run(ctx, cctx, opts) }
+	cc := controllercmd.NewControllerCommandConfig(componentName, versionInfo(v), start, clock.RealClock{})
+	// The Lease timings stay zero unless a --leader-elect-* flag is given:
+	// controllercmd then picks them by control-plane topology (leader.go).
 
 	cmd := cc.NewCommandWithContext(ctx)
+	// Our Run gives the Lease a stable identity in a pod (leader.go).
+	leader := &leaderCommand{cc: cc, componentName: componentName, start: start, info: versionInfo(v), clock: clock.RealClock{}}
+	cmd.Run = leader.run(ctx)
 	cmd.Use = componentName
 	cmd.Short = "Keep the insights-runtime-extractor DaemonSet in its desired state"
 	// Cobra handles --version before PreRunE and Run: it prints and returns, so
@@ -96,9 +95,11 @@ func newControllerCommand(ctx context.Context, reg prometheus.Registerer) *cobra
 	// Registering sets the library's default (true) to false: the binary runs
 	// the privileged extractor from a :latest tag only when asked to.
 	flags.BoolVar(&resources.DefaultImagesAllowed, "allow-default-images", false, "use the origin :latest images for RELATED_IMAGE_* variables that are unset (otherwise every apply fails, Degraded naming them)")
-	flags.DurationVar(&cc.LeaseDuration.Duration, "leader-elect-lease-duration", cc.LeaseDuration.Duration, "leader election lease duration")
-	flags.DurationVar(&cc.RenewDeadline.Duration, "leader-elect-renew-deadline", cc.RenewDeadline.Duration, "leader election renew deadline")
-	flags.DurationVar(&cc.RetryPeriod.Duration, "leader-elect-retry-period", cc.RetryPeriod.Duration, "leader election retry period")
+	// Any of the three turns topology detection off; one not given then takes
+	// library-go's HA value.
+	flags.DurationVar(&cc.LeaseDuration.Duration, "leader-elect-lease-duration", 0, "leader election lease duration (default: "+leaseDefault+")")
+	flags.DurationVar(&cc.RenewDeadline.Duration, "leader-elect-renew-deadline", 0, "leader election renew deadline (default: "+renewDefault+")")
+	flags.DurationVar(&cc.RetryPeriod.Duration, "leader-elect-retry-period", 0, "leader election retry period (default: "+retryDefault+")")
 	flags.BoolVar(&cc.DisableLeaderElection, "disable-leader-election", false, "run without leader election (one replica only)")
 	flags.Bool("version", false, "print the version and exit")
 	// klog's flags (-v, --vmodule, ...) so the controller's V(2)/V(4) logs can be enabled.

@@ -36,7 +36,9 @@ type ControllerProcess struct {
 
 // ControllerOptions say how to run the binary. Args follow the connection
 // flags (--kubeconfig, --namespace openshift-insights, --listen on a free
-// loopback port); Env is added to this process's environment.
+// loopback port); Env is added to this process's environment, without
+// POD_NAME unless Env sets it: the binary takes it as its Lease identity, and
+// two controllers of one test must not share one.
 type ControllerOptions struct {
 	Binary     string
 	Kubeconfig string
@@ -82,7 +84,7 @@ func StartController(o ControllerOptions) (*ControllerProcess, error) {
 	p.child, err = startChild(childSpec{
 		bin:   o.Binary,
 		args:  args,
-		env:   append([]string{"RELEASE_VERSION=" + o.ReleaseVersion}, o.Env...),
+		env:   append([]string{"RELEASE_VERSION=" + o.ReleaseVersion, "POD_NAME="}, o.Env...),
 		out:   logFile,
 		grace: o.StopGrace,
 	})
