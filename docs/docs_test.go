@@ -88,6 +88,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	reg.MustRegister(metrics.NewBuildInfo("v0.0.0-docs")) // the binary registers it too
 	// A vector without observations has no series to gather: give each one.
 	m.ObserveTransition(fsm.Transition{From: fsm.StateDisabled, To: fsm.StateDeploying, Event: fsm.Enabled{}, Action: fsm.ActionApply})
+	m.ObserveRepair("kubectl-patch")
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

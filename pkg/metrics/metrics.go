@@ -13,6 +13,7 @@ package metrics
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,7 @@ type Metrics struct {
 	retryBackoff       prometheus.Gauge
 	lastTransitionTime prometheus.Gauge
 	rolloutStuck       prometheus.Gauge
+	repairs            *prometheus.CounterVec
 
 	// stateMu keeps the one-hot state gauge consistent when two goroutines report
 	// transitions at the same time.
@@ -62,6 +64,10 @@ type Metrics struct {
 	holding bool
 	// now is the clock of the last-transition timestamp; tests replace it.
 	now func() time.Time
+
+	// managersMu guards managers, the repairs_total label values given out.
+	managersMu sync.Mutex
+	managers   map[string]bool
 
 	// legacyMu guards legacyDone, set once RegisterLegacy succeeded.
 	legacyMu   sync.Mutex
@@ -115,6 +121,11 @@ func New() *Metrics {
 			Name:      "rollout_stuck",
 			Help:      "1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0.",
 		}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace,
+			Name:      "repairs_total",
+			Help:      `Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`,
+		}, []string{"manager"}),
 		now: time.Now,
 	}
 	for _, s := range fsm.States {
@@ -144,6 +155,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		m.retryBackoff,
 		m.lastTransitionTime,
 		m.rolloutStuck,
+		m.repairs,
 	}
 }
 
@@ -296,4 +308,45 @@ func (m *Metrics) SetRolloutStuck(stuck bool) {
 // an action succeeded.
 func (m *Metrics) SetBackoff(d time.Duration) {
 	m.retryBackoff.Set(d.Seconds())
+}
+
+// Values of the repairs_total "manager" label that name no field manager.
+const (
+	// UnknownManager: a deletion (nothing left to read) or a change that no
+	// managedFields entry names.
+	UnknownManager = "unknown"
+	// OtherManager: any manager once MaxManagers values are taken.
+	OtherManager = "other"
+)
+
+// MaxManagers bounds the distinct repairs_total manager values besides
+// OtherManager: a client may name its field manager anything, so a hostile
+// or churning one must not grow the series without bound.
+const MaxManagers = 10
+
+// maxManagerBytes bounds a label value; the API server allows 128 characters.
+const maxManagerBytes = 128
+
+// ObserveRepair counts one repair of a change made by manager. The first
+// MaxManagers distinct values get their own series (created on first use),
+// later ones count as OtherManager.
+func (m *Metrics) ObserveRepair(manager string) {
+	// A label value must be valid UTF-8, or the collector panics.
+	manager = strings.ToValidUTF8(manager, "?")
+	if len(manager) > maxManagerBytes {
+		manager = strings.ToValidUTF8(manager[:maxManagerBytes], "")
+	}
+	m.managersMu.Lock()
+	if !m.managers[manager] {
+		if m.managers == nil {
+			m.managers = map[string]bool{}
+		}
+		if len(m.managers) < MaxManagers && manager != OtherManager {
+			m.managers[manager] = true
+		} else {
+			manager = OtherManager
+		}
+	}
+	m.managersMu.Unlock()
+	m.repairs.WithLabelValues(manager).Inc()
 }

@@ -29,6 +29,7 @@ var allNames = []string{
 	"runtime_extractor_retry_backoff_seconds",
 	"runtime_extractor_last_transition_timestamp_seconds",
 	"runtime_extractor_rollout_stuck",
+	"runtime_extractor_repairs_total",
 }
 
 const stateHeader = `# HELP runtime_extractor_state Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.
@@ -219,8 +220,10 @@ func TestRegisterOnFreshRegistryAndLint(t *testing.T) {
 	m := New()
 	reg := prometheus.NewPedanticRegistry()
 	m.MustRegister(reg)
-	// transitions_total has no series before the first transition; give it one.
+	// transitions_total and repairs_total have no series before the first
+	// observation; give them one.
 	m.ObserveTransition(fsm.Transition{From: fsm.StateDisabled, To: fsm.StateDeploying, Event: fsm.Enabled{}, Action: fsm.ActionApply})
+	m.ObserveRepair("kubectl-patch")
 
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -252,6 +255,7 @@ func TestRegisterLegacyIsIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	m.SetBackoff(2 * time.Second)
 	m.ObserveTransition(fsm.Transition{From: fsm.StateDisabled, To: fsm.StateDeploying, Event: fsm.Enabled{}, Action: fsm.ActionApply})
+	m.ObserveRepair("kubectl-patch")
 	require.NoError(t, m.RegisterLegacy(), "the same Metrics again is a no-op")
 
 	families, err := legacyregistry.DefaultGatherer.Gather()
@@ -342,4 +346,21 @@ runtime_extractor_build_info{go_version=%q,version=%q} 1
 		require.NoError(t, err)
 		assert.Empty(t, problems)
 	}
+}
+
+// A field manager's name is any string a client chooses: 1,000 distinct names
+// make at most 11 series (ten names, then "other"), and every repair is
+// counted. A name that is not valid UTF-8 does not panic the collector.
+func TestRepairsManagerCardinalityIsCapped(t *testing.T) {
+	m := New()
+	assert.Equal(t, 0, testutil.CollectAndCount(m.repairs), "series are created lazily")
+	for i := range 1000 {
+		m.ObserveRepair(fmt.Sprintf("manager-%04d", i))
+	}
+	m.ObserveRepair("manager-0003") // one of the first ten keeps its own series
+	m.ObserveRepair("bad\xff" + strings.Repeat("x", 1000))
+	assert.LessOrEqual(t, testutil.CollectAndCount(m.repairs), 11)
+	assert.Equal(t, 11, testutil.CollectAndCount(m.repairs))
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.repairs.WithLabelValues("manager-0003")))
+	assert.Equal(t, 991.0, testutil.ToFloat64(m.repairs.WithLabelValues(OtherManager)))
 }

@@ -72,19 +72,23 @@ type Controller struct {
 	statusChanged chan struct{}
 
 	// Owned by the Run goroutine.
-	deleted     []types.UID // objects this controller deleted, newest last
-	deletedAny  bool        // this controller has deleted the DaemonSet before
-	driftKinds  []DriftKind // what the drift being repaired changed, for its Event
-	lastDrift   []DriftKind // what the last drain counted as drift (log, tests)
-	upgradeFrom string      // the version before the current upgrade, for its Event
-	tlsKept     *keptTLS    // while tls cannot tell the profile: what the DaemonSet had
-	version     string
-	failures    int
-	lastErr     error
-	retryIn     time.Duration
-	retry       *time.Timer
-	retryC      <-chan time.Time
-	imagesErr   error
+	deleted    []types.UID // objects this controller deleted, newest last
+	deletedAny bool        // this controller has deleted the DaemonSet before
+	driftKinds []DriftKind // what the drift being repaired changed, for its Event
+	lastDrift  []DriftKind // what the last drain counted as drift (log, tests)
+	// driftWriters made the drift being repaired, from managedFields;
+	// driftUnnamed: some of it no entry names.
+	driftWriters []fieldWriter
+	driftUnnamed bool
+	upgradeFrom  string   // the version before the current upgrade, for its Event
+	tlsKept      *keptTLS // while tls cannot tell the profile: what the DaemonSet had
+	version      string
+	failures     int
+	lastErr      error
+	retryIn      time.Duration
+	retry        *time.Timer
+	retryC       <-chan time.Time
+	imagesErr    error
 
 	// The last apply's DaemonSet before it (nil: none) and desired state:
 	// its Event, if it wrote, names a TLS change from them.
@@ -155,9 +159,10 @@ func NewRuntimeExtractorController(
 	}
 	c.informer = ri
 	c.events.recorder = c.eventRecorder
-	// library-go's generic DaemonSetCreated/Updated Events only go to the
-	// log: the controller records its own, saying why (events.go).
-	c.manager = resources.NewManager(kubeClient, ri.lister, events.NewLoggingEventRecorder(c.component(), clock.RealClock{}), resources.Desired{
+	// library-go's generic DaemonSetCreated/Updated Events are dropped: the
+	// controller records its own, saying why (events.go), and logging them
+	// dumped a raw Event struct per write.
+	c.manager = resources.NewManager(kubeClient, ri.lister, discardRecorder{component: c.component()}, resources.Desired{
 		Images: *c.images, TLSProfile: tlsProfile,
 	})
 	ownWrite := c.manager.IsOwnWrite
@@ -445,6 +450,8 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	state := c.machine.State()
 	drifted, gone := hint, false
 	c.lastDrift = c.lastDrift[:0]
+	var writers []fieldWriter
+	unnamed := false
 	ds, present := c.informer.current()
 	for _, o := range c.informer.drainDrift() {
 		switch o.kind {
@@ -467,6 +474,13 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 			}
 		}
 		drifted = true
+		switch {
+		case o.kind == DriftDeleted: // nothing to read: no one is named, no one guessed
+		case len(o.writers) == 0:
+			unnamed = true
+		default:
+			writers = mergeWriters(writers, o.writers)
+		}
 		if !slices.Contains(c.lastDrift, o.kind) {
 			c.lastDrift = append(c.lastDrift, o.kind)
 			if c.metrics != nil {
@@ -476,6 +490,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	}
 	if len(c.lastDrift) > 0 {
 		c.driftKinds = slices.Clone(c.lastDrift)
+		c.driftWriters, c.driftUnnamed = writers, unnamed
 	}
 	switch {
 	case drifted && !present:
@@ -486,8 +501,8 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		c.fire(ctx, fsm.Deleted{}) // our delete went through, though its call failed
 	}
 	if len(c.lastDrift) > 0 { // logged after the repair's write: act first, report after
-		klog.Infof("DaemonSet %s/%s was changed by someone else (%s); acted on it, now %s",
-			resources.Namespace, resources.DaemonSetName, driftWords(c.lastDrift), c.machine.State())
+		klog.Infof("DaemonSet %s/%s was %s; acted on it, now %s",
+			resources.Namespace, resources.DaemonSetName, driftSummary(c.lastDrift, writers, unnamed), c.machine.State())
 	}
 }
 
@@ -572,8 +587,14 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 			return fsm.ApplyFailed{Err: err}, nil
 		}
 		if res.Changed {
-			cause := applyCause{transition: t, drift: c.driftKinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny, tls: tlsMove(c.applyFrom, &c.applyTo)}
+			cause := applyCause{transition: t, drift: c.driftKinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny, tls: tlsMove(c.applyFrom, &c.applyTo),
+				writers: c.driftWriters, unnamed: c.driftUnnamed}
 			c.events.applied(res.Object, res.Created, cause.String(res.Created))
+			if c.metrics != nil && cause.repair() {
+				for _, m := range repairManagers(c.driftWriters) {
+					c.metrics.ObserveRepair(m)
+				}
+			}
 		}
 		uid := string(res.Object.UID)
 		if res.Rolls {
@@ -756,6 +777,7 @@ func (c *Controller) observeTransition(t fsm.Transition) {
 	klog.Infof("state %s -> %s on %s, action %s", t.From, t.To, fsm.Describe(t.Event), t.Action)
 	if t.To == fsm.StateRunning || t.To == fsm.StateDisabled {
 		c.driftKinds, c.upgradeFrom = nil, ""
+		c.driftWriters, c.driftUnnamed = nil, false
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -139,6 +140,22 @@ type applyCause struct {
 	reenabled bool
 	// tls: the TLS arguments the apply moved kube-rbac-proxy to, if it did.
 	tls string
+	// writers made the drift being repaired (from managedFields); unnamed:
+	// some of it no entry names.
+	writers []fieldWriter
+	unnamed bool
+}
+
+// repair: the apply undoes someone else's change.
+func (c applyCause) repair() bool {
+	if c.transition.To == fsm.StateDrifted {
+		return true
+	}
+	if c.transition.Event == nil {
+		return false
+	}
+	name := c.transition.Event.Name()
+	return name == fsm.EventModified || name == fsm.EventDeleted
 }
 
 func (c applyCause) String(created bool) string {
@@ -148,10 +165,10 @@ func (c applyCause) String(created bool) string {
 	}
 	state := c.transition.To
 	switch {
-	case state == fsm.StateDrifted && created:
+	case c.repair() && created:
 		return "recreated after it was deleted by someone else" + at
-	case state == fsm.StateDrifted:
-		return "repaired a change made by someone else (" + driftWords(c.drift) + ")"
+	case c.repair():
+		return "repaired a change made by someone else (" + driftWords(c.drift) + ")" + writersWords(c.drift, c.writers, c.unnamed)
 	case state == fsm.StateUpgrading && c.upgradeFrom != "" && c.upgradeFrom != c.version:
 		return fmt.Sprintf("version moved from %s to %s", c.upgradeFrom, c.version)
 	case created && c.reenabled:
@@ -184,4 +201,22 @@ func driftWords(kinds []DriftKind) string {
 		}
 	}
 	return strings.Join(words, ", ")
+}
+
+// discardRecorder is the library-go recorder given to resourceapply: it
+// records nothing, as the controller's own Events replace library-go's.
+type discardRecorder struct{ component string }
+
+var _ events.Recorder = discardRecorder{}
+
+func (discardRecorder) Event(string, string)                          {}
+func (discardRecorder) Eventf(string, string, ...any)                 {}
+func (discardRecorder) Warning(string, string)                        {}
+func (discardRecorder) Warningf(string, string, ...any)               {}
+func (r discardRecorder) ComponentName() string                       { return r.component }
+func (discardRecorder) Shutdown()                                     {}
+func (r discardRecorder) WithContext(context.Context) events.Recorder { return r }
+func (discardRecorder) ForComponent(c string) events.Recorder         { return discardRecorder{component: c} }
+func (r discardRecorder) WithComponentSuffix(s string) events.Recorder {
+	return discardRecorder{component: r.component + "-" + s}
 }

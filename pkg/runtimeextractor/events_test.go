@@ -4,11 +4,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -34,5 +36,46 @@ func TestEventMessagesAreCapped(t *testing.T) {
 	}
 	if !strings.HasPrefix(got[0].text, "spec.template.spec.priorityClassName: Invalid value") {
 		t.Errorf("Warning %.60q..., want the error's beginning", got[0].text)
+	}
+}
+
+// A repair's Event names who made the change, as managedFields says, says
+// "deleted by someone else" for a deletion, and stays within the cap however
+// many and however long the writers' names are.
+func TestRepairEventNamesTheWriter(t *testing.T) {
+	drifted := fsm.Transition{From: fsm.StateRunning, To: fsm.StateDrifted, Event: fsm.Modified{Generation: 4}, Action: fsm.ActionApply}
+	patch := fieldWriter{manager: "kubectl-patch", operation: "Update", time: t0.Add(time.Second)}
+	cases := []struct {
+		name    string
+		cause   applyCause
+		created bool
+		want    string
+	}{
+		{"one writer", applyCause{transition: drifted, drift: []DriftKind{DriftModified}, writers: []fieldWriter{patch}}, false,
+			"repaired a change made by someone else (spec changed), changed by kubectl-patch (Update at 2026-12-02T12:00:01Z)"},
+		{"a tie", applyCause{transition: drifted, drift: []DriftKind{DriftModified}, writers: []fieldWriter{patch, {manager: "helm", operation: "Apply", time: patch.time}}}, false,
+			"changed by kubectl-patch (Update at 2026-12-02T12:00:01Z), helm (Apply at 2026-12-02T12:00:01Z)"},
+		{"no entry names one", applyCause{transition: drifted, drift: []DriftKind{DriftMetadata}, unnamed: true}, false,
+			"repaired a change made by someone else (owned label or annotation changed), by a writer managedFields does not name"},
+		{"a deletion", applyCause{transition: drifted, drift: []DriftKind{DriftDeleted}}, true,
+			"recreated after it was deleted by someone else"},
+	}
+	for _, tc := range cases {
+		if got := tc.cause.String(tc.created); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want it to say %q", tc.name, got, tc.want)
+		}
+	}
+
+	many := applyCause{transition: drifted, drift: []DriftKind{DriftModified, DriftMetadata}}
+	for i := range 50 {
+		many.writers = append(many.writers, fieldWriter{manager: strings.Repeat(string(rune('a'+i%26)), maxManagerBytes), operation: "Update", time: t0})
+	}
+	log := &eventLog{}
+	e := changeEvents{recorder: log}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "openshift-insights", Name: "insights-runtime-extractor"}}
+	e.applied(ds, false, many.String(false))
+	got := log.with(ReasonUpdated)
+	if len(got) != 1 || len(got[0].text) > 1024 || !strings.Contains(got[0].text, "and 47 more") {
+		t.Fatalf("Event of %d bytes %q: want at most 1 KiB, naming three writers and how many more", len(got[0].text), got[0].text)
 	}
 }

@@ -85,6 +85,9 @@ type observation struct {
 	expected   bool
 	meta       map[string]string // owned metadata seen, for DriftMetadata
 	version    string            // the resourceVersion seen, for DriftMetadata
+	// writers made the change, from the event's managedFields (changedBy);
+	// none for a deletion, which leaves nothing to read.
+	writers []fieldWriter
 }
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
@@ -231,7 +234,7 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 	// Objects present at startup are the controller's first observation, not
 	// drift; a later Add it did not write (someone recreated it) is.
 	if !isInInitialList && !ri.isOwnWrite(ds) {
-		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation})
+		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation, writers: changedBy(nil, ds)})
 	}
 }
 
@@ -251,7 +254,8 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		notify(ri.rollout)
 	}
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
-		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur), version: cur.ResourceVersion})
+		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur), version: cur.ResourceVersion,
+			writers: changedBy(old, cur)})
 	}
 }
 

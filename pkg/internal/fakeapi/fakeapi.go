@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
@@ -53,7 +54,13 @@ func (s *Server) create(action clienttesting.Action) (bool, runtime.Object, erro
 	ds.UID = types.UID("uid-" + s.next())
 	ds.Generation = 1
 	ds.ResourceVersion = s.next()
-	if err := s.Client.Tracker().Create(DaemonSets, ds, ds.Namespace); err != nil {
+	// The field manager goes to the tracker, which keeps managedFields as
+	// the API server does (it would say "unknown" for every writer).
+	var opts metav1.CreateOptions
+	if a, ok := action.(clienttesting.CreateActionImpl); ok {
+		opts = a.GetCreateOptions()
+	}
+	if err := s.Client.Tracker().Create(DaemonSets, ds, ds.Namespace, opts); err != nil {
 		return true, nil, err
 	}
 	return true, ds.DeepCopy(), nil
@@ -92,7 +99,11 @@ func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, erro
 		}
 	}
 	ds.ResourceVersion = s.next()
-	if err := s.Client.Tracker().Update(DaemonSets, ds, ds.Namespace); err != nil {
+	var opts metav1.UpdateOptions
+	if a, ok := action.(clienttesting.UpdateActionImpl); ok {
+		opts = a.GetUpdateOptions()
+	}
+	if err := s.Client.Tracker().Update(DaemonSets, ds, ds.Namespace, opts); err != nil {
 		return true, nil, err
 	}
 	return true, ds.DeepCopy(), nil

@@ -1,0 +1,193 @@
+package runtimeextractor
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/metrics"
+
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+func entry(manager string, op metav1.ManagedFieldsOperationType, at time.Time, subresource string) metav1.ManagedFieldsEntry {
+	mt := metav1.NewTime(at)
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, Time: &mt, Subresource: subresource,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}
+}
+
+func withFields(entries ...metav1.ManagedFieldsEntry) func(*appsv1.DaemonSet) {
+	return func(ds *appsv1.DaemonSet) { ds.ManagedFields = entries }
+}
+
+// The observation of a spec or metadata change names the newest field
+// manager that is not ours, leaving out status writes and entries the change
+// did not touch; a tie names every writer; a deletion names none.
+func TestObservationNamesTheWriter(t *testing.T) {
+	own := entry(resources.FieldManager, metav1.ManagedFieldsOperationUpdate, t0.Add(5*time.Second), "")
+	status := entry("kube-controller-manager", metav1.ManagedFieldsOperationUpdate, t0.Add(9*time.Second), "status")
+	older := entry("argocd", metav1.ManagedFieldsOperationApply, t0, "")
+	patch := entry("kubectl-patch", metav1.ManagedFieldsOperationUpdate, t0.Add(time.Second), "")
+	tied := entry("helm", metav1.ManagedFieldsOperationUpdate, t0.Add(time.Second), "")
+	notOwn := func(types.UID, int64) bool { return false }
+
+	for _, tc := range []struct {
+		name string
+		feed func(ri *daemonSetInformer)
+		want []string
+	}{
+		{"spec change: the newest foreign entry", func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3, withFields(own, status, older)), managed(4, withFields(own, status, older, patch)))
+		}, []string{"kubectl-patch Update 12:00:01"}},
+		{"a tie names both", func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3, withFields(own, older)), managed(4, withFields(own, older, patch, tied)))
+		}, []string{"kubectl-patch Update 12:00:01", "helm Update 12:00:01"}},
+		{"owned label removed: an entry the change did not touch is not its writer", func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3, withFields(own, older)), managed(3, withFields(own, older), func(ds *appsv1.DaemonSet) {
+				delete(ds.Labels, resources.LabelManagedBy)
+			}))
+		}, nil},
+		{"owned annotation changed by an Apply", func(ri *daemonSetInformer) {
+			later := entry("argocd", metav1.ManagedFieldsOperationApply, t0.Add(2*time.Second), "")
+			ri.onUpdate(managed(3, withFields(own, older)), managed(3, withFields(own, later), func(ds *appsv1.DaemonSet) {
+				ds.Annotations[resources.VersionAnnotation] = "1.0"
+			}))
+		}, []string{"argocd Apply 12:00:02"}},
+		{"recreated: the newest foreign entry of the new object", func(ri *daemonSetInformer) {
+			ri.onAdd(managed(1, withFields(older, patch), func(ds *appsv1.DaemonSet) { ds.UID = "uid-2" }), false)
+		}, []string{"kubectl-patch Update 12:00:01"}},
+		{"deleted: nothing to read", func(ri *daemonSetInformer) {
+			ri.onDelete(managed(3, withFields(own, patch)))
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ri := newTestInformer(t, notOwn)
+			tc.feed(ri)
+			obs := ri.drainDrift()
+			if len(obs) != 1 {
+				t.Fatalf("observed %+v, want one observation", obs)
+			}
+			var got []string
+			for _, w := range obs[0].writers {
+				got = append(got, w.manager+" "+w.operation+" "+w.time.UTC().Format("15:04:05"))
+			}
+			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+				t.Fatalf("writers %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A manager name is the client's choice: it is made printable and bounded.
+func TestWriterNamesAreSanitized(t *testing.T) {
+	hostile := "evil\x1b[31m\n\u202e" + strings.Repeat("x", 10000) + "\xff"
+	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
+	ri.onUpdate(managed(3), managed(4, withFields(entry(hostile, metav1.ManagedFieldsOperationUpdate, t0, ""))))
+	obs := ri.drainDrift()
+	if len(obs) != 1 || len(obs[0].writers) != 1 {
+		t.Fatalf("observed %+v, want one writer", obs)
+	}
+	name := obs[0].writers[0].manager
+	if len(name) > maxManagerBytes || !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		t.Fatalf("manager %q (%d bytes): want printable, valid UTF-8, at most %d bytes", name, len(name), maxManagerBytes)
+	}
+	if !strings.HasPrefix(name, "evil?[31m?") {
+		t.Fatalf("manager %q: want its printable beginning kept", name)
+	}
+}
+
+// The whole path: a change written with field manager kubectl-patch (the
+// fake API keeps managedFields from each write's field manager, as the API
+// server does) is repaired, and the Event, the log line and the per-manager counter name
+// kubectl-patch.
+func TestRepairNamesTheWriterInEventLogAndMetric(t *testing.T) {
+	logged := captureLog(t)
+	m := metrics.New()
+	reg := prometheus.NewRegistry()
+	m.MustRegister(reg)
+	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithMetrics(m)) })
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	ds := h.stored().DeepCopy()
+	want := ds.Spec.Template.Spec.Containers[0].Image
+	ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
+	if _, err := h.api.Client.AppsV1().DaemonSets(resources.Namespace).Update(context.Background(), ds, metav1.UpdateOptions{FieldManager: "kubectl-patch"}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStored("the image to be restored", func(ds *appsv1.DaemonSet) bool { return ds.Spec.Template.Spec.Containers[0].Image == want })
+	const who = "changed by kubectl-patch (Update at "
+	h.eventually("an Updated Event naming kubectl-patch", func() bool {
+		for _, e := range h.changes.with(ReasonUpdated) {
+			if strings.Contains(e.text, who) {
+				return true
+			}
+		}
+		return false
+	})
+	h.stop()
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP runtime_extractor_repairs_total Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").
+# TYPE runtime_extractor_repairs_total counter
+runtime_extractor_repairs_total{manager="kubectl-patch"} 1
+`), "runtime_extractor_repairs_total"); err != nil {
+		t.Error(err)
+	}
+	out := logged()
+	if !strings.Contains(out, "was changed by someone else (spec changed), "+who) {
+		t.Errorf("no log line naming kubectl-patch in:\n%s", out)
+	}
+	// library-go's logging recorder dumped a raw Event struct per write.
+	if strings.Contains(out, "&Event{") || strings.Contains(out, resources.EventReasonCreated) {
+		t.Errorf("the log carries library-go's Events:\n%s", out)
+	}
+}
+
+// captureLog sends klog's output to a buffer until the test ends, and
+// returns a function reading what was logged so far.
+func captureLog(t *testing.T) func() string {
+	t.Helper()
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	klog.LogToStderr(false)
+	klog.SetOutput(lockedWriter{mu: &mu, w: &buf})
+	t.Cleanup(func() {
+		klog.Flush()
+		klog.SetOutput(os.Stderr)
+		klog.LogToStderr(true)
+	})
+	return func() string {
+		klog.Flush()
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
