@@ -454,21 +454,11 @@ func TestHoldingIsNotReportedAsDisabled(t *testing.T) {
 	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithMetrics(m)) }, configMap("dataReporting: [not, a, mapping"), existing)
 	h.signalVersion() // handled after the start-up re-assert and its report
 	state := func(s string) float64 {
-		families, err := reg.Gather()
+		v, err := gatherState(reg, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range families {
-			if f.GetName() != metrics.Namespace+"_state" {
-				continue
-			}
-			for _, sample := range f.GetMetric() {
-				if sample.GetLabel()[0].GetValue() == s {
-					return sample.GetGauge().GetValue()
-				}
-			}
-		}
-		return -1 // no such series
+		return v
 	}
 	if state(string(fsm.StateDisabled)) != 0 || state(metrics.StateHolding) != 1 {
 		t.Fatalf("while holding: state{Disabled}=%v, state{%s}=%v; want 0 and 1", state(string(fsm.StateDisabled)), metrics.StateHolding, state(metrics.StateHolding))

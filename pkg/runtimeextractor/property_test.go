@@ -1454,19 +1454,28 @@ func (s *propSim) checkHonest(when string) bool {
 
 // stateMetric reads runtime_extractor_state{state} (-1 when absent).
 func (s *propSim) stateMetric(state string) float64 {
-	families, err := s.reg.Gather()
+	v, err := gatherState(s.reg, state)
 	s.must(err)
+	return v
+}
+
+// gatherState reads runtime_extractor_state{state} from reg (-1 when absent).
+func gatherState(reg prometheus.Gatherer, state string) (float64, error) {
+	families, err := reg.Gather()
+	if err != nil {
+		return 0, fmt.Errorf("gather metrics: %w", err)
+	}
 	for _, f := range families {
 		if f.GetName() != metrics.Namespace+"_state" {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			if m.GetLabel()[0].GetValue() == state {
-				return m.GetGauge().GetValue()
+				return m.GetGauge().GetValue(), nil
 			}
 		}
 	}
-	return -1
+	return -1, nil
 }
 
 // checkFreshAgrees starts a second controller process over the same cluster
