@@ -29,23 +29,6 @@ const refuseUpdatesPolicy = "e2e-refuse-runtime-extractor-updates"
 // Both are deleted when the test ends.
 func (e *env) refuseDaemonSetUpdates() (allow func()) {
 	e.t.Helper()
-	ctx := context.Background()
-	vap := e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	bindings := e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	deleteBinding := func() {
-		if err := bindings.Delete(ctx, refuseUpdatesPolicy, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			e.t.Errorf("delete ValidatingAdmissionPolicyBinding: %v", err)
-		}
-	}
-	cleanup := func() {
-		deleteBinding()
-		if err := vap.Delete(ctx, refuseUpdatesPolicy, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			e.t.Errorf("delete ValidatingAdmissionPolicy: %v", err)
-		}
-	}
-	cleanup() // left over by an aborted run
-	e.t.Cleanup(cleanup)
-
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: refuseUpdatesPolicy},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
@@ -70,25 +53,47 @@ func (e *env) refuseDaemonSetUpdates() (allow func()) {
 			}},
 		},
 	}
+	// The API server loads policies asynchronously: a dry-run update shows
+	// when this one is enforced.
+	return e.enforcePolicy(policy, e.updateRefused)
+}
+
+// enforcePolicy installs policy with a Deny binding of the same name (after
+// removing any an aborted run left), waits until enforced reports it in
+// force, and removes both when the test ends; removeBinding lifts it sooner.
+func (e *env) enforcePolicy(policy *admissionregistrationv1.ValidatingAdmissionPolicy, enforced func() bool) (removeBinding func()) {
+	e.t.Helper()
+	ctx := context.Background()
+	vap := e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	bindings := e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	removeBinding = func() {
+		if err := bindings.Delete(ctx, policy.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			e.t.Errorf("delete ValidatingAdmissionPolicyBinding: %v", err)
+		}
+	}
+	cleanup := func() {
+		removeBinding()
+		if err := vap.Delete(ctx, policy.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			e.t.Errorf("delete ValidatingAdmissionPolicy: %v", err)
+		}
+	}
+	cleanup()
+	e.t.Cleanup(cleanup)
 	if _, err := vap.Create(ctx, policy, metav1.CreateOptions{}); err != nil {
 		e.t.Fatalf("create ValidatingAdmissionPolicy: %v", err)
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: refuseUpdatesPolicy},
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        refuseUpdatesPolicy,
+			PolicyName:        policy.Name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}
 	if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		e.t.Fatalf("create ValidatingAdmissionPolicyBinding: %v", err)
 	}
-	// The API server loads policies asynchronously: a dry-run update shows
-	// when this one is enforced.
-	e.eventually("the admission policy enforced", func(context.Context) (bool, error) {
-		return e.updateRefused(), nil
-	})
-	return deleteBinding
+	e.eventually("the admission policy "+policy.Name+" enforced", func(context.Context) (bool, error) { return enforced(), nil })
+	return removeBinding
 }
 
 // updateRefused reports whether a (dry-run) update of the DaemonSet is refused

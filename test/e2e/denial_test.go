@@ -11,7 +11,6 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -31,20 +30,6 @@ const denyDeletePolicy = "e2e-deny-runtime-extractor-delete"
 // when the test ends.
 func (e *env) denyDeletesBy(user string, client kubernetes.Interface) {
 	e.t.Helper()
-	ctx := context.Background()
-	vap := e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	bindings := e.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	cleanup := func() {
-		if err := bindings.Delete(ctx, denyDeletePolicy, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			e.t.Errorf("delete ValidatingAdmissionPolicyBinding: %v", err)
-		}
-		if err := vap.Delete(ctx, denyDeletePolicy, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			e.t.Errorf("delete ValidatingAdmissionPolicy: %v", err)
-		}
-	}
-	cleanup() // left over by an aborted run
-	e.t.Cleanup(cleanup)
-
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: denyDeletePolicy},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
@@ -72,24 +57,11 @@ func (e *env) denyDeletesBy(user string, client kubernetes.Interface) {
 			}},
 		},
 	}
-	if _, err := vap.Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		e.t.Fatalf("create ValidatingAdmissionPolicy: %v", err)
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: denyDeletePolicy},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        denyDeletePolicy,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		e.t.Fatalf("create ValidatingAdmissionPolicyBinding: %v", err)
-	}
 	// Policies are loaded asynchronously: a dry-run DELETE as user shows when
 	// this one is enforced.
-	e.eventually("the delete policy enforced", func(context.Context) (bool, error) {
-		err := client.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		return err != nil && strings.Contains(err.Error(), denyDeletePolicy), nil
+	e.enforcePolicy(policy, func() bool {
+		err := client.AppsV1().DaemonSets(ns).Delete(context.Background(), name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), denyDeletePolicy)
 	})
 }
 

@@ -113,7 +113,7 @@ func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
 		return ds != nil && ds.Status.ObservedGeneration == ds.Generation && len(ds.Spec.Template.Spec.Tolerations) > 0 &&
 			ds.Status.DesiredNumberScheduled == desired && ds.Status.UpdatedNumberScheduled == 1 && ds.Status.NumberAvailable == desired-1
 	})
-	held := e.unreadyPodNode(ds)
+	held := e.unreadyPodNode(ds, changed)
 	requests.flush()
 	if got := requests.readVerbsSince(user, "pods", changed); len(got) != 0 {
 		t.Errorf("pods read while the rollout progressed (deadline not passed): %v", got)
@@ -157,8 +157,9 @@ func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
 	e.eventually(metricRolloutStuck+" back to 0", func(context.Context) (bool, error) { return c.stuckMetric() == 0, nil })
 }
 
-// unreadyPodNode is the node of ds's one pod that is not ready.
-func (e *env) unreadyPodNode(ds *appsv1.DaemonSet) string {
+// unreadyPodNode is the node of the one pod of ds, created since, that is not
+// ready.
+func (e *env) unreadyPodNode(ds *appsv1.DaemonSet, since time.Time) string {
 	e.t.Helper()
 	var nodes []string
 	e.eventually("one pod not ready", func(ctx context.Context) (bool, error) {
@@ -168,7 +169,11 @@ func (e *env) unreadyPodNode(ds *appsv1.DaemonSet) string {
 		}
 		nodes = nodes[:0]
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil && p.Spec.NodeName != "" && !podIsReady(&p) {
+			// Only pods created since (creation times are in whole seconds):
+			// an older pod may be slow to turn ready again after an earlier
+			// test restarted kwok.
+			if p.DeletionTimestamp == nil && p.Spec.NodeName != "" && !podIsReady(&p) &&
+				!p.CreationTimestamp.Before(&metav1.Time{Time: since.Truncate(time.Second)}) {
 				nodes = append(nodes, p.Spec.NodeName)
 			}
 		}
