@@ -21,13 +21,14 @@ import (
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
 	configinformers "github.com/openshift/client-go/config/informers/externalversions"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/insights-runtime-extractor/controller/pkg/internal/configapi"
 )
 
 // APIServerName is the name of the cluster's singleton APIServer.
@@ -68,7 +69,7 @@ func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface
 }
 
 func newSource(disco discovery.DiscoveryInterface, client configclient.Interface, clk clock.WithDelayedExecution) (*Source, error) {
-	ok, err := serves(disco)
+	ok, err := configapi.Serves(disco, "apiservers")
 	if err != nil {
 		return nil, err
 	}
@@ -98,22 +99,6 @@ func newSource(disco discovery.DiscoveryInterface, client configclient.Interface
 		return nil, fmt.Errorf("watch apiserver %s: %w", APIServerName, err)
 	}
 	return s, nil
-}
-
-func serves(disco discovery.DiscoveryInterface) (bool, error) {
-	list, err := disco.ServerResourcesForGroupVersion(configv1.GroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", configv1.GroupVersion, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == "apiservers" {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // Run runs the watch until ctx is done (a no-op for a static source).

@@ -14,12 +14,13 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
 	configinformers "github.com/openshift/client-go/config/informers/externalversions"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/insights-runtime-extractor/controller/pkg/internal/configapi"
 )
 
 // ClusterVersionName is the name of the cluster's singleton ClusterVersion.
@@ -47,7 +48,7 @@ func NewStatic(v string) *Source {
 // it, and otherwise reports fallback. Only the "version" object is cached.
 func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface, fallback string) (*Source, error) {
 	s := NewStatic(fallback)
-	ok, err := serves(disco)
+	ok, err := configapi.Serves(disco, "clusterversions")
 	if err != nil {
 		return nil, err
 	}
@@ -68,22 +69,6 @@ func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface
 		return nil, fmt.Errorf("watch clusterversion: %w", err)
 	}
 	return s, nil
-}
-
-func serves(disco discovery.DiscoveryInterface) (bool, error) {
-	list, err := disco.ServerResourcesForGroupVersion(configv1.GroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", configv1.GroupVersion, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == "clusterversions" {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 func (s *Source) observe(obj any) {
