@@ -21,6 +21,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 // Namespace is the prefix of every metric name.
@@ -56,6 +57,8 @@ type Metrics struct {
 	lastTransitionTime prometheus.Gauge
 	rolloutStuck       prometheus.Gauge
 	repairs            *prometheus.CounterVec
+	degraded           *prometheus.GaugeVec
+	conflictingWriter  prometheus.Gauge
 
 	// stateMu keeps the one-hot state gauge consistent when two goroutines report
 	// transitions at the same time.
@@ -126,7 +129,20 @@ func New() *Metrics {
 			Name:      "repairs_total",
 			Help:      `Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`,
 		}, []string{"manager"}),
+		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "degraded",
+			Help:      "1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.",
+		}, []string{"reason"}),
+		conflictingWriter: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Name:      "conflicting_writer",
+			Help:      "1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0.",
+		}),
 		now: time.Now,
+	}
+	for _, r := range status.DegradedReasons {
+		m.degraded.WithLabelValues(r).Set(0)
 	}
 	for _, s := range fsm.States {
 		m.state.WithLabelValues(string(s)).Set(0)
@@ -156,6 +172,8 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 		m.lastTransitionTime,
 		m.rolloutStuck,
 		m.repairs,
+		m.degraded,
+		m.conflictingWriter,
 	}
 }
 
@@ -302,6 +320,28 @@ func (m *Metrics) SetRolloutStuck(stuck bool) {
 		v = 1
 	}
 	m.rolloutStuck.Set(v)
+}
+
+// SetDegraded records the reason of RuntimeExtractorDegraded=True; "" when
+// it is not True. The reasons are status.DegradedReasons.
+func (m *Metrics) SetDegraded(reason string) {
+	for _, r := range status.DegradedReasons {
+		v := 0.0
+		if r == reason {
+			v = 1
+		}
+		m.degraded.WithLabelValues(r).Set(v)
+	}
+}
+
+// SetConflictingWriter records whether another writer fights the controller
+// over the DaemonSet.
+func (m *Metrics) SetConflictingWriter(on bool) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.conflictingWriter.Set(v)
 }
 
 // SetBackoff records the delay before the next retry; pass 0 once the retry ran or

@@ -58,7 +58,13 @@ const (
 	// ReasonPodsUnavailable: the DaemonSet is rolled out, and some of the nodes
 	// that should run a pod have no available one.
 	ReasonPodsUnavailable = "PodsUnavailable"
+	// ReasonConflictingWriter: another writer keeps undoing the controller's
+	// repairs of the DaemonSet (a tug-of-war); repairs back off.
+	ReasonConflictingWriter = "ConflictingWriter"
 )
+
+// DegradedReasons are the reasons RuntimeExtractorDegraded=True can carry.
+var DegradedReasons = []string{ReasonApplyFailed, ReasonDeleteFailed, ReasonConflictingWriter, ReasonRolloutStuck, ReasonInvalidConfig}
 
 // RolloutStuck describes a rollout that made no progress for the deadline.
 type RolloutStuck struct {
@@ -95,6 +101,48 @@ func (r *RolloutStuck) equal(o *RolloutStuck) bool {
 	return r.NotReady == o.NotReady && slices.Equal(r.Nodes, o.Nodes) && r.Warning == o.Warning
 }
 
+// ConflictingWriter describes a tug-of-war over the DaemonSet: writers other
+// than the controller that keep undoing its repairs.
+type ConflictingWriter struct {
+	// Writers name those whose changes the controller repaired during the
+	// fight, most repairs first, at most a few.
+	Writers []WriterCount
+	// Repairs counts the controller's repairs since the fight's first one.
+	Repairs int
+	// For is the time since the fight's first repair.
+	For time.Duration
+	// RepairEvery is the wait between two repairs now (the repair backoff).
+	RepairEvery time.Duration
+}
+
+// WriterCount is one writer of a fight: its field manager, or a description
+// when managedFields names no one, and how many of its changes were repaired.
+type WriterCount struct {
+	Manager string
+	Repairs int
+}
+
+func (w *ConflictingWriter) message() string {
+	names := make([]string, 0, len(w.Writers))
+	for _, wc := range w.Writers {
+		names = append(names, fmt.Sprintf("%s (%d)", wc.Manager, wc.Repairs))
+	}
+	return fmt.Sprintf("another writer keeps undoing the controller's repairs of the DaemonSet: %d repairs in %s, of changes by %s; "+
+		"repairs now wait %s between each other. Likely another copy of this controller with another manifest "+
+		"(e.g. an operator that embeds it running next to the standalone binary) or a GitOps tool that applies its own "+
+		"version of the DaemonSet: find the writer in the DaemonSet's metadata.managedFields and stop one of the two",
+		w.Repairs, roundBackoff(w.For), strings.Join(names, ", "), roundBackoff(w.RepairEvery))
+}
+
+// equal leaves For out: it grows by itself, and a status write for each
+// second of a fight would be a fight of its own.
+func (w *ConflictingWriter) equal(o *ConflictingWriter) bool {
+	if w == nil || o == nil {
+		return w == o
+	}
+	return w.Repairs == o.Repairs && w.RepairEvery == o.RepairEvery && slices.Equal(w.Writers, o.Writers)
+}
+
 // Snapshot is what the controller knows at one moment, the only input of Conditions.
 type Snapshot struct {
 	// State is the state machine's current state.
@@ -115,6 +163,9 @@ type Snapshot struct {
 	ConfigError error
 	// Stuck is set while the rollout made no progress for the rollout deadline.
 	Stuck *RolloutStuck
+	// Conflict is set while another writer keeps undoing the controller's
+	// repairs (a tug-of-war).
+	Conflict *ConflictingWriter
 
 	// Holding: insights-config is invalid and this process has seen no good
 	// config since it started, so it changes nothing (State stays as it began).
@@ -144,7 +195,7 @@ func (s Snapshot) Equal(o Snapshot) bool {
 		s.Desired == o.Desired && s.Updated == o.Updated && s.Available == o.Available &&
 		s.Failures == o.Failures && s.RetryIn == o.RetryIn &&
 		errorText(s.LastError) == errorText(o.LastError) && errorText(s.ConfigError) == errorText(o.ConfigError) &&
-		s.Stuck.equal(o.Stuck) &&
+		s.Stuck.equal(o.Stuck) && s.Conflict.equal(o.Conflict) &&
 		s.Holding == o.Holding && s.Present == o.Present && s.AppliedVersion == o.AppliedVersion &&
 		s.RolledOut == o.RolledOut && s.MaxUnavailable == o.MaxUnavailable && slices.Equal(s.UnavailableNodes, o.UnavailableNodes)
 }
@@ -191,7 +242,8 @@ func errorText(err error) string {
 //
 // Degraded does not depend on the state: True [ApplyFailed, or DeleteFailed in
 // Disabled and Deleting] once an action failed (Failures >= 1 with a LastError),
-// else True [RolloutStuck] while a rollout with pods still to update made no
+// else True [ConflictingWriter] while another writer keeps undoing the
+// controller's repairs, else True [RolloutStuck] while a rollout with pods still to update made no
 // progress for the rollout deadline, else True [InvalidConfig] when
 // insights-config was rejected, else False [AsExpected]. A failing action and
 // a rejected config together report the action's reason and both messages.
@@ -363,6 +415,13 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	switch {
 	case failing(s):
 		c.Status, c.Reason, c.Message = configv1.ConditionTrue, failureReason(s.State), failureMessage(s)
+		if s.ConfigError != nil {
+			c.Message += "; " + configMessage(s.ConfigError)
+		}
+	case s.Conflict != nil:
+		// Before RolloutStuck: each of the other writer's changes starts a
+		// rollout of its own, so the fight is the cause of a stuck one.
+		c.Status, c.Reason, c.Message = configv1.ConditionTrue, ReasonConflictingWriter, s.Conflict.message()
 		if s.ConfigError != nil {
 			c.Message += "; " + configMessage(s.ConfigError)
 		}
