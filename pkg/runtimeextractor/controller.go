@@ -61,6 +61,8 @@ type Controller struct {
 	status   *statusWriter
 	door     *frontDoor    // owned by the Run goroutine
 	rollouts *rolloutWatch // owned by the Run goroutine
+	// clock tells the repair streak the time; tests replace it.
+	clock clock.PassiveClock
 
 	// versionSignals counts handled updateCh notifications (tests wait on it).
 	versionSignals atomic.Uint64
@@ -80,6 +82,10 @@ type Controller struct {
 	// driftUnnamed: some of it no entry names.
 	driftWriters []fieldWriter
 	driftUnnamed bool
+	// streak is the streak of repairs, and its fight (fight.go);
+	// repairDeferred: a drift waits for the streak's backoff.
+	streak         repairStreak
+	repairDeferred bool
 	upgradeFrom  string   // the version before the current upgrade, for its Event
 	tlsKept      *keptTLS // while tls cannot tell the profile: what the DaemonSet had
 	version      string
@@ -125,6 +131,7 @@ func NewRuntimeExtractorController(
 		statusChanged:  make(chan struct{}, 1),
 		door:           newFrontDoor(clock.RealClock{}),
 		rollouts:       newRolloutWatch(DefaultRolloutDeadline),
+		clock:          clock.RealClock{},
 	}
 	for _, o := range opts {
 		o(c)
@@ -249,6 +256,7 @@ func (c *Controller) Run(ctx context.Context) {
 	defer c.door.reset() // a later Run starts with nothing held
 	defer c.rollouts.reset()
 	defer func() { c.tlsKept = nil }() // a later Run looks at the DaemonSet again
+	defer c.endStreak("the controller stopped") // a later Run has no memory of this one's repairs
 	if c.status != nil {
 		statusCtx, stopStatus := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -273,6 +281,10 @@ func (c *Controller) Run(ctx context.Context) {
 	// write the cache shows, or a delete, disarms it.
 	var expect expectTimer
 	defer expect.stop()
+	// Armed while the repair streak has something due: a deferred repair,
+	// or the end of the streak.
+	var streakTimer deadlineTimer
+	defer streakTimer.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -311,6 +323,9 @@ func (c *Controller) Run(ctx context.Context) {
 			if c.retryC == nil {
 				c.reassert(ctx)
 			}
+		case <-streakTimer.c:
+			streakTimer.fired()
+			c.onStreakDue(ctx)
 		case <-c.rollouts.C():
 			if ds, ok := c.informer.current(); ok {
 				c.rollouts.expired(ctx, c.kubeClient, ds, time.Now())
@@ -326,6 +341,8 @@ func (c *Controller) Run(ctx context.Context) {
 			c.stuckChanged()
 		}
 		expect.follow(c.manager.Expecting())
+		at, due := c.streak.next(c.repairDeferred)
+		streakTimer.follow(at, due, c.clock.Now())
 		c.report()
 		c.observeHolding()
 	}
@@ -355,6 +372,25 @@ func (e *expectTimer) stop() {
 	if e.t != nil {
 		e.t.Stop()
 		e.fired()
+	}
+}
+
+// deadlineTimer is a Run timer that follows an instant that may move.
+type deadlineTimer struct {
+	expectTimer
+	at time.Time
+}
+
+// follow arms the timer for at (now is the time of at's clock), re-arms it
+// when at moved, and disarms it when !ok.
+func (d *deadlineTimer) follow(at time.Time, ok bool, now time.Time) {
+	switch {
+	case !ok:
+		d.stop()
+	case d.t == nil || !at.Equal(d.at):
+		d.stop()
+		d.expectTimer.follow(at.Sub(now), true)
+		d.at = at
 	}
 }
 
@@ -488,21 +524,118 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 			}
 		}
 	}
-	if len(c.lastDrift) > 0 {
+	switch {
+	case len(c.lastDrift) > 0 && c.repairDeferred:
+		// What waits for the backoff adds up: its repair's Event names it all.
+		for _, k := range c.lastDrift {
+			if !slices.Contains(c.driftKinds, k) {
+				c.driftKinds = append(c.driftKinds, k)
+			}
+		}
+		c.driftWriters = mergeWriters(c.driftWriters, writers)
+		c.driftUnnamed = c.driftUnnamed || unnamed
+	case len(c.lastDrift) > 0:
 		c.driftKinds = slices.Clone(c.lastDrift)
 		c.driftWriters, c.driftUnnamed = writers, unnamed
 	}
+	var wait time.Duration
 	switch {
-	case drifted && !present:
-		c.fire(ctx, fsm.Deleted{})
+	case drifted && c.level() == (fsm.Enabled{}):
+		// Only repairs back off; a delete of what insights-config disables does not.
+		now := c.clock.Now()
+		c.settleStreak(now)
+		c.streak.changed(now, writers, unnamed || len(c.lastDrift) == 0)
+		if wait = c.streak.wait(now); wait > 0 {
+			c.repairDeferred = true
+			break
+		}
+		c.fireDrift(ctx)
 	case drifted:
-		c.fire(ctx, fsm.Modified{Generation: ds.Generation})
+		c.fireDrift(ctx)
 	case gone && !present && c.machine.State() == fsm.StateDeleting:
 		c.fire(ctx, fsm.Deleted{}) // our delete went through, though its call failed
 	}
-	if len(c.lastDrift) > 0 { // logged after the repair's write: act first, report after
+	switch {
+	case len(c.lastDrift) == 0:
+	case wait > 0:
+		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s: the %d repairs since %s were undone (%s)",
+			resources.Namespace, resources.DaemonSetName, driftSummary(c.lastDrift, writers, unnamed),
+			wait.Round(time.Millisecond), c.streak.repairs, c.streak.first.UTC().Format(time.RFC3339), "repair backoff")
+	default: // logged after the repair's write: act first, report after
 		klog.Infof("DaemonSet %s/%s was %s; acted on it, now %s",
 			resources.Namespace, resources.DaemonSetName, driftSummary(c.lastDrift, writers, unnamed), c.machine.State())
+	}
+}
+
+// fireDrift fires the drift of the DaemonSet the view shows now: Deleted
+// when it is gone, else Modified.
+func (c *Controller) fireDrift(ctx context.Context) {
+	c.repairDeferred = false
+	if ds, ok := c.informer.current(); ok {
+		c.fire(ctx, fsm.Modified{Generation: ds.Generation})
+		return
+	}
+	c.fire(ctx, fsm.Deleted{})
+}
+
+// onStreakDue acts on the repair streak's timer: a deferred repair is made,
+// unless insights-config has since disabled the runtime extractor (its
+// level was acted on then); a streak whose latest repair stood long enough
+// ends.
+func (c *Controller) onStreakDue(ctx context.Context) {
+	c.settleStreak(c.clock.Now())
+	if !c.repairDeferred || c.holding() {
+		return
+	}
+	if c.level() != (fsm.Enabled{}) {
+		c.repairDeferred = false
+		return
+	}
+	if c.streak.wait(c.clock.Now()) > 0 {
+		return // the timer follows the streak; it fires again when due
+	}
+	c.fireDrift(ctx)
+}
+
+// settleStreak ends a repair streak whose latest repair stood for
+// repairQuiet, and says so when that ends a fight.
+func (c *Controller) settleStreak(now time.Time) {
+	if !c.streak.settle(now) {
+		return
+	}
+	c.fightOver("the latest repair stood for " + repairQuiet.String())
+}
+
+// endStreak forgets the streak: Run ends, or there is nothing to repair.
+func (c *Controller) endStreak(why string) {
+	if c.streak.fight {
+		c.fightOver(why)
+	}
+	c.streak.reset()
+	c.repairDeferred = false
+}
+
+func (c *Controller) fightOver(why string) {
+	klog.Infof("the tug-of-war over DaemonSet %s/%s is over (%s): repairs are immediate again", resources.Namespace, resources.DaemonSetName, why)
+	if c.metrics != nil {
+		c.metrics.SetConflictingWriter(false)
+	}
+}
+
+// repairMade counts a repair that wrote in the streak; when that makes a
+// fight, it is reported: log, Warning Event, gauge.
+func (c *Controller) repairMade(ds *appsv1.DaemonSet) {
+	now := c.clock.Now()
+	c.settleStreak(now)
+	if !c.streak.repaired(now) {
+		return
+	}
+	conds := status.Conditions(c.snapshot())
+	msg := v1helpers.FindStatusCondition(conds, status.ConditionDegraded).Message
+	klog.Warningf("tug-of-war over DaemonSet %s/%s: %s", resources.Namespace, resources.DaemonSetName, msg)
+	c.events.conflict(ds, msg)
+	if c.metrics != nil {
+		c.metrics.SetConflictingWriter(true)
 	}
 }
 
@@ -590,11 +723,16 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 			cause := applyCause{transition: t, drift: c.driftKinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny, tls: tlsMove(c.applyFrom, &c.applyTo),
 				writers: c.driftWriters, unnamed: c.driftUnnamed}
 			c.events.applied(res.Object, res.Created, cause.String(res.Created))
-			if c.metrics != nil && cause.repair() {
-				for _, m := range repairManagers(c.driftWriters) {
-					c.metrics.ObserveRepair(m)
+			if cause.repair() {
+				if c.metrics != nil {
+					for _, m := range repairManagers(c.driftWriters) {
+						c.metrics.ObserveRepair(m)
+					}
 				}
+				c.repairMade(res.Object)
 			}
+		} else if (applyCause{transition: t}).repair() {
+			c.streak.stands(c.clock.Now()) // the other writer put it back itself
 		}
 		uid := string(res.Object.UID)
 		if res.Rolls {
@@ -612,6 +750,7 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 			c.events.failed(on, ReasonDeleteFailed, err.Error()+"; retrying with backoff")
 			return fsm.DeleteFailed{Err: err}, nil
 		}
+		c.endStreak("insights-config disables the runtime extractor") // nothing left to fight over
 		if deleted != "" {
 			c.rememberDeleted(deleted)
 			c.deletedAny = true
@@ -810,6 +949,13 @@ func (c *Controller) report() {
 		return
 	}
 	notify(c.statusChanged)
+	if c.metrics != nil {
+		reason := ""
+		if d := v1helpers.FindStatusCondition(status.Conditions(s), status.ConditionDegraded); d != nil && d.Status == configv1.ConditionTrue {
+			reason = d.Reason
+		}
+		c.metrics.SetDegraded(reason)
+	}
 	if c.status != nil {
 		c.status.offer(s)
 	}
@@ -842,5 +988,6 @@ func (c *Controller) snapshot() status.Snapshot {
 		s.ConfigError = r.LastError()
 	}
 	s.Stuck = c.rollouts.stuck
+	s.Conflict = c.streak.conflict(c.clock.Now())
 	return s
 }

@@ -46,6 +46,10 @@ const (
 	// (Warning). Recorded on each apply while it lasts, so the aggregated
 	// Event's count and last time show it persists.
 	ReasonTLSProfileUnknown = "RuntimeExtractorTLSProfileUnknown"
+	// ReasonConflictingWriter: another writer keeps undoing the controller's
+	// repairs of the DaemonSet, and repairs back off (Warning). Recorded when
+	// the streak of repairs becomes a fight; the message is Degraded's.
+	ReasonConflictingWriter = "RuntimeExtractorConflictingWriter"
 )
 
 // newEventRecorder returns client-go's asynchronous recorder writing to the
@@ -111,6 +115,12 @@ func (e *changeEvents) tlsUnknown(on *appsv1.DaemonSet, msg string) {
 		ref = daemonSetRef(on)
 	}
 	e.record(ref, corev1.EventTypeWarning, ReasonTLSProfileUnknown, msg)
+}
+
+// conflict records that a fight began, on the DaemonSet. It leaves the
+// failure memory alone.
+func (e *changeEvents) conflict(on *appsv1.DaemonSet, msg string) {
+	e.record(daemonSetRef(on), corev1.EventTypeWarning, ReasonConflictingWriter, msg)
 }
 
 // record sends one Event, its message capped as the conditions' are: an

@@ -362,6 +362,7 @@ const (
 	srcRetry   loopSource = "retry timer"
 	srcResync  loopSource = "resync timer"
 	srcExpect  loopSource = "expectation timer"
+	srcStreak  loopSource = "repair streak timer"
 )
 
 // requestBudget bounds the controller's requests, and the handlers it runs,
@@ -484,6 +485,7 @@ func (s *propSim) boot() {
 	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri, WithEventRecorder(&eventLog{}),
 		WithImages(resources.DefaultImages()), WithVersionSource(s.ver), WithMetrics(s.m))
 	s.c.manager.SetClock(s.clock)
+	s.c.clock = s.clock
 	s.c.manager.SetCacheCatchUp(0) // the cache moves only between steps
 	s.ri = s.c.informer
 	s.c.machine.OnTransition(s.onTransition)
@@ -1105,6 +1107,9 @@ func (s *propSim) ready() []loopSource {
 	if s.expectArmed && !s.clock.Now().Before(s.expectAt) {
 		r = append(r, srcExpect)
 	}
+	if at, ok := s.c.streak.next(s.c.repairDeferred); ok && !s.clock.Now().Before(at) {
+		r = append(r, srcStreak)
+	}
 	return r
 }
 
@@ -1140,6 +1145,9 @@ func (s *propSim) dispatch(src loopSource) {
 		}
 	case srcResync:
 		handle = func() { s.c.reassert(s.ctx) }
+	case srcStreak:
+		s.stimulus() // its time has passed
+		handle = func() { s.c.onStreakDue(s.ctx) }
 	case srcExpect:
 		s.expectArmed = false
 		if !s.expectZero {
@@ -1215,7 +1223,11 @@ func (s *propSim) controller(what string, f func()) {
 // timers included, until nothing is left or a violation stops it.
 func (s *propSim) runToQuiet() {
 	s.logf("controller runs until quiet")
-	for len(s.violations) == 0 {
+	for n := 0; len(s.violations) == 0; n++ {
+		if n == 1000 {
+			s.violate("no-quiet", "still busy after 1000 steps")
+			return
+		}
 		switch r := s.ready(); {
 		case len(s.inFlight) > 0:
 			s.deliver(len(s.inFlight))
@@ -1327,6 +1339,8 @@ func (s *propSim) settle() bool {
 		case s.expectArmed:
 			s.timePasses()
 			s.stimulus()
+		case s.streakDue():
+			s.stimulus()
 		default:
 			if ds := s.stored(); ds != nil && s.statusBehind(ds) {
 				s.stimulus()
@@ -1338,6 +1352,20 @@ func (s *propSim) settle() bool {
 	}
 	s.violate("no-settle", "still busy after 100 settle steps")
 	return false
+}
+
+// streakDue moves the clock to the repair streak's next instant (a
+// deferred repair, or the streak's end), if it has one.
+func (s *propSim) streakDue() bool {
+	at, ok := s.c.streak.next(s.c.repairDeferred)
+	if !ok {
+		return false
+	}
+	if s.clock.Now().Before(at) {
+		s.clock.SetTime(at)
+	}
+	s.logf("time passes to the repair streak's next instant")
+	return true
 }
 
 // expireExpectations lets the time of a resync period pass for the

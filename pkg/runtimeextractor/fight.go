@@ -1,0 +1,210 @@
+package runtimeextractor
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/insights-runtime-extractor/controller/pkg/metrics"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+)
+
+// Repairs of someone else's changes, and the tug-of-war.
+//
+// A repair rolls a privileged pod on every node, and so does the change it
+// undoes. One repair of a human's edit must be immediate; a writer that
+// undoes every repair at once (another copy of this controller with another
+// manifest, a GitOps tool that self-heals the same object) must not make
+// the controller roll the fleet once for each of its writes, forever.
+//
+// So repairs form streaks. A repair made while the last one was undone
+// within repairQuiet continues the streak, and waits repairBackoffBase after
+// the streak's first repair, twice that after its second, and so on up to
+// repairBackoffMax: a change made during the wait is repaired when it ends.
+// A repair that stands for repairQuiet ends the streak: the next one is
+// immediate again.
+//
+// A streak is a fight once it has fightMinRepairs repairs spanning
+// fightMinSpan: RuntimeExtractorDegraded=True [ConflictingWriter], a Warning
+// Event, the conflicting_writer gauge. It ends with its streak.
+//
+// Why these numbers:
+//   - repairBackoffBase 1 s, doubling: a 5 s storm of 20 writes a second is
+//     repaired at 0, 1, 3 and 7 s, so its last change is undone 2 s after it
+//     ends (within 5 s, as before the backoff); a 10 s storm, 5 s after it.
+//   - repairBackoffMax 1 minute: the fleet runs another writer's template for
+//     at most a minute after that writer stops, and rolls at most once a
+//     minute while it does not (about 11 template writes in a 5-minute fight
+//     with a writer every 2 s, against 150 without the backoff).
+//   - repairQuiet 1 minute: the writers that fight react to a watch event,
+//     within seconds; one that takes longer (a GitOps tool's periodic
+//     resync, every 3 minutes by default in Argo CD) gets an immediate
+//     repair each time, at most 20 an hour, and is what the repair-rate
+//     alert is for. It is also how long Degraded stays after the other
+//     writer stops: a repair has to stand for it.
+//   - fightMinRepairs 5 over fightMinSpan 30 s: a storm, however fast, is
+//     over within the first 4 repairs (7 s); a writer that undid 5 repairs
+//     over half a minute is not an accident. With a writer reacting at once,
+//     the 6th repair declares it, about 31 s into the streak.
+const (
+	repairBackoffBase = time.Second
+	repairBackoffMax  = time.Minute
+	repairQuiet       = time.Minute
+	fightMinRepairs   = 5
+	fightMinSpan      = 30 * time.Second
+)
+
+// maxFightWriters bounds the writers a fight names (and counts): a client
+// chooses its manager name, so a churning one must not grow the map.
+const maxFightWriters = 5
+
+// repairStreak is the streak of repairs of the DaemonSet and its fight
+// verdict. It is owned by the control loop's goroutine; every method takes
+// the current time.
+type repairStreak struct {
+	first, last time.Time // the streak's first and latest repair; zero: none
+	repairs     int
+	// undone: someone else changed the DaemonSet after the latest repair,
+	// and that is not repaired yet.
+	undone bool
+	// standing is when the latest repair was last known to stand: the
+	// repair itself, or a later check that found nothing to undo.
+	standing time.Time
+	// changedBy names who changed it since the latest repair (metrics'
+	// manager names, or an unnamed writer); writers counts the streak's
+	// repairs of each.
+	changedBy []string
+	writers   map[string]int
+	fight     bool
+}
+
+// unnamedWriter stands for changes no managedFields entry names (a deletion,
+// a removal).
+const unnamedWriter = "a writer managedFields does not name"
+
+// active: a streak is on (its latest repair has not stood for repairQuiet).
+func (s *repairStreak) active(now time.Time) bool {
+	return s.repairs > 0 && (s.undone || now.Sub(s.standing) < repairQuiet)
+}
+
+// changed records a change by someone else: by writers, and by one that
+// managedFields does not name when unnamed (or writers is empty). Call
+// settle first: a streak over by now is dropped here without a word.
+func (s *repairStreak) changed(now time.Time, writers []fieldWriter, unnamed bool) {
+	if !s.active(now) {
+		s.reset()
+	}
+	s.undone = true
+	names := repairManagers(writers)
+	if unnamed || names[0] == metrics.UnknownManager {
+		names = append(names, unnamedWriter)
+	}
+	for _, n := range names {
+		if n == metrics.UnknownManager {
+			continue
+		}
+		if !slices.Contains(s.changedBy, n) {
+			s.changedBy = append(s.changedBy, n)
+		}
+	}
+}
+
+// wait is how long a repair must wait now: 0 outside a streak.
+func (s *repairStreak) wait(now time.Time) time.Duration {
+	if !s.active(now) {
+		return 0
+	}
+	return max(0, s.last.Add(repairDelay(s.repairs)).Sub(now))
+}
+
+// repairDelay is the wait after a streak's n-th repair.
+func repairDelay(n int) time.Duration {
+	d := repairBackoffBase
+	for i := 1; i < n && d < repairBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, repairBackoffMax)
+}
+
+// repaired records a repair made now; it reports whether that repair made
+// the streak a fight.
+func (s *repairStreak) repaired(now time.Time) (declared bool) {
+	if !s.active(now) {
+		changedBy := s.changedBy
+		s.reset()
+		s.changedBy = changedBy
+	}
+	if s.repairs == 0 {
+		s.first = now
+	}
+	s.repairs++
+	s.last, s.standing, s.undone = now, now, false
+	if s.writers == nil {
+		s.writers = map[string]int{}
+	}
+	for _, n := range s.changedBy {
+		if _, ok := s.writers[n]; ok || len(s.writers) < maxFightWriters {
+			s.writers[n]++
+		}
+	}
+	s.changedBy = s.changedBy[:0]
+	if !s.fight && s.repairs >= fightMinRepairs && now.Sub(s.first) >= fightMinSpan {
+		s.fight = true
+		return true
+	}
+	return false
+}
+
+// stands records that, now, there was nothing of someone else's to undo:
+// the other writer itself put back what the controller wants.
+func (s *repairStreak) stands(now time.Time) {
+	if s.undone {
+		s.undone, s.standing = false, now
+		s.changedBy = s.changedBy[:0]
+	}
+}
+
+// settle ends a streak whose latest repair stood for repairQuiet; it
+// reports whether that ended a fight.
+func (s *repairStreak) settle(now time.Time) (ended bool) {
+	if s.repairs == 0 || s.active(now) {
+		return false
+	}
+	ended = s.fight
+	s.reset()
+	return ended
+}
+
+func (s *repairStreak) reset() { *s = repairStreak{} }
+
+// next is when the control loop must look at the streak again: when the
+// repair it defers is due, or when the streak may end. ok is false when
+// there is nothing to wait for: no streak, or a repair under way (an
+// action's retry carries it on).
+func (s *repairStreak) next(deferred bool) (at time.Time, ok bool) {
+	switch {
+	case s.repairs == 0:
+		return time.Time{}, false
+	case deferred:
+		return s.last.Add(repairDelay(s.repairs)), true
+	case s.undone:
+		return time.Time{}, false
+	default:
+		return s.standing.Add(repairQuiet), true
+	}
+}
+
+// conflict is the fight for status, nil when there is none.
+func (s *repairStreak) conflict(now time.Time) *status.ConflictingWriter {
+	if !s.fight {
+		return nil
+	}
+	c := &status.ConflictingWriter{Repairs: s.repairs, For: now.Sub(s.first), RepairEvery: repairDelay(s.repairs)}
+	for n, k := range s.writers {
+		c.Writers = append(c.Writers, status.WriterCount{Manager: n, Repairs: k})
+	}
+	slices.SortFunc(c.Writers, func(a, b status.WriterCount) int {
+		return cmp.Or(cmp.Compare(b.Repairs, a.Repairs), cmp.Compare(a.Manager, b.Manager))
+	})
+	return c
+}
