@@ -86,15 +86,15 @@ type Controller struct {
 	// repairDeferred: a drift waits for the streak's backoff.
 	streak         repairStreak
 	repairDeferred bool
-	upgradeFrom  string   // the version before the current upgrade, for its Event
-	tlsKept      *keptTLS // while tls cannot tell the profile: what the DaemonSet had
-	version      string
-	failures     int
-	lastErr      error
-	retryIn      time.Duration
-	retry        *time.Timer
-	retryC       <-chan time.Time
-	imagesErr    error
+	upgradeFrom    string   // the version before the current upgrade, for its Event
+	tlsKept        *keptTLS // while tls cannot tell the profile: what the DaemonSet had
+	version        string
+	failures       int
+	lastErr        error
+	retryIn        time.Duration
+	retry          *time.Timer
+	retryC         <-chan time.Time
+	imagesErr      error
 
 	// The last apply's DaemonSet before it (nil: none) and desired state:
 	// its Event, if it wrote, names a TLS change from them.
@@ -255,7 +255,7 @@ func (c *Controller) Run(ctx context.Context) {
 	defer c.stopRetry()
 	defer c.door.reset() // a later Run starts with nothing held
 	defer c.rollouts.reset()
-	defer func() { c.tlsKept = nil }() // a later Run looks at the DaemonSet again
+	defer func() { c.tlsKept = nil }()          // a later Run looks at the DaemonSet again
 	defer c.endStreak("the controller stopped") // a later Run has no memory of this one's repairs
 	if c.status != nil {
 		statusCtx, stopStatus := context.WithCancel(ctx)
