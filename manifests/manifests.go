@@ -84,9 +84,11 @@ var strictDecoder = json.NewSerializerWithOptions(json.DefaultMetaFactory, schem
 // MonitoringKinds are the kinds of the manifests that client-go's scheme does
 // not know: Prometheus Operator custom resources. Decode returns them as
 // Unstructured (duplicate fields are still refused); their fields are checked
-// against the CRD's schema by the nested module in manifests/schema.
+// against the CRD's schema by the nested module in manifests/schema, and the
+// PrometheusRule's alerts by the one in manifests/rules.
 var MonitoringKinds = map[schema.GroupVersionKind]bool{
 	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}: true,
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}: true,
 }
 
 // Decode decodes the YAML documents of data (separated by "---") into typed
@@ -154,8 +156,8 @@ func CreateAll(ctx context.Context, client kubernetes.Interface, objs []runtime.
 		case *networkingv1.NetworkPolicy:
 			_, err = client.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, opts)
 		default:
-			// A custom resource (ServiceMonitor) needs its CRD and a dynamic
-			// client: kubectl apply it.
+			// A custom resource (ServiceMonitor, PrometheusRule) needs its
+			// CRD and a dynamic client: kubectl apply it.
 			return fmt.Errorf("create %s: unsupported kind", describe(obj))
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {

@@ -77,6 +77,7 @@ func TestObjectsInApplyOrder(t *testing.T) {
 		"NetworkPolicy openshift-insights/runtime-extractor-controller-to-api-server",
 		"NetworkPolicy openshift-insights/runtime-extractor-controller-metrics-from-monitoring",
 		"ServiceMonitor openshift-insights/runtime-extractor-controller",
+		"PrometheusRule openshift-insights/runtime-extractor-controller",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("objects:\n got %q\nwant %q", got, want)

@@ -200,17 +200,17 @@ func validatorFor(t *testing.T, crds map[schema.GroupKind]*apiextensionsv1.Custo
 func TestManifestsMatchTheirCRDs(t *testing.T) {
 	crds := operatorCRDs(t)
 	shipped := shippedCustomResources(t, crds)
-	var monitors int
+	kinds := map[string]int{}
 	for _, cr := range shipped {
-		if cr.gvk.Kind == "ServiceMonitor" {
-			monitors++
-		}
+		kinds[cr.gvk.Kind]++
 		for _, err := range validatorFor(t, crds, cr.gvk).validate(cr.obj) {
 			t.Errorf("%s: %v", cr, err)
 		}
 	}
-	if monitors != 1 {
-		t.Errorf("%d ServiceMonitors in the manifests, want 1", monitors)
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		if kinds[kind] != 1 {
+			t.Errorf("%d %ss in the manifests, want 1", kinds[kind], kind)
+		}
 	}
 }
 
