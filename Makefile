@@ -13,7 +13,7 @@ FUZZ_MACHINE_EXECS ?= 200000x
 FUZZ_PARSE_EXECS ?= 20000x
 LISTEN ?= 127.0.0.1:8443
 
-.PHONY: all build tools test unit model model-reverts schema race e2e fuzz verify docs run bench soak clean
+.PHONY: all build tools test unit model model-reverts schema rules race e2e fuzz verify docs run bench soak clean
 
 all: build
 
@@ -30,7 +30,7 @@ tools:
 
 # The convergence model's exhaustive mode runs first, on its own and verbose,
 # so that its coverage line (sequences, distinct states) is printed.
-test: tools build model schema
+test: tools build model schema rules
 	$(GO) test -count=1 -timeout 45m -skip '^TestModelExhaustive$$' ./...
 
 # Every sequence of up to 5 outside events over the model's alphabet, states
@@ -50,6 +50,14 @@ model-reverts:
 # dependency stays out of the controller's graph; ./... never reaches it.
 schema:
 	cd manifests/schema && $(GO) mod tidy -diff && $(GO) vet ./... && \
+	  $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... && $(GO) test -count=1 ./...
+
+# The alerts of manifests/09-prometheusrule.yaml, unit-tested with Prometheus's
+# rule engine (testdata/alerts_test.yaml, promtool's format), and checked
+# against the binary's metrics. manifests/rules is a module of its own, like
+# manifests/schema, so Prometheus's server packages stay out of the graph.
+rules:
+	cd manifests/rules && $(GO) mod tidy -diff && $(GO) vet ./... && \
 	  $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... && $(GO) test -count=1 ./...
 
 unit:
