@@ -18,6 +18,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 var allNames = []string{
@@ -30,6 +31,8 @@ var allNames = []string{
 	"runtime_extractor_last_transition_timestamp_seconds",
 	"runtime_extractor_rollout_stuck",
 	"runtime_extractor_repairs_total",
+	"runtime_extractor_degraded",
+	"runtime_extractor_conflicting_writer",
 }
 
 const stateHeader = `# HELP runtime_extractor_state Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.
@@ -363,4 +366,39 @@ func TestRepairsManagerCardinalityIsCapped(t *testing.T) {
 	assert.Equal(t, 11, testutil.CollectAndCount(m.repairs))
 	assert.Equal(t, 2.0, testutil.ToFloat64(m.repairs.WithLabelValues("manager-0003")))
 	assert.Equal(t, 991.0, testutil.ToFloat64(m.repairs.WithLabelValues(OtherManager)))
+}
+
+func TestSetDegradedMarksOneReason(t *testing.T) {
+	m := New()
+	want := func(current string) string {
+		var b strings.Builder
+		b.WriteString("# HELP runtime_extractor_degraded 1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.\n# TYPE runtime_extractor_degraded gauge\n")
+		for _, r := range slices.Sorted(slices.Values(status.DegradedReasons)) {
+			v := 0
+			if r == current {
+				v = 1
+			}
+			fmt.Fprintf(&b, "runtime_extractor_degraded{reason=%q} %d\n", r, v)
+		}
+		return b.String()
+	}
+	require.NoError(t, testutil.CollectAndCompare(m.degraded, strings.NewReader(want(""))), "at start")
+	m.SetDegraded(status.ReasonConflictingWriter)
+	require.NoError(t, testutil.CollectAndCompare(m.degraded, strings.NewReader(want(status.ReasonConflictingWriter))))
+	m.SetDegraded(status.ReasonRolloutStuck)
+	require.NoError(t, testutil.CollectAndCompare(m.degraded, strings.NewReader(want(status.ReasonRolloutStuck))))
+	m.SetDegraded("")
+	require.NoError(t, testutil.CollectAndCompare(m.degraded, strings.NewReader(want(""))), "not degraded")
+}
+
+func TestSetConflictingWriter(t *testing.T) {
+	m := New()
+	for _, on := range []bool{false, true, false} {
+		m.SetConflictingWriter(on)
+		want := 0.0
+		if on {
+			want = 1
+		}
+		assert.Equal(t, want, testutil.ToFloat64(m.conflictingWriter))
+	}
 }

@@ -315,14 +315,10 @@ func (c *Controller) Run(ctx context.Context) {
 			c.retryC = nil
 			c.reassert(ctx)
 		case <-resync.C:
-			c.reassert(ctx)
+			c.onResync(ctx)
 		case <-expect.c:
-			// An own write the cache never showed: re-read and act, unless a
-			// failed action is backing off; its retry re-reads then.
 			expect.fired()
-			if c.retryC == nil {
-				c.reassert(ctx)
-			}
+			c.onExpectationDue(ctx)
 		case <-streakTimer.c:
 			streakTimer.fired()
 			c.onStreakDue(ctx)
@@ -345,6 +341,23 @@ func (c *Controller) Run(ctx context.Context) {
 		streakTimer.follow(at, due, c.clock.Now())
 		c.report()
 		c.observeHolding()
+	}
+}
+
+// onResync re-asserts the level, unless a repair waits for the streak's
+// backoff: its timer re-asserts soon, and a resync must not undo the backoff.
+func (c *Controller) onResync(ctx context.Context) {
+	if !c.repairDeferred {
+		c.reassert(ctx)
+	}
+}
+
+// onExpectationDue acts on an own write the cache never showed: it re-reads
+// and acts, unless a failed action backs off (its retry re-reads then) or a
+// repair waits for the streak's backoff (its timer does).
+func (c *Controller) onExpectationDue(ctx context.Context) {
+	if c.retryC == nil && !c.repairDeferred {
+		c.reassert(ctx)
 	}
 }
 

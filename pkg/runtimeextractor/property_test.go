@@ -271,6 +271,41 @@ func TestPropertyOwnDeleteOfUncachedObject(t *testing.T) {
 	s.report()
 }
 
+// TestPropertyFightIsBounded is the fight in the model: a writer
+// every 2 s for 5 minutes of simulated time. The controller writes at most
+// 15 times (the random runs check the backoff's bound on every fight), says
+// Degraded ConflictingWriter and sets the gauge while it lasts, and once the
+// writer stops converges, clears both, and agrees with a fresh replica.
+func TestPropertyFightIsBounded(t *testing.T) {
+	quietKlog(t)
+	s := newScriptedSim(t, true)
+	s.runToQuiet()
+	s.rollOut()
+	s.runToQuiet()
+	writes := s.controllerWrites
+	s.fight(150)
+	got := s.controllerWrites - writes
+	t.Logf("the controller wrote %d times against 150 changes over %s", got, 149*fightPeriod)
+	if got > 15 {
+		t.Errorf("%d controller writes in the fight, want at most 15", got)
+	}
+	deg := status.Conditions(s.c.snapshot())[2]
+	if deg.Reason != status.ReasonConflictingWriter || !strings.Contains(deg.Message, unnamedWriter) {
+		t.Errorf("Degraded during the fight: %s %s: %s; want ConflictingWriter naming %q", deg.Status, deg.Reason, deg.Message, unnamedWriter)
+	}
+	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 1 {
+		t.Errorf("conflicting_writer = %v during the fight, want 1", v)
+	}
+	s.settleAndCheck()
+	s.report()
+	if deg := status.Conditions(s.c.snapshot())[2]; deg.Status != "False" {
+		t.Errorf("Degraded after the fight: %s %s: %s", deg.Status, deg.Reason, deg.Message)
+	}
+	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 0 {
+		t.Errorf("conflicting_writer = %v after the fight, want 0", v)
+	}
+}
+
 // TestPropertyRelistReplacesRolledOutObject (found by
 // TestPropertyControllerConverges): disable, then enable again before the
 // informer has seen the controller's own DELETE; the controller creates a new
@@ -632,6 +667,7 @@ func (s *propSim) randomStep() {
 			s.removeLabel(keys[s.rng.IntN(len(keys))])
 		}, false},
 		{1, s.createExternally, false},
+		{1, func() { s.fight(2 + s.rng.IntN(40)) }, false},
 		{2, s.toggleRefusal, false},
 		{2, s.rollOut, false},
 		{1, func() { s.statusNoise(s.rng.IntN(2) == 0) }, false},
@@ -787,6 +823,54 @@ func (s *propSim) changeSpecExternally() {
 	s.must(err)
 	s.logf("someone else %s", what)
 	s.drainWatchAs(byOther)
+}
+
+// fightPeriod is how often the fighting writer changes the DaemonSet.
+const fightPeriod = 2 * time.Second
+
+// fight is a writer that keeps changing the DaemonSet's image, one change
+// every fightPeriod of simulated time for rounds rounds; between two, every
+// event is delivered and the controller runs to quiet (its streak timer
+// included). The invariant: the controller's writes during the fight are
+// at most the repairs the backoff allows in the simulated time it lasted.
+func (s *propSim) fight(rounds int) {
+	if s.stored() == nil {
+		return
+	}
+	s.runToQuiet() // what came before plays out first
+	start, writes := s.clock.Now(), s.controllerWrites
+	s.logf("someone else fights: %d changes, one every %s", rounds, fightPeriod)
+	for i := range rounds {
+		if len(s.violations) > 0 {
+			return
+		}
+		if i > 0 {
+			s.clock.SetTime(s.clock.Now().Add(fightPeriod))
+		}
+		s.stimulus()
+		if ds := s.stored(); ds != nil {
+			ds = ds.DeepCopy()
+			ds.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/someone/else:%d", i%2)
+			_, err := s.api.Update(ds)
+			s.must(err)
+			s.drainWatchAs(byOther)
+		}
+		s.runToQuiet()
+	}
+	elapsed := s.clock.Now().Sub(start)
+	if got, bound := s.controllerWrites-writes, repairsWithin(elapsed); got > bound {
+		s.violate("fight-writes", fmt.Sprintf("%d controller writes in a fight of %d changes over %s; the repair backoff allows %d", got, rounds, elapsed, bound))
+	}
+}
+
+// repairsWithin is how many repairs a streak can make in d: the first at
+// once, then one after each wait of the schedule.
+func repairsWithin(d time.Duration) int {
+	n := 1
+	for t := repairDelay(1); t <= d; t += repairDelay(n) {
+		n++
+	}
+	return n
 }
 
 // addExternally adds to the spec and keeps every annotation, as a patch
@@ -1144,7 +1228,7 @@ func (s *propSim) dispatch(src loopSource) {
 			s.c.reassert(s.ctx)
 		}
 	case srcResync:
-		handle = func() { s.c.reassert(s.ctx) }
+		handle = func() { s.c.onResync(s.ctx) }
 	case srcStreak:
 		s.stimulus() // its time has passed
 		handle = func() { s.c.onStreakDue(s.ctx) }
@@ -1153,11 +1237,7 @@ func (s *propSim) dispatch(src loopSource) {
 		if !s.expectZero {
 			s.stimulus() // its time has passed
 		}
-		handle = func() {
-			if s.c.retryC == nil { // as Run: a pending retry re-reads then
-				s.c.reassert(s.ctx)
-			}
-		}
+		handle = func() { s.c.onExpectationDue(s.ctx) }
 	}
 	if src == srcRetry || src == srcResync {
 		s.stimulus() // its time has passed
@@ -1481,6 +1561,19 @@ func (s *propSim) checkHonest(when string) bool {
 }
 
 // stateMetric reads runtime_extractor_state{state} (-1 when absent).
+// gauge reads an unlabelled gauge from the simulator's registry.
+func (s *propSim) gauge(name string) float64 {
+	mfs, err := s.reg.Gather()
+	s.must(err)
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	s.t.Fatalf("no gauge %s", name)
+	return 0
+}
+
 func (s *propSim) stateMetric(state string) float64 {
 	v, err := gatherState(s.reg, state)
 	s.must(err)

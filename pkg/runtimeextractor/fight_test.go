@@ -1,0 +1,220 @@
+package runtimeextractor
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+)
+
+// streakRun plays a repairStreak as the control loop drives it: each change
+// by someone else is repaired at once unless the streak defers it, a
+// deferred repair is made when its wait ends, and the streak is settled at
+// every step.
+type streakRun struct {
+	s        repairStreak
+	deferred bool
+	repairs  []time.Duration // when the controller repaired, since the start
+	declared time.Duration   // when the fight was declared; -1: never
+	ended    time.Duration   // when it ended; -1: never
+	t0       time.Time
+}
+
+func newStreakRun() *streakRun {
+	return &streakRun{declared: -1, ended: -1, t0: time.Unix(1_000_000, 0)}
+}
+
+func (r *streakRun) settle(now time.Time) {
+	if r.s.settle(now) && r.ended < 0 {
+		r.ended = now.Sub(r.t0)
+	}
+}
+
+func (r *streakRun) repair(now time.Time) {
+	r.settle(now)
+	if r.s.repaired(now) {
+		r.declared = now.Sub(r.t0)
+	}
+	r.repairs = append(r.repairs, now.Sub(r.t0))
+	r.deferred = false
+}
+
+// advance runs the streak's timer up to (and including) t.
+func (r *streakRun) advance(t time.Duration) {
+	for {
+		at, ok := r.s.next(r.deferred)
+		if !ok || at.Sub(r.t0) > t {
+			return
+		}
+		r.settle(at)
+		if r.deferred && r.s.wait(at) == 0 {
+			r.repair(at)
+		}
+	}
+}
+
+// change is a change by manager at t: repaired now or deferred.
+func (r *streakRun) change(t time.Duration, manager string) {
+	r.advance(t)
+	now := r.t0.Add(t)
+	r.settle(now)
+	r.s.changed(now, []fieldWriter{{manager: manager, operation: "Update", time: now}}, false)
+	if r.s.wait(now) > 0 {
+		r.deferred = true
+		return
+	}
+	r.repair(now)
+}
+
+// writer changes the DaemonSet every period from 0 until (excluded).
+func (r *streakRun) writer(manager string, period, until time.Duration) {
+	for t := time.Duration(0); t < until; t += period {
+		r.change(t, manager)
+	}
+}
+
+func TestRepairDelayDoublesToTheCap(t *testing.T) {
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}
+	for i, w := range want {
+		if got := repairDelay(i + 1); got != w {
+			t.Errorf("repairDelay(%d) = %s, want %s", i+1, got, w)
+		}
+	}
+}
+
+// A 5 s storm of 20 writes a second is repaired within 5 s after it ends,
+// and is no fight: the figure, and the behaviour before the backoff.
+func TestStormIsRepairedSoonAndIsNoFight(t *testing.T) {
+	for _, storm := range []struct {
+		rate     int
+		duration time.Duration
+		bound    time.Duration
+	}{
+		{20, 5 * time.Second, 5 * time.Second},
+		{50, 10 * time.Second, 10 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("%d/s for %s", storm.rate, storm.duration), func(t *testing.T) {
+			r := newStreakRun()
+			r.writer("storm", time.Second/time.Duration(storm.rate), storm.duration)
+			r.advance(storm.duration + 10*time.Minute)
+			last := r.repairs[len(r.repairs)-1]
+			t.Logf("repairs at %v; the last %s after the storm", r.repairs, last-storm.duration)
+			if last > storm.duration+storm.bound {
+				t.Errorf("the last change was repaired %s after the storm ended, want within %s", last-storm.duration, storm.bound)
+			}
+			if r.declared >= 0 {
+				t.Errorf("a %s storm was declared a fight at %s", storm.duration, r.declared)
+			}
+		})
+	}
+}
+
+// The fight: a writer every 2 s for 5 minutes. At most 15 template
+// writes (one per theirs, 150, without the backoff), a fight within a
+// minute, the desired state back within the cap once the writer stops, and
+// the fight over a quiet period later.
+func TestFightIsBoundedDeclaredAndEnds(t *testing.T) {
+	const (
+		period = 2 * time.Second
+		fight  = 5 * time.Minute
+	)
+	r := newStreakRun()
+	r.writer("gitops-fight", period, fight)
+	lastChange := fight - period
+	r.advance(fight + 10*time.Minute)
+	t.Logf("%d repairs at %v against %d changes; fight declared at %s, over at %s", len(r.repairs), r.repairs, int(fight/period), r.declared, r.ended)
+	if len(r.repairs) > 15 {
+		t.Errorf("%d repairs, want at most 15", len(r.repairs))
+	}
+	if r.declared < 0 || r.declared > time.Minute {
+		t.Errorf("fight declared at %s, want within a minute", r.declared)
+	}
+	if after := r.repairs[len(r.repairs)-1] - lastChange; after < 0 || after > repairBackoffMax {
+		t.Errorf("the last change (at %s) was repaired %s later, want within the cap %s", lastChange, after, repairBackoffMax)
+	}
+	if r.ended < 0 || r.ended > r.repairs[len(r.repairs)-1]+repairQuiet {
+		t.Errorf("the fight ended at %s, want %s after the last repair (%s)", r.ended, repairQuiet, r.repairs[len(r.repairs)-1])
+	}
+}
+
+// Edits a quiet period apart are each repaired at once: the backoff is for
+// a streak, not for a cluster that is edited now and then.
+func TestRepairsAQuietPeriodApartAreImmediate(t *testing.T) {
+	r := newStreakRun()
+	for i := range 5 {
+		r.change(time.Duration(i)*(repairQuiet+time.Second), "kubectl-edit")
+	}
+	for i, at := range r.repairs {
+		if want := time.Duration(i) * (repairQuiet + time.Second); at != want {
+			t.Errorf("repair %d at %s, want %s (immediate)", i, at, want)
+		}
+	}
+	if r.declared >= 0 {
+		t.Errorf("five edits a minute apart were declared a fight")
+	}
+}
+
+// A change the other writer undid itself ends the wait without a repair:
+// the streak can then end.
+func TestStreakStandsWhenTheOtherWriterPutsItBack(t *testing.T) {
+	r := newStreakRun()
+	r.change(0, "x")
+	r.change(100*time.Millisecond, "x") // deferred
+	if !r.deferred {
+		t.Fatal("the second change was not deferred")
+	}
+	now := r.t0.Add(time.Second)
+	r.s.stands(now)
+	r.deferred = false
+	if at, ok := r.s.next(false); !ok || at != now.Add(repairQuiet) {
+		t.Fatalf("next = %s, %t; want the streak's end %s", at, ok, now.Add(repairQuiet))
+	}
+	if r.s.settle(now.Add(repairQuiet)); r.s.repairs != 0 {
+		t.Errorf("the streak did not end a quiet period after it stood")
+	}
+}
+
+// A client picks its manager name: a fight counts at most maxFightWriters
+// of them, and the condition names each with its count, most first.
+func TestFightNamesABoundedSetOfWriters(t *testing.T) {
+	r := newStreakRun()
+	for i := range 200 {
+		manager := fmt.Sprintf("churn-%03d", i)
+		if i%2 == 0 {
+			manager = "gitops-fight"
+		}
+		r.change(time.Duration(i)*2*time.Second, manager)
+	}
+	c := r.s.conflict(r.t0.Add(400 * time.Second))
+	if c == nil {
+		t.Fatal("no fight")
+	}
+	if len(c.Writers) > maxFightWriters {
+		t.Errorf("%d writers named, want at most %d", len(c.Writers), maxFightWriters)
+	}
+	if c.Writers[0].Manager != "gitops-fight" {
+		t.Errorf("first writer %q, want gitops-fight (most repairs)", c.Writers[0].Manager)
+	}
+	msg := status.Conditions(status.Snapshot{State: "Running", Present: true, Conflict: c})[2].Message
+	if !strings.Contains(msg, fmt.Sprintf("gitops-fight (%d)", c.Writers[0].Repairs)) || !strings.Contains(msg, "GitOps") {
+		t.Errorf("message %q does not name gitops-fight with its count and the likely causes", msg)
+	}
+}
+
+// Deletions name no one: the fight says so rather than guess.
+func TestUnnamedChangesAreCountedAsSuch(t *testing.T) {
+	var s repairStreak
+	now := time.Unix(0, 0)
+	for i := range 8 {
+		at := now.Add(time.Duration(i) * 10 * time.Second)
+		s.settle(at)
+		s.changed(at, nil, true)
+		s.repaired(at)
+	}
+	c := s.conflict(now.Add(80 * time.Second))
+	if c == nil || len(c.Writers) != 1 || c.Writers[0].Manager != unnamedWriter {
+		t.Fatalf("conflict %+v, want one unnamed writer", c)
+	}
+}
