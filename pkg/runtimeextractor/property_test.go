@@ -296,6 +296,9 @@ func TestPropertyFightIsBounded(t *testing.T) {
 	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 1 {
 		t.Errorf("conflicting_writer = %v during the fight, want 1", v)
 	}
+	if evs := s.events.with(ReasonConflictingWriter); len(evs) != 1 || evs[0].eventType != "Warning" || !strings.HasPrefix(evs[0].text, "another writer keeps undoing") || !strings.Contains(evs[0].text, unnamedWriter) {
+		t.Errorf("%d %s Events (%+v), want one Warning naming the writer, as Degraded does, at the fight's start", len(evs), ReasonConflictingWriter, evs)
+	}
 	s.settleAndCheck()
 	s.report()
 	if deg := status.Conditions(s.c.snapshot())[2]; deg.Status != "False" {
@@ -435,6 +438,7 @@ type propSim struct {
 	c       *Controller
 	ri      *daemonSetInformer
 	m       *metrics.Metrics
+	events  *eventLog // the Events of the current process
 	reg     *prometheus.Registry
 
 	// The loop's expectation timer (Run's expectC): armed after a handler
@@ -515,9 +519,10 @@ func (s *propSim) boot() {
 	ri, err := NewResourceInformer(s.rec, factory)
 	s.must(err)
 	s.m = metrics.New()
+	s.events = &eventLog{}
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(s.m.Collectors()...)
-	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri, WithEventRecorder(&eventLog{}),
+	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri, WithEventRecorder(s.events),
 		WithImages(resources.DefaultImages()), WithVersionSource(s.ver), WithMetrics(s.m))
 	s.c.manager.SetClock(s.clock)
 	s.c.clock = s.clock
@@ -1545,11 +1550,21 @@ func specDesired(ds *appsv1.DaemonSet, version string) bool {
 // checkHonest: the conditions and the state metric say nothing the cluster
 // contradicts: no "disabled" while a DaemonSet is there.
 func (s *propSim) checkHonest(when string) bool {
+	n := len(s.violations)
+	deg := status.Conditions(s.c.snapshot())[2]
+	for _, r := range status.DegradedReasons {
+		want := 0.0
+		if deg.Status == "True" && deg.Reason == r {
+			want = 1
+		}
+		if v := s.labelled("runtime_extractor_degraded", "reason", r); v != want {
+			s.violate("metric-degraded", fmt.Sprintf("%s: runtime_extractor_degraded{reason=%s} is %v, but Degraded is %s [%s]", when, r, v, deg.Status, deg.Reason))
+		}
+	}
 	srv := s.stored()
 	if srv == nil {
-		return true
+		return len(s.violations) == n
 	}
-	n := len(s.violations)
 	if c := status.Conditions(s.c.snapshot())[0]; c.Reason == status.ReasonDisabled {
 		s.violate("status-disabled-with-daemonset", fmt.Sprintf("%s: %s=%s [%s] %q, but the server has %s",
 			when, c.Type, c.Status, c.Reason, c.Message, describeDS(srv)))
@@ -1560,7 +1575,25 @@ func (s *propSim) checkHonest(when string) bool {
 	return len(s.violations) == n
 }
 
-// stateMetric reads runtime_extractor_state{state} (-1 when absent).
+// labelled reads the gauge name{label=value} (-1 when absent).
+func (s *propSim) labelled(name, label, value string) float64 {
+	mfs, err := s.reg.Gather()
+	s.must(err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
 // gauge reads an unlabelled gauge from the simulator's registry.
 func (s *propSim) gauge(name string) float64 {
 	mfs, err := s.reg.Gather()
@@ -1574,6 +1607,7 @@ func (s *propSim) gauge(name string) float64 {
 	return 0
 }
 
+// stateMetric reads runtime_extractor_state{state} (-1 when absent).
 func (s *propSim) stateMetric(state string) float64 {
 	v, err := gatherState(s.reg, state)
 	s.must(err)

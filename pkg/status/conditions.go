@@ -128,7 +128,7 @@ func (w *ConflictingWriter) message() string {
 		names = append(names, fmt.Sprintf("%s (%d)", wc.Manager, wc.Repairs))
 	}
 	return fmt.Sprintf("another writer keeps undoing the controller's repairs of the DaemonSet: %d repairs in %s, of changes by %s; "+
-		"repairs now wait %s between each other. Likely another copy of this controller with another manifest "+
+		"repairs now come at most every %s. Likely another copy of this controller with another manifest "+
 		"(e.g. an operator that embeds it running next to the standalone binary) or a GitOps tool that applies its own "+
 		"version of the DaemonSet: find the writer in the DaemonSet's metadata.managedFields and stop one of the two",
 		w.Repairs, roundBackoff(w.For), strings.Join(names, ", "), roundBackoff(w.RepairEvery))

@@ -28,6 +28,7 @@ func summary(c configv1.ClusterOperatorStatusCondition) string {
 func TestConditionsEveryStateAndCause(t *testing.T) {
 	errForbidden := errors.New("forbidden")
 	errConfig := errors.New("dataReporting.disableRuntimeExtractor: invalid value")
+	conflict := &ConflictingWriter{Writers: []WriterCount{{Manager: "gitops", Repairs: 6}}, Repairs: 6, For: 32 * time.Second, RepairEvery: 32 * time.Second}
 
 	// Per state, with a pod still to update and pods available: Available and
 	// Progressing do not depend on the cause. Running reports the rollout too
@@ -59,6 +60,12 @@ func TestConditionsEveryStateAndCause(t *testing.T) {
 			func(string) string { return "False AsExpected" }},
 		{"stale error after a success", func(s *Snapshot) { s.LastError = errForbidden },
 			func(string) string { return "False AsExpected" }},
+		{"conflicting writer", func(s *Snapshot) { s.Conflict = conflict },
+			func(string) string { return "True ConflictingWriter" }},
+		{"conflicting writer and rollout stuck", func(s *Snapshot) { s.Conflict, s.Stuck = conflict, &RolloutStuck{For: time.Hour, NotReady: 1} },
+			func(string) string { return "True ConflictingWriter" }},
+		{"conflicting writer and action failing", func(s *Snapshot) { s.Conflict, s.Failures, s.LastError = conflict, 1, errForbidden },
+			func(r string) string { return "True " + r }},
 	}
 
 	require.Len(t, byState, len(fsm.States), "every state has expectations")
@@ -396,4 +403,28 @@ func TestCapMessage(t *testing.T) {
 		require.Equal(t, fmt.Sprintf(" ... [%d bytes cut]", len(msg)-cut), got[cut:])
 		require.Greater(t, cut, MaxMessageBytes-40, "pad %d: keeps nearly all it may", pad)
 	}
+}
+
+// The fight's message names each writer with its count and the likely
+// causes; the snapshot compares equal while only its age grows, so a fight
+// does not cost a status write each second.
+func TestConditionsConflictingWriter(t *testing.T) {
+	c := &ConflictingWriter{Writers: []WriterCount{{Manager: "gitops-fight", Repairs: 5}, {Manager: "kubectl-edit", Repairs: 1}}, Repairs: 6, For: 32 * time.Second, RepairEvery: 32 * time.Second}
+	s := Snapshot{State: fsm.StateDrifted, Present: true, Desired: 3, Updated: 3, Available: 3, RolledOut: true, Conflict: c}
+	d := v1helpers.FindStatusCondition(Conditions(s), ConditionDegraded)
+	assert.Equal(t, "True ConflictingWriter", summary(*d))
+	for _, part := range []string{"6 repairs in 32s", "gitops-fight (5), kubectl-edit (1)", "at most every 32s", "another copy of this controller", "GitOps", "managedFields"} {
+		assert.Contains(t, d.Message, part)
+	}
+	older := *c
+	older.For = 5 * time.Minute
+	later := s
+	later.Conflict = &older
+	assert.True(t, s.Equal(later), "only the fight's age differs")
+	more := older
+	more.Repairs = 7
+	later.Conflict = &more
+	assert.False(t, s.Equal(later), "another repair is news")
+	later.Conflict = nil
+	assert.False(t, s.Equal(later), "the fight's end is news")
 }
