@@ -122,6 +122,7 @@ func TestEveryReasonIsDocumented(t *testing.T) {
 		status.ReasonAsExpected, status.ReasonDisabled, status.ReasonRollingOut, status.ReasonUpgrading,
 		status.ReasonRestoring, status.ReasonDeleting, status.ReasonApplyFailed, status.ReasonDeleteFailed,
 		status.ReasonInvalidConfig, status.ReasonRolloutStuck, status.ReasonHolding, status.ReasonPodsUnavailable, runtimeextractor.ReasonRolloutStuck, status.ReasonStarting,
+		status.ReasonConflictingWriter, runtimeextractor.ReasonConflictingWriter,
 	} {
 		if !strings.Contains(doc, "`"+reason+"`") {
 			t.Errorf("operations.md does not document the reason %s", reason)
