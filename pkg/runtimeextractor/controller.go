@@ -734,7 +734,7 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 		}
 		if res.Changed {
 			cause := applyCause{transition: t, drift: c.driftKinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny, tls: tlsMove(c.applyFrom, &c.applyTo),
-				writers: c.driftWriters, unnamed: c.driftUnnamed}
+				writers: c.driftWriters, unnamed: c.driftUnnamed, restored: restoredFields(c.applyFrom, res.Object)}
 			c.events.applied(res.Object, res.Created, cause.String(res.Created))
 			if cause.repair() {
 				if c.metrics != nil {

@@ -154,6 +154,8 @@ type applyCause struct {
 	// some of it no entry names.
 	writers []fieldWriter
 	unnamed bool
+	// restored names what a repair put back (restoredFields).
+	restored []string
 }
 
 // repair: the apply undoes someone else's change.
@@ -178,7 +180,7 @@ func (c applyCause) String(created bool) string {
 	case c.repair() && created:
 		return "recreated after it was deleted by someone else" + at
 	case c.repair():
-		return "repaired a change made by someone else (" + driftWords(c.drift) + ")" + writersWords(c.drift, c.writers, c.unnamed)
+		return "repaired a change made by someone else (" + driftWords(c.drift) + restoredWords(c.restored) + ")" + writersWords(c.drift, c.writers, c.unnamed)
 	case state == fsm.StateUpgrading && c.upgradeFrom != "" && c.upgradeFrom != c.version:
 		return fmt.Sprintf("version moved from %s to %s", c.upgradeFrom, c.version)
 	case created && c.reenabled:

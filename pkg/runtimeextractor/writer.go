@@ -8,6 +8,7 @@ import (
 	"unicode"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -142,6 +143,93 @@ func repairManagers(ws []fieldWriter) []string {
 		if !slices.Contains(out, w.manager) {
 			out = append(out, w.manager)
 		}
+	}
+	return out
+}
+
+// maxRestoredFields bounds the fields a repair's Event names; the rest are
+// counted.
+const maxRestoredFields = 4
+
+// restoredFields names what a repair put back, from the DaemonSet before it
+// (someone else's) to the one it wrote: "container extractor image",
+// "removed container sidecar", "tolerations"... It compares the fields
+// people change; any other difference of the spec is "spec". Nothing is
+// read: both objects are at hand.
+func restoredFields(before, after *appsv1.DaemonSet) []string {
+	if before == nil || after == nil || before.UID != after.UID {
+		return nil
+	}
+	var out []string
+	differs := func(name string, a, b any) {
+		if !apiequality.Semantic.DeepEqual(a, b) {
+			out = append(out, name)
+		}
+	}
+	bp, ap := &before.Spec.Template.Spec, &after.Spec.Template.Spec
+	for _, ac := range ap.Containers {
+		i := slices.IndexFunc(bp.Containers, func(c corev1.Container) bool { return c.Name == ac.Name })
+		if i < 0 {
+			out = append(out, "container "+ac.Name)
+			continue
+		}
+		bc := bp.Containers[i]
+		differs("container "+ac.Name+" image", bc.Image, ac.Image)
+		differs("container "+ac.Name+" command", bc.Command, ac.Command)
+		differs("container "+ac.Name+" args", bc.Args, ac.Args)
+		differs("container "+ac.Name+" env", bc.Env, ac.Env)
+		differs("container "+ac.Name+" resources", bc.Resources, ac.Resources)
+		differs("container "+ac.Name+" securityContext", bc.SecurityContext, ac.SecurityContext)
+		differs("container "+ac.Name+" volumeMounts", bc.VolumeMounts, ac.VolumeMounts)
+	}
+	for _, bc := range bp.Containers {
+		if !slices.ContainsFunc(ap.Containers, func(c corev1.Container) bool { return c.Name == bc.Name }) {
+			out = append(out, "removed container "+sanitizeManager(bc.Name))
+		}
+	}
+	differs("initContainers", bp.InitContainers, ap.InitContainers)
+	differs("volumes", bp.Volumes, ap.Volumes)
+	differs("tolerations", bp.Tolerations, ap.Tolerations)
+	differs("nodeSelector", bp.NodeSelector, ap.NodeSelector)
+	differs("affinity", bp.Affinity, ap.Affinity)
+	differs("priorityClassName", bp.PriorityClassName, ap.PriorityClassName)
+	differs("serviceAccountName", bp.ServiceAccountName, ap.ServiceAccountName)
+	differs("pod securityContext", bp.SecurityContext, ap.SecurityContext)
+	differs("template labels", before.Spec.Template.Labels, after.Spec.Template.Labels)
+	differs("template annotations", before.Spec.Template.Annotations, after.Spec.Template.Annotations)
+	differs("updateStrategy", before.Spec.UpdateStrategy, after.Spec.UpdateStrategy)
+	differs("minReadySeconds", before.Spec.MinReadySeconds, after.Spec.MinReadySeconds)
+	if len(out) == 0 && !apiequality.Semantic.DeepEqual(before.Spec, after.Spec) {
+		out = append(out, "spec")
+	}
+	return out
+}
+
+// restoredWords is ": restored container extractor image, tolerations;
+// removed container sidecar" for fields, "" for none.
+func restoredWords(fields []string) string {
+	if len(fields) == 0 {
+		return ""
+	}
+	shown := fields[:min(len(fields), maxRestoredFields)]
+	var put, removed []string
+	for _, f := range shown {
+		if name, ok := strings.CutPrefix(f, "removed "); ok {
+			removed = append(removed, name)
+		} else {
+			put = append(put, f)
+		}
+	}
+	var parts []string
+	if len(put) > 0 {
+		parts = append(parts, "restored "+strings.Join(put, ", "))
+	}
+	if len(removed) > 0 {
+		parts = append(parts, "removed "+strings.Join(removed, ", "))
+	}
+	out := ": " + strings.Join(parts, "; ")
+	if n := len(fields) - len(shown); n > 0 {
+		out += fmt.Sprintf(" and %d more", n)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -134,9 +136,9 @@ func TestRepairNamesTheWriterInEventLogAndMetric(t *testing.T) {
 	}
 	h.waitStored("the image to be restored", func(ds *appsv1.DaemonSet) bool { return ds.Spec.Template.Spec.Containers[0].Image == want })
 	const who = "changed by kubectl-patch (Update at "
-	h.eventually("an Updated Event naming kubectl-patch", func() bool {
+	h.eventually("an Updated Event naming the image and kubectl-patch", func() bool {
 		for _, e := range h.changes.with(ReasonUpdated) {
-			if strings.Contains(e.text, who) {
+			if strings.Contains(e.text, "(spec changed: restored container extractor image), "+who) {
 				return true
 			}
 		}
@@ -190,4 +192,39 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+func TestRestoredFieldsNameWhatARepairPutBack(t *testing.T) {
+	desired, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: "4.22.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired.UID = "uid-1"
+	for _, tc := range []struct {
+		name   string
+		change func(*appsv1.DaemonSet)
+		want   []string
+	}{
+		{"nothing", func(*appsv1.DaemonSet) {}, nil},
+		{"image", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = "quay.io/x:1" }, []string{"container extractor image"}},
+		{"sidecar", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar\u202e", Image: "x"})
+		}, []string{"removed container sidecar?"}},
+		{"toleration and minReadySeconds", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Tolerations = append(ds.Spec.Template.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
+			ds.Spec.MinReadySeconds = 9
+		}, []string{"tolerations", "minReadySeconds"}},
+		{"a field not named", func(ds *appsv1.DaemonSet) { ds.Spec.RevisionHistoryLimit = new(int32) }, []string{"spec"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := desired.DeepCopy()
+			tc.change(before)
+			if got := restoredFields(before, desired); !slices.Equal(got, tc.want) {
+				t.Errorf("restoredFields = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := restoredWords([]string{"container extractor image", "removed container sidecar", "tolerations", "volumes", "affinity", "spec"}); got != ": restored container extractor image, tolerations, volumes; removed container sidecar and 2 more" {
+		t.Errorf("restoredWords = %q", got)
+	}
 }

@@ -13,7 +13,8 @@ import (
 
 // TestRepairEventNamesTheWriter changes the extractor image with field
 // manager kubectl-patch and wants the repair's Event on the DaemonSet to name
-// kubectl-patch, as the API server recorded it in managedFields.
+// the image it restored and kubectl-patch, as the API server recorded it in
+// managedFields.
 func TestRepairEventNamesTheWriter(t *testing.T) {
 	e := newEnv(t)
 	c, ds := e.deployed(controllerOpts{})
@@ -33,7 +34,7 @@ func TestRepairEventNamesTheWriter(t *testing.T) {
 	var text string
 	e.eventually("an Updated Event naming kubectl-patch", func(context.Context) (bool, error) {
 		for _, ev := range e.events(runtimeextractor.ReasonUpdated) {
-			if ev.InvolvedObject.Kind == "DaemonSet" && ev.InvolvedObject.UID == ds.UID && strings.Contains(ev.Message, "changed by kubectl-patch (Update at ") {
+			if ev.InvolvedObject.Kind == "DaemonSet" && ev.InvolvedObject.UID == ds.UID && strings.Contains(ev.Message, "(spec changed: restored container extractor image), changed by kubectl-patch (Update at ") {
 				text = ev.Message
 				return true, nil
 			}
