@@ -597,10 +597,10 @@ func (c *Controller) fireDrift(ctx context.Context) {
 // ends.
 func (c *Controller) onStreakDue(ctx context.Context) {
 	c.settleStreak(c.clock.Now())
-	if !c.repairDeferred || c.holding() {
+	if !c.repairDeferred {
 		return
 	}
-	if c.level() != (fsm.Enabled{}) {
+	if c.level() != (fsm.Enabled{}) { // disabled since, or holding: no repair is due
 		c.repairDeferred = false
 		return
 	}
