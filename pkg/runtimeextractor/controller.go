@@ -571,9 +571,9 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	switch {
 	case len(c.lastDrift) == 0:
 	case wait > 0:
-		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s: the %d repairs since %s were undone (%s)",
+		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair backoff: %d repairs undone since %s)",
 			resources.Namespace, resources.DaemonSetName, driftSummary(c.lastDrift, writers, unnamed),
-			wait.Round(time.Millisecond), c.streak.repairs, c.streak.first.UTC().Format(time.RFC3339), "repair backoff")
+			wait.Round(time.Millisecond), c.streak.repairs, c.streak.first.UTC().Format(time.RFC3339))
 	default: // logged after the repair's write: act first, report after
 		klog.Infof("DaemonSet %s/%s was %s; acted on it, now %s",
 			resources.Namespace, resources.DaemonSetName, driftSummary(c.lastDrift, writers, unnamed), c.machine.State())
