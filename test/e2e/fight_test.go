@@ -310,25 +310,7 @@ type fightWriterSummary struct {
 // the returned channel. The end of the run cuts no request short: a write
 // under way when d ends completes, as a real writer's would.
 func (w *fightWriter) run(ctx context.Context, period, d time.Duration) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		end := time.NewTimer(d)
-		defer end.Stop()
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			w.write(ctx, w.images[i%2])
-			select {
-			case <-ctx.Done():
-				return
-			case <-end.C:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return done
+	return every(ctx, period, d, func(i int) { w.write(ctx, w.images[i%2]) })
 }
 
 func (w *fightWriter) write(ctx context.Context, image string) {

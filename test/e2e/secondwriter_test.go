@@ -58,6 +58,13 @@ func (w *secondWriter) update(ctx context.Context) {
 // run updates every period for d, then closes the returned channel. The
 // update under way when d ends completes: its requests are not bound by d.
 func (w *secondWriter) run(ctx context.Context, period, d time.Duration) <-chan struct{} {
+	return every(ctx, period, d, func(int) { w.update(ctx) })
+}
+
+// every calls f(0) now and f(i) every period after, on a goroutine of its
+// own, for d (or until ctx is done), then closes the returned channel. A
+// call under way when d ends completes, as a real writer's request would.
+func every(ctx context.Context, period, d time.Duration, f func(i int)) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -65,8 +72,8 @@ func (w *secondWriter) run(ctx context.Context, period, d time.Duration) <-chan 
 		defer end.Stop()
 		tick := time.NewTicker(period)
 		defer tick.Stop()
-		for {
-			w.update(ctx)
+		for i := 0; ; i++ {
+			f(i)
 			select {
 			case <-ctx.Done():
 				return
