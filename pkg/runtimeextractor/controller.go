@@ -732,11 +732,16 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 			c.events.failed(on, ReasonApplyFailed, err.Error()+"; retrying with backoff")
 			return fsm.ApplyFailed{Err: err}, nil
 		}
-		if res.Changed {
+		repair := applyCause{transition: t}.repair()
+		switch {
+		case res.Changed:
 			cause := applyCause{transition: t, drift: c.driftKinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny, tls: tlsMove(c.applyFrom, &c.applyTo),
-				writers: c.driftWriters, unnamed: c.driftUnnamed, restored: restoredFields(c.applyFrom, res.Object)}
+				writers: c.driftWriters, unnamed: c.driftUnnamed}
+			if repair {
+				cause.restored = restoredFields(c.applyFrom, res.Object)
+			}
 			c.events.applied(res.Object, res.Created, cause.String(res.Created))
-			if cause.repair() {
+			if repair {
 				if c.metrics != nil {
 					for _, m := range repairManagers(c.driftWriters) {
 						c.metrics.ObserveRepair(m)
@@ -744,7 +749,7 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 				}
 				c.repairMade(res.Object)
 			}
-		} else if (applyCause{transition: t}).repair() {
+		case repair:
 			c.streak.stands(c.clock.Now()) // the other writer put it back itself
 		}
 		uid := string(res.Object.UID)

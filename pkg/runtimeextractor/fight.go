@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -95,17 +94,16 @@ func (s *repairStreak) changed(now time.Time, writers []fieldWriter, unnamed boo
 		s.reset()
 	}
 	s.undone = true
-	names := repairManagers(writers)
-	if unnamed || names[0] == metrics.UnknownManager {
-		names = append(names, unnamedWriter)
+	add := func(name string) {
+		if !slices.Contains(s.changedBy, name) {
+			s.changedBy = append(s.changedBy, name)
+		}
 	}
-	for _, n := range names {
-		if n == metrics.UnknownManager {
-			continue
-		}
-		if !slices.Contains(s.changedBy, n) {
-			s.changedBy = append(s.changedBy, n)
-		}
+	for _, w := range writers {
+		add(w.manager)
+	}
+	if unnamed || len(writers) == 0 {
+		add(unnamedWriter)
 	}
 }
 
