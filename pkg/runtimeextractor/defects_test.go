@@ -454,7 +454,7 @@ func TestHoldingIsNotReportedAsDisabled(t *testing.T) {
 	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithMetrics(m)) }, configMap("dataReporting: [not, a, mapping"), existing)
 	h.signalVersion() // handled after the start-up re-assert and its report
 	state := func(s string) float64 {
-		v, err := gatherState(reg, s)
+		v, err := gatherGauge(reg, metrics.Namespace+"_state", "state", s)
 		if err != nil {
 			t.Fatal(err)
 		}

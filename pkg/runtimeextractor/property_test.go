@@ -1557,7 +1557,7 @@ func (s *propSim) checkHonest(when string) bool {
 		if deg.Status == "True" && deg.Reason == r {
 			want = 1
 		}
-		if v := s.labelled("runtime_extractor_degraded", "reason", r); v != want {
+		if v := s.metric("runtime_extractor_degraded", "reason", r); v != want {
 			s.violate("metric-degraded", fmt.Sprintf("%s: runtime_extractor_degraded{reason=%s} is %v, but Degraded is %s [%s]", when, r, v, deg.Status, deg.Reason))
 		}
 	}
@@ -1575,58 +1575,47 @@ func (s *propSim) checkHonest(when string) bool {
 	return len(s.violations) == n
 }
 
-// labelled reads the gauge name{label=value} (-1 when absent).
-func (s *propSim) labelled(name, label, value string) float64 {
-	mfs, err := s.reg.Gather()
-	s.must(err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return -1
-}
-
-// gauge reads an unlabelled gauge from the simulator's registry.
-func (s *propSim) gauge(name string) float64 {
-	mfs, err := s.reg.Gather()
-	s.must(err)
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	s.t.Fatalf("no gauge %s", name)
-	return 0
-}
-
-// stateMetric reads runtime_extractor_state{state} (-1 when absent).
-func (s *propSim) stateMetric(state string) float64 {
-	v, err := gatherState(s.reg, state)
+// metric reads the gauge name{label=value} from the simulator's registry;
+// label "" reads the unlabelled one; -1 when absent.
+func (s *propSim) metric(name, label, value string) float64 {
+	v, err := gatherGauge(s.reg, name, label, value)
 	s.must(err)
 	return v
 }
 
-// gatherState reads runtime_extractor_state{state} from reg (-1 when absent).
-func gatherState(reg prometheus.Gatherer, state string) (float64, error) {
+// gauge reads an unlabelled gauge from the simulator's registry.
+func (s *propSim) gauge(name string) float64 {
+	v := s.metric(name, "", "")
+	if v < 0 {
+		s.t.Fatalf("no gauge %s", name)
+	}
+	return v
+}
+
+// stateMetric reads runtime_extractor_state{state} (-1 when absent).
+func (s *propSim) stateMetric(state string) float64 {
+	return s.metric(metrics.Namespace+"_state", "state", state)
+}
+
+// gatherGauge reads the gauge name from reg: the series whose label has
+// value, or, with label "", the one without labels; -1 when absent.
+func gatherGauge(reg prometheus.Gatherer, name, label, value string) (float64, error) {
 	families, err := reg.Gather()
 	if err != nil {
 		return 0, fmt.Errorf("gather metrics: %w", err)
 	}
 	for _, f := range families {
-		if f.GetName() != metrics.Namespace+"_state" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if m.GetLabel()[0].GetValue() == state {
+			if label == "" && len(m.GetLabel()) == 0 {
 				return m.GetGauge().GetValue(), nil
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue(), nil
+				}
 			}
 		}
 	}
