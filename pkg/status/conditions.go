@@ -411,29 +411,26 @@ func unavailableMessage(s Snapshot) string {
 }
 
 func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
-	c := configv1.ClusterOperatorStatusCondition{Type: ConditionDegraded}
+	c := configv1.ClusterOperatorStatusCondition{Type: ConditionDegraded, Status: configv1.ConditionTrue}
 	switch {
 	case failing(s):
-		c.Status, c.Reason, c.Message = configv1.ConditionTrue, failureReason(s.State), failureMessage(s)
-		if s.ConfigError != nil {
-			c.Message += "; " + configMessage(s.ConfigError)
-		}
+		c.Reason, c.Message = failureReason(s.State), failureMessage(s)
 	case s.Conflict != nil:
 		// Before RolloutStuck: each of the other writer's changes starts a
 		// rollout of its own, so the fight is the cause of a stuck one.
-		c.Status, c.Reason, c.Message = configv1.ConditionTrue, ReasonConflictingWriter, s.Conflict.message()
-		if s.ConfigError != nil {
-			c.Message += "; " + configMessage(s.ConfigError)
-		}
+		c.Reason, c.Message = ReasonConflictingWriter, s.Conflict.message()
 	case s.Stuck != nil:
-		c.Status, c.Reason, c.Message = configv1.ConditionTrue, ReasonRolloutStuck, s.Stuck.message(s)
-		if s.ConfigError != nil {
-			c.Message += "; " + configMessage(s.ConfigError)
-		}
+		c.Reason, c.Message = ReasonRolloutStuck, s.Stuck.message(s)
 	case s.ConfigError != nil:
-		c.Status, c.Reason, c.Message = configv1.ConditionTrue, ReasonInvalidConfig, configMessage(s.ConfigError)
+		c.Reason, c.Message = ReasonInvalidConfig, configMessage(s.ConfigError)
+		return c
 	default:
 		c.Status, c.Reason, c.Message = configv1.ConditionFalse, ReasonAsExpected, "no errors"
+		return c
+	}
+	// A rejected config under a reason that takes precedence is still said.
+	if s.ConfigError != nil {
+		c.Message += "; " + configMessage(s.ConfigError)
 	}
 	return c
 }
