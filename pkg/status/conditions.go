@@ -63,6 +63,14 @@ const (
 	ReasonConflictingWriter = "ConflictingWriter"
 )
 
+// The reads of the rollout diagnosis that RBAC may deny (the Insights
+// Operator's RBAC as it ships denies both; docs/embedding.md): the pods of the
+// DaemonSet name the nodes, its Events give the newest warning.
+const (
+	DeniedPodsList   = "pods list"
+	DeniedEventsList = "events list"
+)
+
 // DegradedReasons are the reasons RuntimeExtractorDegraded=True can carry.
 var DegradedReasons = []string{ReasonApplyFailed, ReasonDeleteFailed, ReasonConflictingWriter, ReasonRolloutStuck, ReasonInvalidConfig}
 
@@ -77,19 +85,29 @@ type RolloutStuck struct {
 	// Warning is the newest warning Event on the DaemonSet, e.g.
 	// "FailedCreate: ..."; empty when there is none.
 	Warning string
+	// Denied names the reads of the diagnosis that RBAC forbids
+	// (DeniedPodsList, DeniedEventsList): what they tell is missing, and
+	// the message says so.
+	Denied []string
 }
 
 func (r *RolloutStuck) message(s Snapshot) string {
 	msg := fmt.Sprintf("rollout made no progress for %s: %d of %d nodes not ready", roundBackoff(r.For), r.NotReady, s.Desired)
-	if len(r.Nodes) > 0 {
+	switch {
+	case len(r.Nodes) > 0:
 		msg += " (" + strings.Join(r.Nodes, ", ")
 		if int(r.NotReady) > len(r.Nodes) {
 			msg += ", ..."
 		}
 		msg += ")"
+	case slices.Contains(r.Denied, DeniedPodsList):
+		msg += " (node names unavailable: " + DeniedPodsList + " forbidden)"
 	}
-	if r.Warning != "" {
+	switch {
+	case r.Warning != "":
 		msg += "; newest warning on the DaemonSet: " + r.Warning
+	case slices.Contains(r.Denied, DeniedEventsList):
+		msg += "; newest warning on the DaemonSet unavailable: " + DeniedEventsList + " forbidden"
 	}
 	return msg
 }
@@ -98,7 +116,7 @@ func (r *RolloutStuck) equal(o *RolloutStuck) bool {
 	if r == nil || o == nil {
 		return r == o
 	}
-	return r.NotReady == o.NotReady && slices.Equal(r.Nodes, o.Nodes) && r.Warning == o.Warning
+	return r.NotReady == o.NotReady && slices.Equal(r.Nodes, o.Nodes) && r.Warning == o.Warning && slices.Equal(r.Denied, o.Denied)
 }
 
 // ConflictingWriter describes a tug-of-war over the DaemonSet: writers other
@@ -187,6 +205,9 @@ type Snapshot struct {
 	// once the unavailable count of a rolled-out DaemonSet has settled; nil
 	// when not read (yet), when the read failed, or when none.
 	UnavailableNodes []string
+	// UnavailableNodesDenied: those nodes cannot be named, as RBAC forbids
+	// listing pods (DeniedPodsList).
+	UnavailableNodesDenied bool
 }
 
 // Equal reports whether s and o say the same (errors compare by message).
@@ -197,7 +218,8 @@ func (s Snapshot) Equal(o Snapshot) bool {
 		errorText(s.LastError) == errorText(o.LastError) && errorText(s.ConfigError) == errorText(o.ConfigError) &&
 		s.Stuck.equal(o.Stuck) && s.Conflict.equal(o.Conflict) &&
 		s.Holding == o.Holding && s.Present == o.Present && s.AppliedVersion == o.AppliedVersion &&
-		s.RolledOut == o.RolledOut && s.MaxUnavailable == o.MaxUnavailable && slices.Equal(s.UnavailableNodes, o.UnavailableNodes)
+		s.RolledOut == o.RolledOut && s.MaxUnavailable == o.MaxUnavailable && slices.Equal(s.UnavailableNodes, o.UnavailableNodes) &&
+		s.UnavailableNodesDenied == o.UnavailableNodesDenied
 }
 
 func errorText(err error) string {
@@ -401,11 +423,14 @@ func unavailableMessage(s Snapshot) string {
 	default:
 		msg += fmt.Sprintf(" (more than maxUnavailable %d)", s.MaxUnavailable)
 	}
-	if len(s.UnavailableNodes) > 0 {
+	switch {
+	case len(s.UnavailableNodes) > 0:
 		msg += ": " + strings.Join(s.UnavailableNodes, ", ")
 		if int(n) > len(s.UnavailableNodes) {
 			msg += ", ..."
 		}
+	case s.UnavailableNodesDenied:
+		msg += "; node names unavailable: " + DeniedPodsList + " forbidden"
 	}
 	return msg
 }
