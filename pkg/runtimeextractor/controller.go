@@ -1001,6 +1001,7 @@ func (c *Controller) snapshot() status.Snapshot {
 			s.MaxUnavailable = n
 		}
 		s.UnavailableNodes = c.rollouts.unavailableNodes()
+		s.UnavailableNodesDenied = c.rollouts.unavailableNodesDenied()
 	}
 	if r, ok := c.configNotifier.(configErrorReporter); ok {
 		s.ConfigError = r.LastError()

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -61,6 +62,10 @@ type rolloutWatch struct {
 
 	unavailable unavailableLookup
 	named       chan namedResult
+
+	// denied remembers the reads RBAC denied, for the diagnosis and the
+	// lookups alike.
+	denied *denials
 }
 
 // unavailableKey is what the names of the nodes without an available pod are
@@ -76,12 +81,14 @@ type unavailableLookup struct {
 	key    unavailableKey
 	cancel context.CancelFunc // of a lookup under way; nil when none
 	nodes  []string
+	denied bool // RBAC forbids the lookup
 }
 
 // namedResult is a lookup's answer, for the key it was made for.
 type namedResult struct {
-	key   unavailableKey
-	nodes []string
+	key    unavailableKey
+	nodes  []string
+	denied bool
 }
 
 // stuckResult is a diagnosis, for the progress it was made for.
@@ -91,7 +98,7 @@ type stuckResult struct {
 }
 
 func newRolloutWatch(deadline time.Duration) *rolloutWatch {
-	return &rolloutWatch{deadline: deadline, result: make(chan stuckResult, 1), named: make(chan namedResult, 1)}
+	return &rolloutWatch{deadline: deadline, result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clock.RealClock{})}
 }
 
 // C fires when the deadline passed without progress.
@@ -174,14 +181,18 @@ func (w *rolloutWatch) observeUnavailable(ctx context.Context, client kubernetes
 			return
 		}
 		rctx, cancelRead := context.WithTimeout(lctx, diagnosisTimeout)
-		nodes, err := notReadyNodesOf(rctx, client, ds)
+		var nodes []string
+		denied, err := w.denied.try(status.DeniedPodsList, func() (err error) {
+			nodes, err = notReadyNodesOf(rctx, client, ds)
+			return err
+		})
 		cancelRead()
 		if err != nil {
 			klog.Warningf("name the nodes without an available pod: %v", err)
 			return // the message goes without names
 		}
 		select {
-		case w.named <- namedResult{key: key, nodes: nodes}:
+		case w.named <- namedResult{key: key, nodes: nodes, denied: denied}:
 		case <-lctx.Done():
 		}
 	}()
@@ -204,12 +215,16 @@ func (w *rolloutWatch) acceptNames(r namedResult) {
 	if w.unavailable.cancel != nil {
 		w.unavailable.cancel() // the lookup is over; release its context
 	}
-	w.unavailable.cancel, w.unavailable.nodes = nil, r.nodes
+	w.unavailable.cancel, w.unavailable.nodes, w.unavailable.denied = nil, r.nodes, r.denied
 }
 
 // unavailableNodes names a few nodes without an available pod, for the
 // current count; nil until they are read, or when the read failed.
 func (w *rolloutWatch) unavailableNodes() []string { return w.unavailable.nodes }
+
+// unavailableNodesDenied: RBAC forbids the lookup of the current count's
+// names.
+func (w *rolloutWatch) unavailableNodesDenied() bool { return w.unavailable.denied }
 
 // expired starts the diagnosis of ds in the background; its result arrives
 // on w.result.
@@ -220,7 +235,7 @@ func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface,
 	go func() {
 		dctx, cancel := context.WithTimeout(ctx, diagnosisTimeout)
 		defer cancel()
-		s := diagnose(dctx, client, ds)
+		s := diagnose(dctx, client, ds, w.denied)
 		s.For = stalled
 		select {
 		case w.result <- stuckResult{progress: p, stuck: s}:
@@ -241,24 +256,43 @@ func (w *rolloutWatch) accept(r stuckResult) bool {
 
 // diagnose names what holds the rollout up: the nodes whose pod is not ready
 // and the newest warning Event the DaemonSet controller recorded. A failed
-// read leaves its part out; the verdict stands on the counts alone.
-func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) *status.RolloutStuck {
+// read leaves its part out, and a read RBAC denies (remembered in denied) is
+// named in the verdict; the verdict stands on the counts alone.
+func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, denied *denials) *status.RolloutStuck {
 	s := &status.RolloutStuck{NotReady: max(ds.Status.DesiredNumberScheduled-ds.Status.NumberAvailable, 0)}
 	if ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled {
 		s.NotReady = max(s.NotReady, ds.Status.DesiredNumberScheduled-ds.Status.UpdatedNumberScheduled)
 	}
-	if nodes, err := notReadyNodesOf(ctx, client, ds); err != nil {
-		klog.Warningf("diagnose stuck rollout: %v", err)
-	} else {
-		s.Nodes = nodes
-	}
-	events, err := client.CoreV1().Events(ds.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-		"involvedObject.uid": string(ds.UID), "type": corev1.EventTypeWarning,
-	}.String()})
+	podsDenied, err := denied.try(status.DeniedPodsList, func() (err error) {
+		s.Nodes, err = notReadyNodesOf(ctx, client, ds)
+		return err
+	})
 	if err != nil {
-		klog.Warningf("diagnose stuck rollout: list events: %v", err)
-	} else if ev := newest(events.Items); ev != nil {
-		s.Warning = fmt.Sprintf("%s: %s", ev.Reason, ev.Message)
+		klog.Warningf("diagnose stuck rollout: %v", err)
+	}
+	var events *corev1.EventList
+	eventsDenied, err := denied.try(status.DeniedEventsList, func() (err error) {
+		events, err = client.CoreV1().Events(ds.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+			"involvedObject.uid": string(ds.UID), "type": corev1.EventTypeWarning,
+		}.String()})
+		if err != nil {
+			return fmt.Errorf("list events of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		klog.Warningf("diagnose stuck rollout: %v", err)
+	case events != nil:
+		if ev := newest(events.Items); ev != nil {
+			s.Warning = fmt.Sprintf("%s: %s", ev.Reason, ev.Message)
+		}
+	}
+	if podsDenied {
+		s.Denied = append(s.Denied, status.DeniedPodsList)
+	}
+	if eventsDenied {
+		s.Denied = append(s.Denied, status.DeniedEventsList)
 	}
 	return s
 }
