@@ -147,9 +147,6 @@ func TestDesiredDaemonSetShape(t *testing.T) {
 		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 			t.Errorf("container %s has no cpu/memory requests", c.Name)
 		}
-		if c.LivenessProbe == nil && c.ReadinessProbe == nil {
-			t.Errorf("container %s has no probe", c.Name)
-		}
 	}
 	proxy := findContainer(&pod, ContainerKubeRBACProxy)
 	args := strings.Join(proxy.Args, " ")
@@ -169,8 +166,8 @@ func TestDesiredDaemonSetShape(t *testing.T) {
 	if v := volumes["data-volume"]; v.EmptyDir == nil {
 		t.Errorf("data-volume = %+v, want emptyDir", v)
 	}
-	if v := volumes["kube-rbac-proxy-config"]; v.ConfigMap == nil || v.ConfigMap.Name != KubeRBACProxyConfigMapName {
-		t.Errorf("kube-rbac-proxy-config volume = %+v, want ConfigMap %s", v, KubeRBACProxyConfigMapName)
+	if v := volumes["kube-rbac-proxy-cm"]; v.ConfigMap == nil || v.ConfigMap.Name != KubeRBACProxyConfigMapName {
+		t.Errorf("kube-rbac-proxy-cm volume = %+v, want ConfigMap %s", v, KubeRBACProxyConfigMapName)
 	}
 	if v := volumes[TLSSecretName]; v.Secret == nil || v.Secret.SecretName != TLSSecretName {
 		t.Errorf("TLS volume = %+v, want Secret %s", v, TLSSecretName)

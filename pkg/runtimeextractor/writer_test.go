@@ -129,12 +129,12 @@ func TestRepairNamesTheWriterInEventLogAndMetric(t *testing.T) {
 	h.waitState(fsm.StateRunning)
 
 	ds := h.stored().DeepCopy()
-	want := ds.Spec.Template.Spec.Containers[0].Image
-	ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
+	want := extractorOf(ds).Image
+	extractorOf(ds).Image = "quay.io/someone/else:latest"
 	if _, err := h.api.Client.AppsV1().DaemonSets(resources.Namespace).Update(context.Background(), ds, metav1.UpdateOptions{FieldManager: "kubectl-patch"}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitStored("the image to be restored", func(ds *appsv1.DaemonSet) bool { return ds.Spec.Template.Spec.Containers[0].Image == want })
+	h.waitStored("the image to be restored", func(ds *appsv1.DaemonSet) bool { return extractorOf(ds).Image == want })
 	const who = "changed by kubectl-patch (Update at "
 	h.eventually("an Updated Event naming the image and kubectl-patch", func() bool {
 		for _, e := range h.changes.with(ReasonUpdated) {
@@ -206,7 +206,7 @@ func TestRestoredFieldsNameWhatARepairPutBack(t *testing.T) {
 		want   []string
 	}{
 		{"nothing", func(*appsv1.DaemonSet) {}, nil},
-		{"image", func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Image = "quay.io/x:1" }, []string{"container extractor image"}},
+		{"image", func(ds *appsv1.DaemonSet) { extractorOf(ds).Image = "quay.io/x:1" }, []string{"container extractor image"}},
 		{"sidecar", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar\u202e", Image: "x"})
 		}, []string{"removed container sidecar?"}},
@@ -227,4 +227,10 @@ func TestRestoredFieldsNameWhatARepairPutBack(t *testing.T) {
 	if got := restoredWords([]string{"container extractor image", "removed container sidecar", "tolerations", "volumes", "affinity", "spec"}); got != ": restored container extractor image, tolerations, volumes; removed container sidecar and 2 more" {
 		t.Errorf("restoredWords = %q", got)
 	}
+}
+
+// extractorOf is ds's extractor container (the host's template lists it last).
+func extractorOf(ds *appsv1.DaemonSet) *corev1.Container {
+	c := ds.Spec.Template.Spec.Containers
+	return &c[slices.IndexFunc(c, func(c corev1.Container) bool { return c.Name == resources.ContainerExtractor })]
 }

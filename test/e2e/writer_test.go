@@ -18,7 +18,7 @@ import (
 func TestRepairEventNamesTheWriter(t *testing.T) {
 	e := newEnv(t)
 	c, ds := e.deployed(controllerOpts{})
-	want := ds.Spec.Template.Spec.Containers[0].Image
+	want := extractorImage(ds)
 	ds = ds.DeepCopy()
 	for i := range ds.Spec.Template.Spec.Containers {
 		if ds.Spec.Template.Spec.Containers[i].Name == "extractor" {
@@ -29,7 +29,7 @@ func TestRepairEventNamesTheWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitDaemonSet("the image restored", func(cur *appsv1.DaemonSet) bool {
-		return cur != nil && cur.Spec.Template.Spec.Containers[0].Image == want && cur.Generation > ds.Generation
+		return cur != nil && extractorImage(cur) == want && cur.Generation > ds.Generation
 	})
 	var text string
 	e.eventually("an Updated Event naming kubectl-patch", func(context.Context) (bool, error) {
