@@ -8,12 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	securityv1 "github.com/openshift/api/security/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -29,12 +35,34 @@ const SCCPolicyName = "insights-runtime-extractor-scc"
 // sccName is the SCC the runtime extractor's pod template requires.
 const sccName = "insights-runtime-extractor-scc"
 
+// HostSCCClusterRole names the host's ClusterRole that grants use of the SCC;
+// the local cluster binds it, as the host does, to the extractor's
+// ServiceAccount.
+const HostSCCClusterRole = "insights-runtime-extractor-role"
+
 //go:embed admission/insights-runtime-extractor-scc.yaml
 var sccPolicyYAML []byte
 
+// hostSCCYAML is the host's SCC for the runtime extractor, and the ClusterRole
+// and binding that grant its ServiceAccount use of it, as the host ships them
+// (the file's header says where from).
+//
+//go:embed testdata/host-scc.yaml
+var hostSCCYAML []byte
+
 // SCCPolicy returns the policy and the binding that the local cluster installs
-// in its place, fresh on every call.
+// in its place, fresh on every call. The policy's facts (the variables its
+// rules read: allowedCapabilities, allowHostPID, ...) are those of the host's
+// SCC, after the SCC's own defaulting; they come first among its variables.
 func SCCPolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	host, err := parseHostSCC(hostSCCYAML)
+	if err != nil {
+		return nil, nil, err
+	}
+	facts, err := SCCFacts(host.scc)
+	if err != nil {
+		return nil, nil, err
+	}
 	docs, err := yamlDocuments(sccPolicyYAML)
 	if err != nil {
 		return nil, nil, err
@@ -56,7 +84,201 @@ func SCCPolicy() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admission
 		return nil, nil, fmt.Errorf("SCC policy manifest: want the policy %s and its binding, got %s %s and %s for %s",
 			SCCPolicyName, policy.Kind, policy.Name, binding.Kind, binding.Spec.PolicyName)
 	}
+	for _, v := range policy.Spec.Variables {
+		if slices.ContainsFunc(facts, func(f admissionregistrationv1.Variable) bool { return f.Name == v.Name }) {
+			return nil, nil, fmt.Errorf("SCC policy manifest: variable %s is a fact of the SCC; it comes from the host's SCC, not from the manifest", v.Name)
+		}
+	}
+	// Facts first: a variable reads only those before it.
+	policy.Spec.Variables = append(facts, policy.Spec.Variables...)
 	return policy, binding, nil
+}
+
+// hostSCC is what the host ships for the runtime extractor's SCC.
+type hostSCC struct {
+	scc     *securityv1.SecurityContextConstraints
+	role    *rbacv1.ClusterRole
+	binding *rbacv1.ClusterRoleBinding
+}
+
+// parseHostSCC decodes, strictly, the host's SCC, ClusterRole and
+// ClusterRoleBinding, and checks that they are what the policy stands for: the
+// SCC the extractor requires, and a binding of the role that grants its
+// ServiceAccount use of it.
+func parseHostSCC(data []byte) (*hostSCC, error) {
+	docs, err := yamlDocuments(data)
+	if err != nil {
+		return nil, fmt.Errorf("host SCC: %w", err)
+	}
+	h := &hostSCC{}
+	for i, doc := range docs {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return nil, fmt.Errorf("host SCC: document %d: %w", i, err)
+		}
+		var into any
+		switch {
+		case meta.Kind == "":
+			continue // comments only
+		case meta.Kind == "SecurityContextConstraints" && h.scc == nil:
+			h.scc = &securityv1.SecurityContextConstraints{}
+			into = h.scc
+		case meta.Kind == "ClusterRole" && h.role == nil:
+			h.role = &rbacv1.ClusterRole{}
+			into = h.role
+		case meta.Kind == "ClusterRoleBinding" && h.binding == nil:
+			h.binding = &rbacv1.ClusterRoleBinding{}
+			into = h.binding
+		default:
+			return nil, fmt.Errorf("host SCC: document %d: unexpected %s %s", i, meta.APIVersion, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict(doc, into); err != nil {
+			return nil, fmt.Errorf("host SCC: %s: %w", meta.Kind, err)
+		}
+	}
+	if h.scc == nil || h.role == nil || h.binding == nil {
+		return nil, errors.New("host SCC: want a SecurityContextConstraints, a ClusterRole and a ClusterRoleBinding")
+	}
+	if h.scc.Name != sccName {
+		return nil, fmt.Errorf("host SCC: the SCC is %s, want %s", h.scc.Name, sccName)
+	}
+	if h.role.Name != HostSCCClusterRole || !grantsUse(h.role.Rules, sccName) {
+		return nil, fmt.Errorf("host SCC: want ClusterRole %s granting use of %s, got %s", HostSCCClusterRole, sccName, h.role.Name)
+	}
+	sa := slices.ContainsFunc(h.binding.Subjects, func(s rbacv1.Subject) bool {
+		return s.Kind == rbacv1.ServiceAccountKind && s.Namespace == InsightsNamespace && s.Name == InsightsServiceAccount
+	})
+	if h.binding.RoleRef.Kind != "ClusterRole" || h.binding.RoleRef.Name != h.role.Name || !sa {
+		return nil, fmt.Errorf("host SCC: ClusterRoleBinding %s does not bind ClusterRole %s to ServiceAccount %s/%s",
+			h.binding.Name, h.role.Name, InsightsNamespace, InsightsServiceAccount)
+	}
+	return h, nil
+}
+
+// grantsUse reports whether rules grant use of the SCC name.
+func grantsUse(rules []rbacv1.PolicyRule, name string) bool {
+	has := func(list []string, want string) bool {
+		return slices.Contains(list, want) || slices.Contains(list, rbacv1.ResourceAll)
+	}
+	for _, r := range rules {
+		if has(r.APIGroups, securityv1.GroupName) && has(r.Resources, "securitycontextconstraints") && has(r.Verbs, "use") &&
+			(len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// SCCFacts returns the facts of scc that the policy's rules read, as the
+// policy's variables, after the SCC's defaulting as OpenShift applies it: an
+// unset boolean is false, unset capability and seccomp lists allow nothing,
+// unset volumes allow every type, allowHostDirVolumePlugin adds or removes
+// hostPath. An SCC that sets what the policy does not emulate (user, group and
+// SELinux strategies other than RunAsAny, dropped or default capabilities,
+// ...) is an error: such a change to the host's SCC must fail the build of the
+// policy, not pass unjudged.
+func SCCFacts(scc *securityv1.SecurityContextConstraints) ([]admissionregistrationv1.Variable, error) {
+	if err := emulated(scc); err != nil {
+		return nil, fmt.Errorf("SCC %s: %w", scc.Name, err)
+	}
+	volumes := map[string]bool{}
+	switch {
+	case scc.Volumes == nil:
+		volumes[string(securityv1.FSTypeAll)] = true
+	default:
+		for _, v := range scc.Volumes {
+			volumes[string(v)] = true
+		}
+	}
+	// "none" allows nothing; hostPath follows allowHostDirVolumePlugin, which
+	// also narrows "*" to every type but hostPath (the allowHostDirVolumePlugin
+	// fact, which the rule reads beside this list).
+	delete(volumes, string(securityv1.FSTypeNone))
+	delete(volumes, string(securityv1.FSTypeHostPath))
+	if scc.AllowHostDirVolumePlugin && !volumes[string(securityv1.FSTypeAll)] {
+		volumes[string(securityv1.FSTypeHostPath)] = true
+	}
+	capabilities := make([]string, len(scc.AllowedCapabilities))
+	for i, c := range scc.AllowedCapabilities {
+		capabilities[i] = string(c)
+	}
+	lists := []struct {
+		name   string
+		values []string
+	}{
+		{"allowedCapabilities", capabilities},
+		{"allowedVolumeTypes", slices.Sorted(maps.Keys(volumes))},
+		{"seccompProfiles", scc.SeccompProfiles},
+	}
+	vars := []admissionregistrationv1.Variable{{Name: "sccName", Expression: "'" + scc.Name + "'"}}
+	for _, f := range []struct {
+		name  string
+		value bool
+	}{
+		{"allowPrivilegedContainer", scc.AllowPrivilegedContainer},
+		{"allowHostPID", scc.AllowHostPID},
+		{"allowHostNetwork", scc.AllowHostNetwork},
+		{"allowHostIPC", scc.AllowHostIPC},
+		{"allowHostPorts", scc.AllowHostPorts},
+		{"allowHostDirVolumePlugin", scc.AllowHostDirVolumePlugin},
+	} {
+		vars = append(vars, admissionregistrationv1.Variable{Name: f.name, Expression: strconv.FormatBool(f.value)})
+	}
+	for _, l := range lists {
+		expr, err := celStrings(l.values)
+		if err != nil {
+			return nil, fmt.Errorf("SCC %s: %s: %w", scc.Name, l.name, err)
+		}
+		vars = append(vars, admissionregistrationv1.Variable{Name: l.name, Expression: expr})
+	}
+	return vars, nil
+}
+
+// emulated returns an error naming the first setting of scc that the policy
+// does not emulate.
+func emulated(scc *securityv1.SecurityContextConstraints) error {
+	runAsAny := func(t string) bool { return t == "" || t == "RunAsAny" }
+	switch {
+	case !validName.MatchString(scc.Name):
+		return fmt.Errorf("name %q", scc.Name)
+	case len(scc.DefaultAddCapabilities) > 0:
+		return errors.New("defaultAddCapabilities are not emulated")
+	case len(scc.RequiredDropCapabilities) > 0:
+		return errors.New("requiredDropCapabilities are not emulated")
+	case len(scc.AllowedFlexVolumes) > 0:
+		return errors.New("allowedFlexVolumes are not emulated")
+	case scc.UserNamespaceLevel != "" && scc.UserNamespaceLevel != securityv1.NamespaceLevelAllowHost:
+		return fmt.Errorf("userNamespaceLevel %s is not emulated", scc.UserNamespaceLevel)
+	case scc.AllowPrivilegeEscalation != nil && !*scc.AllowPrivilegeEscalation:
+		return errors.New("allowPrivilegeEscalation false is not emulated")
+	case scc.ReadOnlyRootFilesystem:
+		return errors.New("readOnlyRootFilesystem is not emulated")
+	case !runAsAny(string(scc.RunAsUser.Type)) || !runAsAny(string(scc.SELinuxContext.Type)) ||
+		!runAsAny(string(scc.FSGroup.Type)) || !runAsAny(string(scc.SupplementalGroups.Type)):
+		return errors.New("only RunAsAny strategies (runAsUser, seLinuxContext, fsGroup, supplementalGroups) are emulated")
+	case len(scc.Users) > 0 || len(scc.Groups) > 0:
+		// They grant use, as RBAC does; the policy asks RBAC only.
+		return errors.New("users and groups are not emulated; grant use through RBAC")
+	case len(scc.ForbiddenSysctls) > 0:
+		return errors.New("forbiddenSysctls are not emulated")
+	}
+	return nil
+}
+
+// validName is what may go into a CEL string literal unquoted: the names of
+// SCCs, capabilities, volume types and seccomp profiles.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_.*/-]+$`)
+
+// celStrings is the CEL list literal of values, in their order.
+func celStrings(values []string) (string, error) {
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		if !validName.MatchString(v) {
+			return "", fmt.Errorf("%q is not a name", v)
+		}
+		quoted[i] = "'" + v + "'"
+	}
+	return "[" + strings.Join(quoted, ", ") + "]", nil
 }
 
 func yamlDocuments(data []byte) ([][]byte, error) {
@@ -76,13 +298,23 @@ func yamlDocuments(data []byte) ([][]byte, error) {
 	}
 }
 
-// installSCCPolicy creates (or, on a reused Dir, replaces) the SCC policy and
-// its binding, and returns once the API server enforces them: it loads
-// policies asynchronously, and a controller started right after Start must
-// already be judged.
-func (c *Cluster) installSCCPolicy(ctx context.Context) error {
+// InstallSCCPolicy creates, or puts back as SCCPolicy and the host's
+// documents have them, the host's ClusterRole and ClusterRoleBinding that grant
+// the extractor's ServiceAccount use of its SCC, and the SCC policy and its
+// binding; it returns once the API server enforces them as they are: it loads
+// policies and RBAC asynchronously, and a controller started right after must
+// already be judged. Start calls it; a test that replaced the policy calls it
+// to restore it.
+func (c *Cluster) InstallSCCPolicy(ctx context.Context) error {
+	host, err := parseHostSCC(hostSCCYAML)
+	if err != nil {
+		return err
+	}
 	policy, binding, err := SCCPolicy()
 	if err != nil {
+		return err
+	}
+	if err := c.applyHostRBAC(ctx, host); err != nil {
 		return err
 	}
 	api := c.client.AdmissionregistrationV1()
@@ -121,34 +353,97 @@ func (c *Cluster) installSCCPolicy(ctx context.Context) error {
 	return c.waitFor(ctx, "SCC policy "+SCCPolicyName+" enforced", time.Minute, c.sccPolicyEnforced)
 }
 
-// sccPolicyEnforced reports whether a dry-run create of a DaemonSet that the
-// SCC refuses (it adds the capability SYS_ADMIN, which the SCC names
-// CAP_SYS_ADMIN) is refused by the policy.
+// applyHostRBAC creates the host's ClusterRole and ClusterRoleBinding, or puts
+// back their rules and subjects.
+func (c *Cluster) applyHostRBAC(ctx context.Context, host *hostSCC) error {
+	roles := c.client.RbacV1().ClusterRoles()
+	if _, err := roles.Create(ctx, host.role, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := roles.Get(ctx, host.role.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Rules = host.role.Rules
+			_, err = roles.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("update ClusterRole %s: %w", host.role.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("create ClusterRole %s: %w", host.role.Name, err)
+	}
+	bindings := c.client.RbacV1().ClusterRoleBindings()
+	if _, err := bindings.Create(ctx, host.binding, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		// The roleRef cannot change; the host's names it, as a reused Dir's does.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := bindings.Get(ctx, host.binding.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Subjects = host.binding.Subjects
+			_, err = bindings.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("update ClusterRoleBinding %s: %w", host.binding.Name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("create ClusterRoleBinding %s: %w", host.binding.Name, err)
+	}
+	return nil
+}
+
+// sccPolicyEnforced reports whether the policy, as SCCPolicy builds it, is in
+// force: a dry-run create of a DaemonSet that the SCC refuses (it adds the
+// capability SYS_ADMIN, which the SCC names CAP_SYS_ADMIN) is refused by the
+// policy, and one that it allows, run by the ServiceAccount the host grants
+// use of the SCC, is admitted (RBAC, too, is loaded asynchronously).
 func (c *Cluster) sccPolicyEnforced(ctx context.Context) (bool, error) {
+	refused, allowed := sccProbe(corev1.Capability("SYS_ADMIN")), sccProbe(corev1.Capability("CAP_SYS_ADMIN"))
+	refused.Name += "-refused"
+	dss := c.client.AppsV1().DaemonSets(InsightsNamespace)
+	_, err := dss.Create(ctx, refused, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil:
+		return false, nil
+	case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), SCCPolicyName):
+		return false, err
+	case !strings.Contains(err.Error(), "capability may not be added"):
+		return false, nil // an older version of the policy, or no use granted yet
+	}
+	_, err = dss.Create(ctx, allowed, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), SCCPolicyName):
+		return false, nil // the binding of the host's ClusterRole not loaded yet
+	default:
+		return false, err
+	}
+}
+
+// sccProbe is a DaemonSet that requires the SCC, run by the ServiceAccount the
+// host grants use of it, whose one container adds the capability add.
+func sccProbe(add corev1.Capability) *appsv1.DaemonSet {
 	labels := map[string]string{"app": "scc-policy-probe"}
-	ds := &appsv1.DaemonSet{
+	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "scc-policy-probe", Namespace: InsightsNamespace},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      labels,
-					Annotations: map[string]string{"openshift.io/required-scc": sccName},
+					Annotations: map[string]string{securityv1.RequiredSCCAnnotation: sccName},
 				},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "probe", Image: "quay.io/example/probe:latest",
-					SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}},
-				}}},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: InsightsServiceAccount,
+					Containers: []corev1.Container{{
+						Name: "probe", Image: "quay.io/example/probe:latest",
+						SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{add}}},
+					}},
+				},
 			},
 		},
-	}
-	_, err := c.client.AppsV1().DaemonSets(InsightsNamespace).Create(ctx, ds, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	switch {
-	case err == nil:
-		return false, nil
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), SCCPolicyName):
-		return true, nil
-	default:
-		return false, err
 	}
 }

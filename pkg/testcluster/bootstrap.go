@@ -72,7 +72,7 @@ func (c *Cluster) bootstrap(ctx context.Context, apiDir func() (string, error)) 
 			if err := c.createPlatformObjects(ctx); err != nil {
 				return err
 			}
-			return c.installSCCPolicy(ctx)
+			return c.InstallSCCPolicy(ctx)
 		},
 		func() error {
 			dir, err := apiDir()
