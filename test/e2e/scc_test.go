@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -189,11 +191,27 @@ func TestSCCPolicyRefusesWhatTheSCCRefuses(t *testing.T) {
 			delete(meta.Annotations, "openshift.io/required-scc")
 			spec.HostNetwork = true
 		}, []string{"hostNetwork"}},
+		// The use rule: only the ServiceAccount that the host grants use of the
+		// SCC may run pods under it.
+		{"another ServiceAccount", func(t *testing.T, spec *corev1.PodSpec, _ *metav1.ObjectMeta) {
+			spec.ServiceAccountName = "default"
+		}, []string{`[provider "insights-runtime-extractor-scc": Forbidden: not usable by user or serviceaccount]`,
+			"ServiceAccount openshift-insights/default may not use SCC insights-runtime-extractor-scc"}},
+		{"no ServiceAccount named: default", func(t *testing.T, spec *corev1.PodSpec, _ *metav1.ObjectMeta) {
+			spec.ServiceAccountName, spec.DeprecatedServiceAccount = "", ""
+		}, []string{"not usable by user or serviceaccount", "ServiceAccount openshift-insights/default may not use"}},
+		// The existence rule: a required SCC that does not exist.
+		{"a required SCC that does not exist", func(t *testing.T, _ *corev1.PodSpec, meta *metav1.ObjectMeta) {
+			meta.Annotations["openshift.io/required-scc"] = "insights-runtime-extractor"
+		}, []string{`failed to retrieve the required SCC "insights-runtime-extractor"`,
+			`securitycontextconstraints.security.openshift.io "insights-runtime-extractor" not found`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ds := readDaemonSet(t, originalManifest)
 			tc.mutate(t, &ds.Spec.Template.Spec, &ds.Spec.Template.ObjectMeta)
-			refusedBy(t, policy, createDaemonSet(kube, ds), tc.words...)
+			err := createDaemonSet(kube, ds)
+			refusedBy(t, policy, err, tc.words...)
+			t.Logf("%v", err)
 			refusedBy(t, policy, createPod(kube, podOf(ds)), tc.words...)
 		})
 	}
@@ -207,6 +225,58 @@ func TestSCCPolicyRefusesWhatTheSCCRefuses(t *testing.T) {
 		_, err := kube.AppsV1().Deployments(ns).Create(context.Background(), dep, dryRun)
 		refusedBy(t, policy, err, "container extractor adds SYS_ADMIN")
 	})
+}
+
+// TestSCCPolicyUseFollowsRBAC: the use rule asks RBAC, in the pod's
+// namespace, as SCC admission does. The namespace's default ServiceAccount
+// may not use the SCC; a RoleBinding to the host's ClusterRole lets its
+// template through, and once the binding is gone it is refused again.
+func TestSCCPolicyUseFollowsRBAC(t *testing.T) {
+	kube := sccClient(t)
+	ctx := context.Background()
+	const grant = "e2e-scc-use-default"
+	ds := readDaemonSet(t, originalManifest)
+	ds.Spec.Template.Spec.ServiceAccountName = "default"
+	rbs := kube.RbacV1().RoleBindings(ns)
+	remove := func() {
+		if err := rbs.Delete(ctx, grant, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete RoleBinding %s: %v", grant, err)
+		}
+	}
+	remove() // left over by an aborted run
+	t.Cleanup(remove)
+	const useRefused = "ServiceAccount openshift-insights/default may not use SCC insights-runtime-extractor-scc"
+	err := createDaemonSet(kube, ds)
+	refusedBy(t, testcluster.SCCPolicyName, err, useRefused)
+	t.Logf("not granted: %v", err)
+
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: grant, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: testcluster.HostSCCClusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "default"}},
+	}
+	if _, err := rbs.Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create RoleBinding %s: %v", grant, err)
+	}
+	// RBAC, as the API server's authorizer sees it, follows asynchronously.
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
+		last = createDaemonSet(kube, ds)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("granted use, the default ServiceAccount's template is still refused: %v (last: %v)", err, last)
+	}
+
+	remove()
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
+		last = createDaemonSet(kube, ds)
+		return last != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the grant removed, the default ServiceAccount's template is still admitted: %v", err)
+	}
+	refusedBy(t, testcluster.SCCPolicyName, last, useRefused)
 }
 
 // TestSCCPolicyJudgesOnlyTheSCCsPods: a template neither requiring the SCC nor
@@ -230,6 +300,22 @@ func TestSCCPolicyJudgesOnlyTheSCCsPods(t *testing.T) {
 	}
 }
 
+// turnFacts gives the policy's fact variables named in facts the expressions
+// there (a copy of the policy that stands for another SCC).
+func turnFacts(t *testing.T, policy *admissionregistrationv1.ValidatingAdmissionPolicy, facts map[string]string) {
+	t.Helper()
+	left := maps.Clone(facts)
+	for i, v := range policy.Spec.Variables {
+		if expr, ok := left[v.Name]; ok {
+			policy.Spec.Variables[i].Expression = expr
+			delete(left, v.Name)
+		}
+	}
+	if len(left) != 0 {
+		t.Fatalf("the policy has no variables %v", left)
+	}
+}
+
 // variantLabel marks the objects that the variant policy judges.
 const variantLabel = "e2e.insights.openshift.io/scc-variant"
 
@@ -244,19 +330,10 @@ func TestSCCPolicyRulesFollowTheFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	facts := map[string]string{
+	turnFacts(t, policy, map[string]string{
 		"allowPrivilegedContainer": "false",
 		"allowedVolumeTypes":       "['configMap', 'secret', 'emptyDir', 'projected', 'downwardAPI']",
-	}
-	for i, v := range policy.Spec.Variables {
-		if expr, ok := facts[v.Name]; ok {
-			policy.Spec.Variables[i].Expression = expr
-			delete(facts, v.Name)
-		}
-	}
-	if len(facts) != 0 {
-		t.Fatalf("the policy has no variables %v", facts)
-	}
+	})
 	policy.ObjectMeta = metav1.ObjectMeta{Name: variant}
 	binding.ObjectMeta = metav1.ObjectMeta{Name: variant}
 	binding.Spec.PolicyName = variant
