@@ -273,8 +273,9 @@ func (h *hostStatusController) triggerSync() {
 }
 
 // captureKlog sends klog's output (the in-process controller's log) to a
-// file for the test's duration, and shows its tail if the test fails.
-func captureKlog(t *testing.T) {
+// file for the test's duration, and shows its tail if the test fails. It
+// returns the file's path (klog.Flush before reading it).
+func captureKlog(t *testing.T) string {
 	path := filepath.Join(t.TempDir(), "library.log")
 	f, err := os.Create(path)
 	if err != nil {
@@ -290,6 +291,7 @@ func captureKlog(t *testing.T) {
 			t.Logf("in-process controller log (tail):\n%s", tail(path, 40))
 		}
 	})
+	return path
 }
 
 // TestHostWiring runs the library in-process, wired exactly as the Insights

@@ -1,0 +1,512 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	configclient "github.com/openshift/client-go/config/clientset/versioned"
+	"github.com/openshift/library-go/pkg/operator/events"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientInformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
+
+	"github.com/insights-runtime-extractor/controller/pkg/config"
+	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+// The library embedded in a host that runs with the Insights Operator's RBAC
+// as it ships (testdata/host/rbac.yaml), then with the additions
+// docs/embedding.md asks the host for.
+
+const (
+	// hostAccount stands for the host's ServiceAccount openshift-insights/operator.
+	hostAccount = "e2e-host-operator"
+	// hostRBACName names the copies of the host's ClusterRole and Role, and
+	// their bindings to hostAccount.
+	hostRBACName = "e2e-host-insights-operator"
+	// hostRBACUserAgent is the embedded library's and its host's user agent.
+	hostRBACUserAgent = "e2e-embedded-with-host-rbac"
+	// hostRBACFixture is the host's RBAC, copied with its provenance.
+	hostRBACFixture = "../../testdata/host/rbac.yaml"
+	// embeddingGuide holds the rules the host is asked to add.
+	embeddingGuide = "../../docs/embedding.md"
+	// noSuchClass is a PriorityClass that does not exist: the DaemonSet
+	// controller records FailedCreate for every pod.
+	noSuchClass = "e2e-host-rbac-no-such-class"
+)
+
+// hostRules are the host's ClusterRole and Role (openshift-insights) rules
+// from the fixture. It also checks that the fixture binds both to the host's
+// ServiceAccount, so that they are the rules the host runs with.
+func hostRules(t *testing.T) (cluster, namespaced []rbacv1.PolicyRule) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.FromSlash(hostRBACFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hostSA = "operator"
+	var clusterRole, role string
+	bound := map[string]bool{}
+	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+		if len(bytes.TrimSpace(doc)) == 0 || bytes.HasPrefix(bytes.TrimSpace(doc), []byte("#")) && !bytes.Contains(doc, []byte("\nkind:")) {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("decode %s: %v", hostRBACFixture, err)
+		}
+		switch o := obj.(type) {
+		case *rbacv1.ClusterRole:
+			cluster, clusterRole = o.Rules, o.Name
+		case *rbacv1.Role:
+			if o.Namespace == ns {
+				namespaced, role = o.Rules, o.Name
+			}
+		case *rbacv1.ClusterRoleBinding:
+			if bindsHostAccount(o.Subjects, hostSA) {
+				bound["ClusterRole/"+o.RoleRef.Name] = o.RoleRef.Kind == "ClusterRole"
+			}
+		case *rbacv1.RoleBinding:
+			if o.Namespace == ns && bindsHostAccount(o.Subjects, hostSA) {
+				bound["Role/"+o.RoleRef.Name] = o.RoleRef.Kind == "Role"
+			}
+		}
+	}
+	if clusterRole == "" || role == "" || !bound["ClusterRole/"+clusterRole] || !bound["Role/"+role] {
+		t.Fatalf("%s does not bind a ClusterRole and a Role in %s to %s/%s: ClusterRole %q, Role %q, bindings %v",
+			hostRBACFixture, ns, ns, hostSA, clusterRole, role, bound)
+	}
+	return cluster, namespaced
+}
+
+func bindsHostAccount(subjects []rbacv1.Subject, name string) bool {
+	for _, s := range subjects {
+		if s.Kind == "ServiceAccount" && s.Namespace == ns && s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// documentedRules are the rules docs/embedding.md asks the host to add to
+// its Role in openshift-insights: its one YAML block of rules.
+func documentedRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	data, err := os.ReadFile(filepath.FromSlash(embeddingGuide))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks [][]rbacv1.PolicyRule
+	var cur []string
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case !in && line == "```yaml":
+			in, cur = true, nil
+		case in && line == "```":
+			in = false
+			var rules []rbacv1.PolicyRule
+			if err := yaml.UnmarshalStrict([]byte(strings.Join(cur, "\n")), &rules); err == nil && len(rules) > 0 {
+				blocks = append(blocks, rules)
+			}
+		case in:
+			cur = append(cur, line)
+		}
+	}
+	if len(blocks) != 1 {
+		t.Fatalf("%s has %d YAML blocks of RBAC rules, want the one the host adds", embeddingGuide, len(blocks))
+	}
+	return blocks[0]
+}
+
+// installHostRBAC creates hostAccount and binds it to copies of the host's
+// rules, the Role's with extra appended, under names of the test's own; it
+// removes exactly those when the test ends. It returns the account's client
+// configuration, once RBAC lets it create the DaemonSet.
+func (e *env) installHostRBAC(extra []rbacv1.PolicyRule) *rest.Config {
+	e.t.Helper()
+	clusterRules, rules := hostRules(e.t)
+	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: hostAccount}}
+	objs := []runtime.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hostAccount}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: hostRBACName}, Rules: clusterRules},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: hostRBACName}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: hostRBACName}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hostRBACName}, Rules: append(rules, extra...)},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hostRBACName}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: hostRBACName}},
+	}
+	ctx := context.Background()
+	e.t.Cleanup(func() { deleteRBAC(e.t, e.kube, objs) })
+	deleteRBAC(e.t, e.kube, objs) // left over by an aborted run
+	for _, obj := range objs {
+		var err error
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = e.kube.CoreV1().ServiceAccounts(ns).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = e.kube.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = e.kube.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = e.kube.RbacV1().Roles(ns).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = e.kube.RbacV1().RoleBindings(ns).Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil {
+			e.t.Fatalf("create %T: %v", obj, err)
+		}
+	}
+	cfg, err := cluster.ServiceAccountKubeconfig(ctx, ns, hostAccount, filepath.Join(e.t.TempDir(), "host.kubeconfig"), time.Hour)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg.UserAgent = hostRBACUserAgent
+	e.eventually("RBAC to let "+hostAccount+" create the DaemonSet", func(ctx context.Context) (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               testcluster.ServiceAccountUser(ns, hostAccount),
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "apps", Resource: "daemonsets"},
+		}}
+		res, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		return err == nil && res.Status.Allowed, nil
+	})
+	return cfg
+}
+
+// embeddedHost is a fake host running as hostAccount: the library wired as
+// in TestHostWiring, with the host's scheduling settings, and the host's
+// status controller, all on the account's credential.
+type embeddedHost struct {
+	e          *env
+	aggregator *hostConfigAggregator
+	ctrl       *runtimeextractor.Controller
+	status     *hostStatusController
+	shutdown   func()
+
+	mu         sync.Mutex
+	scheduling config.RuntimeExtractor
+}
+
+// startEmbeddedHost runs the library in-process as hostAccount, with the
+// rollout deadline of the stuck tests (stuck_test.go).
+func (e *env) startEmbeddedHost(cfg *rest.Config) *embeddedHost {
+	e.t.Helper()
+	deadline, err := time.ParseDuration(stuckDeadline)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kubeClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	configClient, err := configclient.NewForConfig(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	h := &embeddedHost{e: e}
+	eventRecorder := events.NewKubeRecorder(kubeClient.CoreV1().Events(ns), "insights-operator",
+		&corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: ns, Namespace: ns}, clock.RealClock{})
+	sends := newSendLog(time.Minute) // sends are timed in TestHostWiring, not here
+	h.aggregator = &hostConfigAggregator{listeners: map[chan struct{}]struct{}{}, sends: sends}
+	libCtx, stopLibrary := context.WithCancel(context.Background())
+	hostCtx, stopHost := context.WithCancel(context.Background())
+
+	updateCh := make(chan struct{}, 1)
+	factory := clientInformers.NewSharedInformerFactoryWithOptions(kubeClient, 10*time.Minute, clientInformers.WithNamespace(ns))
+	informer, err := runtimeextractor.NewResourceInformer(eventRecorder, factory)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	go factory.Start(libCtx.Done())
+	go informer.Run(libCtx, 1)
+	h.ctrl = runtimeextractor.NewRuntimeExtractorController(
+		runtimeextractor.ConfigFrom(h.aggregator.ConfigChanged,
+			func() bool { return h.aggregator.Config().DataReporting.DisableRuntimeExtractor },
+			runtimeextractor.WithScheduling(h.currentScheduling)),
+		updateCh, nil, kubeClient, eventRecorder, informer,
+		runtimeextractor.WithRolloutDeadline(deadline),
+	)
+	libraryDone := make(chan struct{})
+	go func() { defer close(libraryDone); h.ctrl.Run(libCtx) }()
+
+	h.status = &hostStatusController{
+		client: configClient, ctrl: h.ctrl, source: runtimeExtractorSource{h.ctrl},
+		updateCh: updateCh, sends: sends, trigger: make(chan struct{}, 1),
+	}
+	if err := h.status.updateStatus(hostCtx); err != nil {
+		stopHost()
+		stopLibrary()
+		<-libraryDone
+		e.t.Fatalf("the host's initial status write as %s failed, which makes the operator exit: %v", hostAccount, err)
+	}
+	statusDone := h.status.run(hostCtx)
+	h.shutdown = sync.OnceFunc(func() {
+		stopHost() // the host's senders first: see TestHostWiring
+		<-statusDone
+		stopLibrary()
+		select {
+		case <-libraryDone:
+		case <-time.After(40 * time.Second):
+			e.t.Error("the controller's Run did not return after its context was cancelled")
+		}
+	})
+	e.t.Cleanup(h.shutdown)
+	return h
+}
+
+func (h *embeddedHost) currentScheduling() config.RuntimeExtractor {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.scheduling
+}
+
+// schedule changes the host's scheduling settings and notifies the library.
+func (h *embeddedHost) schedule(s config.RuntimeExtractor) {
+	h.mu.Lock()
+	h.scheduling = s
+	h.mu.Unlock()
+	h.aggregator.notifyListeners()
+}
+
+// shows waits until the host's ClusterOperator carries our condition typ as
+// wanted, and returns it.
+func (h *embeddedHost) shows(what string, typ configv1.ClusterStatusConditionType, st configv1.ConditionStatus, reason string) *configv1.ClusterOperatorStatusCondition {
+	h.e.t.Helper()
+	var c *configv1.ClusterOperatorStatusCondition
+	h.e.eventually(what, func(context.Context) (bool, error) {
+		c = h.e.condition(typ)
+		return c != nil && c.Status == st && c.Reason == reason, nil
+	})
+	return c
+}
+
+// embeddedRun is what one run of the host's story saw.
+type embeddedRun struct {
+	// heldStuck is the RolloutStuck message of a rollout held on one node
+	// (heldNode), and failedStuck that of a rollout whose pods the DaemonSet
+	// controller cannot create (FailedCreate).
+	heldStuck, failedStuck string
+	heldNode               string
+	// forbidden counts the host account's requests answered 403, as
+	// "verb resource".
+	forbidden map[string]int
+	// log is the in-process log.
+	log string
+}
+
+// runHostStory runs the library embedded as the host, with the host's RBAC
+// plus extra, through what it must do: deploy on enable, repair a deleted and
+// a changed DaemonSet, report two stuck rollouts (held pods; FailedCreate),
+// finish them, and delete on disable, each reported through the host's
+// status controller. It returns what the stuck rollouts reported, and the
+// account's requests answered 403.
+func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
+	e := newEnv(t)
+	e.restoreClusterOperatorAtEnd()
+	t.Setenv("RELEASE_VERSION", testcluster.DefaultVersion)
+	logPath := captureKlog(t)
+	cfg := e.installHostRBAC(extra)
+	ctx := context.Background()
+	requests := e.requestLog()
+	from := time.Now()
+	h := e.startEmbeddedHost(cfg)
+	var run embeddedRun
+
+	// Deploy on enable (the host's config enables it from the start).
+	e.waitRolledOut()
+	h.shows("our Available", status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
+	e.waitCondition(configv1.OperatorDegraded, configv1.ConditionFalse, "AsExpected")
+
+	// Repair a deletion and a change.
+	repaired := e.deleteDaemonSetDrift()
+	e.waitDaemonSet("the deleted DaemonSet recreated and rolled out", func(ds *appsv1.DaemonSet) bool { return rolledOut(ds) && repaired(ds) })
+	repaired = e.changeImageDrift()
+	e.waitDaemonSet("the changed image restored and rolled out", func(ds *appsv1.DaemonSet) bool { return rolledOut(ds) && repaired(ds) })
+	h.shows("our Available after the repairs", status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
+
+	// A rollout held on one node: every new pod stays Pending, and a
+	// toleration more changes the template.
+	if err := cluster.HoldPods(ctx, cluster.Nodes...); err != nil {
+		t.Fatal(err)
+	}
+	held := true
+	t.Cleanup(func() {
+		if held {
+			if err := cluster.HoldPods(ctx); err != nil {
+				t.Errorf("lift the kwok hold: %v", err)
+			}
+		}
+	})
+	changed := time.Now()
+	h.schedule(config.RuntimeExtractor{Tolerations: []corev1.Toleration{{Key: "e2e.example.com/stuck", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}})
+	desired := int32(len(cluster.Nodes))
+	ds := e.waitDaemonSet("the rollout held after one pod", func(ds *appsv1.DaemonSet) bool {
+		return ds != nil && ds.Status.ObservedGeneration == ds.Generation && len(ds.Spec.Template.Spec.Tolerations) > 0 &&
+			ds.Status.DesiredNumberScheduled == desired && ds.Status.UpdatedNumberScheduled == 1 && ds.Status.NumberAvailable == desired-1
+	})
+	run.heldNode = e.unreadyPodNode(ds, changed)
+	run.heldStuck = h.shows("our Degraded RolloutStuck, held pods", status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck).Message
+	e.waitCondition(configv1.OperatorDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
+	t.Logf("RolloutStuck (a pod held on %s): %s", run.heldNode, run.heldStuck)
+	if err := cluster.HoldPods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held = false
+	e.waitRolledOut()
+	h.shows("our Degraded cleared", status.ConditionDegraded, configv1.ConditionFalse, status.ReasonAsExpected)
+
+	// A rollout whose pods cannot be created.
+	h.schedule(config.RuntimeExtractor{PriorityClassName: noSuchClass})
+	e.waitDaemonSet("the DaemonSet naming the unknown class", func(ds *appsv1.DaemonSet) bool {
+		return ds != nil && ds.Spec.Template.Spec.PriorityClassName == noSuchClass
+	})
+	run.failedStuck = h.shows("our Degraded RolloutStuck, FailedCreate", status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck).Message
+	t.Logf("RolloutStuck (FailedCreate): %s", run.failedStuck)
+	h.schedule(config.RuntimeExtractor{})
+	e.waitRolledOut()
+	h.shows("our Degraded cleared again", status.ConditionDegraded, configv1.ConditionFalse, status.ReasonAsExpected)
+
+	// Delete on disable.
+	h.aggregator.setDisabled(true)
+	e.waitDaemonSet("the DaemonSet deleted as the host's config disables it", func(ds *appsv1.DaemonSet) bool { return ds == nil })
+	h.shows("our Available Disabled", status.ConditionAvailable, configv1.ConditionTrue, status.ReasonDisabled)
+
+	h.shutdown()
+	to := time.Now()
+	h.status.mu.Lock()
+	for _, err := range h.status.syncErrs {
+		t.Errorf("a host status sync as %s failed: %v", hostAccount, err)
+	}
+	h.status.mu.Unlock()
+
+	requests.flush()
+	user := testcluster.ServiceAccountUser(ns, hostAccount)
+	run.forbidden = map[string]int{}
+	requestsMade := 0
+	for _, ev := range requests.read {
+		if ev.User != user || ev.Received.Before(from) || !ev.Received.Before(to) {
+			continue
+		}
+		requestsMade++
+		if ev.Code == 403 {
+			run.forbidden[ev.Verb+" "+ev.Resource]++
+		}
+	}
+	if requestsMade == 0 {
+		t.Fatalf("the audit log shows no request of %s", user)
+	}
+	t.Logf("%s made %d requests; answered 403: %v", user, requestsMade, run.forbidden)
+	klog.Flush()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.log = string(data)
+	return run
+}
+
+// TestEmbeddedWithTheHostsRBAC runs the library in-process as a
+// ServiceAccount bound to exactly the Insights Operator's rules as they ship
+// (testdata/host/rbac.yaml). Everything works: deploy, repairs, status
+// through the host's status controller, stuck rollouts reported with their
+// counts, delete. What needs the two missing permissions (pods list, events
+// list in openshift-insights) degrades and says so: the RolloutStuck
+// messages say the node names and the newest warning are unavailable and
+// why, and each list is asked once, with one 403 and one log line for the
+// whole run, whatever the number of diagnoses and lookups.
+func TestEmbeddedWithTheHostsRBAC(t *testing.T) {
+	run := runHostStory(t, nil)
+	n := len(cluster.Nodes)
+	for _, c := range []struct{ msg, want string }{
+		{run.heldStuck, fmt.Sprintf("%d of %d nodes not ready (node names unavailable: pods list forbidden)", n-1, n)},
+		{run.heldStuck, "newest warning on the DaemonSet unavailable: events list forbidden"},
+		{run.failedStuck, fmt.Sprintf("%d of %d nodes not ready (node names unavailable: pods list forbidden)", n, n)},
+		{run.failedStuck, "newest warning on the DaemonSet unavailable: events list forbidden"},
+	} {
+		if !strings.Contains(c.msg, c.want) {
+			t.Errorf("RolloutStuck message %q does not contain %q", c.msg, c.want)
+		}
+	}
+	if strings.Contains(run.heldStuck, run.heldNode) || strings.Contains(run.failedStuck, "FailedCreate") {
+		t.Errorf("a message names what the host's RBAC does not let it read: %q, %q", run.heldStuck, run.failedStuck)
+	}
+	want := map[string]int{"list pods": 1, "list events": 1}
+	if !maps.Equal(run.forbidden, want) {
+		t.Errorf("requests answered 403: %v, want exactly %v: one per missing permission for the whole run", run.forbidden, want)
+	}
+	for _, read := range []string{status.DeniedPodsList, status.DeniedEventsList} {
+		lines := distinctLines(run.log, read+" in "+ns+" is forbidden")
+		if len(lines) != 1 {
+			t.Errorf("%d log lines saying %s is forbidden, want 1: %q", len(lines), read, lines)
+			continue
+		}
+		t.Logf("logged once: %s", lines[0])
+	}
+}
+
+// TestEmbeddedWithTheDocumentedRBAC runs the same story with the host's
+// rules plus the ones docs/embedding.md asks the host to add: nothing is
+// forbidden, and the RolloutStuck messages name the held node and the
+// DaemonSet controller's FailedCreate.
+func TestEmbeddedWithTheDocumentedRBAC(t *testing.T) {
+	added := documentedRules(t)
+	run := runHostStory(t, added)
+	if len(run.forbidden) != 0 {
+		t.Errorf("requests answered 403 with the documented rules: %v", run.forbidden)
+	}
+	for _, c := range []struct{ msg, want string }{
+		{run.heldStuck, "nodes not ready (" + run.heldNode},
+		{run.failedStuck, "newest warning on the DaemonSet: FailedCreate"},
+		{run.failedStuck, noSuchClass},
+	} {
+		if !strings.Contains(c.msg, c.want) {
+			t.Errorf("RolloutStuck message %q does not contain %q", c.msg, c.want)
+		}
+	}
+	if strings.Contains(run.heldStuck+run.failedStuck, "unavailable:") {
+		t.Errorf("a message says a read is still denied: %q, %q", run.heldStuck, run.failedStuck)
+	}
+	if lines := distinctLines(run.log, " in "+ns+" is forbidden, so"); len(lines) > 0 {
+		t.Errorf("the log says a read is still denied: %q", lines)
+	}
+}
+
+// distinctLines are the distinct lines of log containing s. klog writes a
+// warning to the output of each severity up to it, and captureKlog sends
+// them all to one file: a line and its copies are one (timestamps tell real
+// repeats apart).
+func distinctLines(log, s string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, s) && !seen[line] {
+			seen[line] = true
+			out = append(out, line)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
