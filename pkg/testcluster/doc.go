@@ -9,9 +9,12 @@
 // Infrastructure (from the github.com/openshift/api module), their singletons,
 // the openshift-insights namespace with the insights-runtime-extractor-sa
 // ServiceAccount, the openshift-user-critical PriorityClass, and SCC admission
-// for the runtime extractor: a ValidatingAdmissionPolicy that refuses, in
-// openshift-insights, the pods and pod templates that the SCC
-// insights-runtime-extractor-scc would refuse (SCCPolicy).
+// for the runtime extractor: the host's ClusterRole and binding that grant that
+// ServiceAccount use of the SCC insights-runtime-extractor-scc, and a
+// ValidatingAdmissionPolicy that refuses, in openshift-insights, the pods and
+// pod templates that the SCC would refuse, with the facts of the host's SCC
+// (testdata/host-scc.yaml), and those whose ServiceAccount may not use it or
+// that require an SCC that does not exist (SCCPolicy).
 //
 // Start returns once everything is ready; Stop ends exactly the processes Start
 // launched, by PID. Tests use ForTest, which stops the cluster in t.Cleanup and
