@@ -39,7 +39,7 @@ var hostDifferences = []struct{ path, reason string }{
 	{"metadata.labels[app.kubernetes.io/managed-by]",
 		"Marks the DaemonSet as managed; it is owned metadata, so someone removing it is drift and is repaired. Adopting the host's DaemonSet adds it in place; the selector stays the host's (it is immutable)."},
 	{"metadata.annotations[" + VersionAnnotation + "]",
-		"The release version the DaemonSet was last applied for: status reports the applied version from it, and a restarted controller knows whether an upgrade is still to apply. On the DaemonSet only, so a version number alone rolls no pods."},
+		"The release version the DaemonSet was last applied for: status reads from it which version is deployed, and whether an upgrade is not applied yet, a restarted controller too. On the DaemonSet only, so a version number alone rolls no pods."},
 	{"spec.template.metadata.labels[app.kubernetes.io/managed-by]",
 		"The same label on the pods, so that one selector finds the DaemonSet and its pods (not in the selector, which is immutable)."},
 	{"spec.template.spec.containers[kube-rbac-proxy].imagePullPolicy",
