@@ -318,37 +318,13 @@ func (c *Cluster) InstallSCCPolicy(ctx context.Context) error {
 		return err
 	}
 	api := c.client.AdmissionregistrationV1()
-	if _, err := api.ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := api.ValidatingAdmissionPolicies().Get(ctx, policy.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Spec = policy.Spec
-			_, err = api.ValidatingAdmissionPolicies().Update(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("update ValidatingAdmissionPolicy %s: %w", policy.Name, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("create ValidatingAdmissionPolicy %s: %w", policy.Name, err)
+	if err := createOrPutBack(ctx, api.ValidatingAdmissionPolicies(), "ValidatingAdmissionPolicy", policy,
+		func(cur, want *admissionregistrationv1.ValidatingAdmissionPolicy) { cur.Spec = want.Spec }); err != nil {
+		return err
 	}
-	if _, err := api.ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := api.ValidatingAdmissionPolicyBindings().Get(ctx, binding.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Spec = binding.Spec
-			_, err = api.ValidatingAdmissionPolicyBindings().Update(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("update ValidatingAdmissionPolicyBinding %s: %w", binding.Name, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("create ValidatingAdmissionPolicyBinding %s: %w", binding.Name, err)
+	if err := createOrPutBack(ctx, api.ValidatingAdmissionPolicyBindings(), "ValidatingAdmissionPolicyBinding", binding,
+		func(cur, want *admissionregistrationv1.ValidatingAdmissionPolicyBinding) { cur.Spec = want.Spec }); err != nil {
+		return err
 	}
 	return c.waitFor(ctx, "SCC policy "+SCCPolicyName+" enforced", time.Minute, c.sccPolicyEnforced)
 }
@@ -356,40 +332,44 @@ func (c *Cluster) InstallSCCPolicy(ctx context.Context) error {
 // applyHostRBAC creates the host's ClusterRole and ClusterRoleBinding, or puts
 // back their rules and subjects.
 func (c *Cluster) applyHostRBAC(ctx context.Context, host *hostSCC) error {
-	roles := c.client.RbacV1().ClusterRoles()
-	if _, err := roles.Create(ctx, host.role, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := roles.Get(ctx, host.role.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Rules = host.role.Rules
-			_, err = roles.Update(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("update ClusterRole %s: %w", host.role.Name, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("create ClusterRole %s: %w", host.role.Name, err)
+	rbac := c.client.RbacV1()
+	if err := createOrPutBack(ctx, rbac.ClusterRoles(), "ClusterRole", host.role,
+		func(cur, want *rbacv1.ClusterRole) { cur.Rules = want.Rules }); err != nil {
+		return err
 	}
-	bindings := c.client.RbacV1().ClusterRoleBindings()
-	if _, err := bindings.Create(ctx, host.binding, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		// The roleRef cannot change; the host's names it, as a reused Dir's does.
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := bindings.Get(ctx, host.binding.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			cur.Subjects = host.binding.Subjects
-			_, err = bindings.Update(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
+	// The roleRef cannot change; the host's names it, as a reused Dir's does.
+	return createOrPutBack(ctx, rbac.ClusterRoleBindings(), "ClusterRoleBinding", host.binding,
+		func(cur, want *rbacv1.ClusterRoleBinding) { cur.Subjects = want.Subjects })
+}
+
+// objectClient is what createOrPutBack needs of a typed client.
+type objectClient[T metav1.Object] interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Get(context.Context, string, metav1.GetOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+}
+
+// createOrPutBack creates obj or, where it exists (a reused Dir, a test that
+// changed it), puts back into the live object what putBack copies from obj.
+func createOrPutBack[T metav1.Object](ctx context.Context, client objectClient[T], kind string, obj T, putBack func(cur, want T)) error {
+	_, err := client.Create(ctx, obj, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
 		if err != nil {
-			return fmt.Errorf("update ClusterRoleBinding %s: %w", host.binding.Name, err)
+			return fmt.Errorf("create %s %s: %w", kind, obj.GetName(), err)
 		}
-	} else if err != nil {
-		return fmt.Errorf("create ClusterRoleBinding %s: %w", host.binding.Name, err)
+		return nil
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		putBack(cur, obj)
+		_, err = client.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("update %s %s: %w", kind, obj.GetName(), err)
 	}
 	return nil
 }
