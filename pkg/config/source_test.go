@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/insights-runtime-extractor/controller/pkg/internal/logcapture"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -346,7 +349,7 @@ func TestHugeInvalidValueGivesACappedWarning(t *testing.T) {
 // The log line of a rejection is capped as its Event is: a 700 KB invalid
 // value gives a line of about 1 KiB that still says what was rejected.
 func TestHugeInvalidValueGivesACappedLogLine(t *testing.T) {
-	logged := logcapture.Klog(t)
+	logged := captureLog(t)
 	f := startSource(t, insightsConfig("dataReporting:\n  disableRuntimeExtractor: true\n"))
 	f.write("dataReporting:\n  disableRuntimeExtractor: "+strings.Repeat("x", 700*1024)+"\n", nil)
 	var lines []string
@@ -359,4 +362,36 @@ func TestHugeInvalidValueGivesACappedLogLine(t *testing.T) {
 	assert.Contains(t, lines[0], "disableRuntimeExtractor")
 	// klog's header and the line's own words come on top of the capped error.
 	assert.LessOrEqual(t, len(lines[0]), status.MaxMessageBytes+300, "the log line carries the rejected value whole")
+}
+
+// captureLog sends klog's output to a buffer until the test ends, and
+// returns a function reading what was logged so far.
+func captureLog(t *testing.T) func() string {
+	t.Helper()
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	klog.LogToStderr(false)
+	klog.SetOutput(lockedWriter{mu: &mu, w: &buf})
+	t.Cleanup(func() {
+		klog.Flush()
+		klog.SetOutput(os.Stderr)
+		klog.LogToStderr(true)
+	})
+	return func() string {
+		klog.Flush()
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -14,7 +14,6 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/insights-runtime-extractor/controller/pkg/internal/logcapture"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -32,7 +31,7 @@ func forbiddenList(resource string) error {
 // and one log line per read, not one per diagnosis or per lookup of names.
 func TestForbiddenDiagnosisReadsAreAskedOnceAndSaid(t *testing.T) {
 	const deadline = 300 * time.Millisecond
-	logged := logcapture.Klog(t)
+	logged := captureLog(t)
 	h := startWith(t, func(h *harness) {
 		h.opts = append(h.opts, WithRolloutDeadline(deadline))
 		for _, res := range []string{"pods", "events"} {
@@ -95,7 +94,7 @@ func TestForbiddenDiagnosisReadsAreAskedOnceAndSaid(t *testing.T) {
 // when it is allowed again, not at each recheck. Other errors are not
 // remembered.
 func TestDeniedReadIsAskedAgainAfterTheRecheck(t *testing.T) {
-	logged := logcapture.Klog(t)
+	logged := captureLog(t)
 	clk := testingclock.NewFakePassiveClock(time.Now())
 	d := newDenials(clk)
 	calls := 0

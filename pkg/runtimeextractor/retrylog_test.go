@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/insights-runtime-extractor/controller/pkg/internal/logcapture"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -15,7 +14,7 @@ import (
 func TestRetryLogLineIsCapped(t *testing.T) {
 	huge := "quay.io/someone/" + strings.Repeat("X", 100*1024)
 	t.Setenv(resources.EnvExtractorImage, huge)
-	logged := logcapture.Klog(t)
+	logged := captureLog(t)
 	h := startWith(t, func(h *harness) {
 		// Read the images from the environment, as the binary does.
 		h.opts = append(h.opts, func(c *Controller) { c.images = nil })
