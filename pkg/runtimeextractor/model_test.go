@@ -52,7 +52,6 @@ var alphabet = []letter{
 	{"pod unavailable", (*propSim).holdPod},
 	{"deletes refused", func(s *propSim) { s.setRefused("delete", !s.refused["delete"]) }},
 	{"time passes", (*propSim).timePasses},
-	{"replaced with another selector", (*propSim).replaceWithAnotherSelector}, // issue 26, defect 3
 }
 
 // modelRun is one sequence's outcome.

@@ -61,7 +61,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -932,28 +931,6 @@ func (s *propSim) replaceExternally() {
 	_, err := s.api.Create(ds)
 	s.must(err)
 	s.logf("someone else replaces the DaemonSet with a copy that has a toleration more")
-	s.drainWatchAs(byOther)
-}
-
-// replaceWithAnotherSelector deletes the DaemonSet and creates one of the
-// same name whose selector and labels are someone else's (`oc replace
-// --force`, a GitOps prune and create): no update can make it the
-// controller's, as spec.selector is immutable (issue 26, defect 3).
-func (s *propSim) replaceWithAnotherSelector() {
-	ds := s.stored()
-	if ds == nil {
-		return
-	}
-	ds = ds.DeepCopy()
-	theirs := map[string]string{"app": "someone-else"}
-	ds.Labels = theirs
-	ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: theirs}
-	ds.Spec.Template.Labels = theirs
-	s.must(s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName))
-	ds.UID, ds.ResourceVersion, ds.Status = "", "", appsv1.DaemonSetStatus{}
-	_, err := s.api.Create(ds)
-	s.must(err)
-	s.logf("someone else replaces the DaemonSet with one whose selector and labels are app=someone-else")
 	s.drainWatchAs(byOther)
 }
 
