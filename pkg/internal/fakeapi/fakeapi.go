@@ -117,10 +117,9 @@ func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, erro
 
 // validateUpdate rejects what the API server's DaemonSet validation rejects
 // on an update and a test may provoke: a selector change, 422 Invalid with
-// the cause on field spec.selector. A stored object without a selector is a
-// test's minimal fixture (the API server requires one): it may get one.
+// the cause on field spec.selector.
 func validateUpdate(old, ds *appsv1.DaemonSet) error {
-	if old.Spec.Selector == nil || equality.Semantic.DeepEqual(old.Spec.Selector, ds.Spec.Selector) {
+	if equality.Semantic.DeepEqual(old.Spec.Selector, ds.Spec.Selector) {
 		return nil
 	}
 	return apierrors.NewInvalid(appsv1.SchemeGroupVersion.WithKind("DaemonSet").GroupKind(), ds.Name, field.ErrorList{
