@@ -260,15 +260,13 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 }
 
 // classifyUpdate decides whether an update is someone else's change. Status-only
-// updates keep the generation and the owned metadata, and are ignored; so is
-// a spec at a generation the controller wrote (own is true for it). One
-// update can fold the controller's spec write and someone's metadata change
-// at the same generation (a re-list, a live read while the watch is broken),
-// so the owned metadata is checked on that path too: an own write changes it
-// as well (a new spec hash), and the drain tells the two apart
-// (Manager.IsOwnMetadata).
+// updates keep the generation and the owned metadata, and are ignored; so are
+// the controller's own writes (own is true for them).
 func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
-	if (old.UID != cur.UID || cur.Generation != old.Generation) && !own {
+	if old.UID != cur.UID || cur.Generation != old.Generation {
+		if own {
+			return "", false
+		}
 		return DriftModified, true
 	}
 	if ownedMetadataDamaged(old, cur) {
@@ -279,8 +277,8 @@ func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
 
 // ownedMetadataDamaged: an ownership label that is no longer right, or an owned
 // annotation that was there and is now gone or different. The controller's own
-// writes (a new version, a new spec's hash) look the same here; it tells them
-// apart when it drains (Manager.IsOwnMetadata).
+// metadata writes (a new version) look the same here; it tells them apart when
+// it drains (Manager.IsOwnMetadata).
 func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 	for k, v := range resources.OwnedLabels() {
 		if old.Labels[k] == v && cur.Labels[k] != v {
