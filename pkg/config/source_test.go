@@ -1,10 +1,7 @@
 package config
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/insights-runtime-extractor/controller/pkg/status"
@@ -344,54 +340,4 @@ func TestHugeInvalidValueGivesACappedWarning(t *testing.T) {
 	assert.Equal(t, ReasonInvalidConfig, warnings[0].Reason)
 	assert.LessOrEqual(t, len(warnings[0].Message), status.MaxMessageBytes, "the Event carries the rejected value whole")
 	assert.True(t, f.source.Config().DataReporting.DisableRuntimeExtractor, "the last good config is kept")
-}
-
-// The log line of a rejection is capped as its Event is: a 700 KB invalid
-// value gives a line of about 1 KiB that still says what was rejected.
-func TestHugeInvalidValueGivesACappedLogLine(t *testing.T) {
-	logged := captureLog(t)
-	f := startSource(t, insightsConfig("dataReporting:\n  disableRuntimeExtractor: true\n"))
-	f.write("dataReporting:\n  disableRuntimeExtractor: "+strings.Repeat("x", 700*1024)+"\n", nil)
-	var lines []string
-	for _, l := range strings.Split(logged(), "\n") {
-		if strings.Contains(l, "Rejected runtime extractor configuration") {
-			lines = append(lines, l)
-		}
-	}
-	require.Len(t, lines, 1, "one log line for one rejection")
-	assert.Contains(t, lines[0], "disableRuntimeExtractor")
-	// klog's header and the line's own words come on top of the capped error.
-	assert.LessOrEqual(t, len(lines[0]), status.MaxMessageBytes+300, "the log line carries the rejected value whole")
-}
-
-// captureLog sends klog's output to a buffer until the test ends, and
-// returns a function reading what was logged so far.
-func captureLog(t *testing.T) func() string {
-	t.Helper()
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	klog.LogToStderr(false)
-	klog.SetOutput(lockedWriter{mu: &mu, w: &buf})
-	t.Cleanup(func() {
-		klog.Flush()
-		klog.SetOutput(os.Stderr)
-		klog.LogToStderr(true)
-	})
-	return func() string {
-		klog.Flush()
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.String()
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -913,9 +913,7 @@ func (c *Controller) scheduleRetry() {
 	if c.metrics != nil {
 		c.metrics.SetBackoff(d)
 	}
-	// Capped as conditions and Events are: the error may quote a refused
-	// RELATED_IMAGE_* value at any length, and this line repeats per retry.
-	klog.Infof("retrying in %s after %d failure(s): %s", d.Round(time.Millisecond), c.failures, status.CapMessage(fmt.Sprint(c.lastErr)))
+	klog.Infof("retrying in %s after %d failure(s): %v", d.Round(time.Millisecond), c.failures, c.lastErr)
 }
 
 func (c *Controller) stopRetry() {
