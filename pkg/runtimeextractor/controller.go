@@ -748,7 +748,9 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 			c.events.applied(res.Object, res.Created, why)
 			if repair {
 				if c.metrics != nil {
-					c.metrics.ObserveRepair(repairManagers(c.driftWriters)...) // one repair: "other" once
+					for _, m := range repairManagers(c.driftWriters) {
+						c.metrics.ObserveRepair(m)
+					}
 				}
 				c.repairMade(res.Object)
 			}
