@@ -740,12 +740,7 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 			if repair {
 				cause.restored = restoredFields(c.applyFrom, res.Object)
 			}
-			why := cause.String(res.Created)
-			if res.Replaced != "" {
-				c.rememberDeleted(res.Replaced) // its delete event is this write, not drift
-				why = fmt.Sprintf("replaced %s, which someone else created: %s", res.Replaced, res.ReplacedBecause)
-			}
-			c.events.applied(res.Object, res.Created, why)
+			c.events.applied(res.Object, res.Created, cause.String(res.Created))
 			if repair {
 				if c.metrics != nil {
 					for _, m := range repairManagers(c.driftWriters) {
