@@ -586,10 +586,8 @@ func TestDeploymentRunsNoMutableDefaultImage(t *testing.T) {
 		}
 	}
 
-	saved := resources.DefaultImagesAllowed
-	resources.DefaultImagesAllowed = false // as the binary without --allow-default-images
-	defer func() { resources.DefaultImagesAllowed = saved }()
-	images, err := resources.ImagesFromEnv(func(k string) string { return env[k] })
+	// as the binary without --allow-default-images
+	images, err := resources.ImagesFromEnv(func(k string) string { return env[k] }, false)
 	for _, img := range []string{images.Extractor, images.Exporter, images.KubeRBACProxy} {
 		if strings.HasSuffix(img, ":latest") {
 			t.Errorf("the binary would run %s", img)

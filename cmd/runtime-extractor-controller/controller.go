@@ -38,6 +38,7 @@ type controllerOptions struct {
 	resync          time.Duration
 	rolloutDeadline time.Duration
 	clusterOperator string
+	defaultImages   bool // --allow-default-images
 	// metrics are registered before controllercmd starts (see newControllerCommand)
 	// and handed to the controller once this replica leads.
 	metrics *metrics.Metrics
@@ -92,9 +93,9 @@ func newControllerCommand(ctx context.Context, reg prometheus.Registerer) *cobra
 	flags.DurationVar(&opts.resync, "resync", runtimeextractor.DefaultResync, "period of the level re-assert")
 	flags.DurationVar(&opts.rolloutDeadline, "rollout-deadline", runtimeextractor.DefaultRolloutDeadline, "how long a rollout may make no progress before RuntimeExtractorDegraded turns True (RolloutStuck)")
 	flags.StringVar(&opts.clusterOperator, "cluster-operator", status.DefaultClusterOperatorName, "ClusterOperator that receives the RuntimeExtractor* conditions (empty: none)")
-	// Registering sets the library's default (true) to false: the binary runs
-	// the privileged extractor from a :latest tag only when asked to.
-	flags.BoolVar(&resources.DefaultImagesAllowed, "allow-default-images", false, "use the origin :latest images for RELATED_IMAGE_* variables that are unset (otherwise every apply fails, Degraded naming them)")
+	// The library allows the default images; the binary runs the privileged
+	// extractor from a :latest tag only when asked to.
+	flags.BoolVar(&opts.defaultImages, "allow-default-images", false, "use the origin :latest images for RELATED_IMAGE_* variables that are unset (otherwise every apply fails, Degraded naming them)")
 	// Any of the three turns topology detection off; one not given then takes
 	// library-go's HA value.
 	flags.DurationVar(&cc.LeaseDuration.Duration, "leader-elect-lease-duration", 0, "leader election lease duration (default: "+leaseDefault+")")
@@ -161,6 +162,7 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 		runtimeextractor.WithVersionSource(versionSource),
 		runtimeextractor.WithTLSProfileSource(tlsSource),
 		runtimeextractor.WithMetrics(opts.metrics),
+		runtimeextractor.WithDefaultImages(opts.defaultImages),
 	}
 	if opts.clusterOperator != "" {
 		// The Reporter checks what is on the server through a watch of the one

@@ -258,7 +258,8 @@ func (b *bench) waitSteady(ctx context.Context, enabled bool) error {
 }
 
 func (b *bench) rolledOut(ds *appsv1.DaemonSet) bool {
-	return ds != nil && resources.FullyAvailable(ds) && ds.Status.DesiredNumberScheduled == int32(len(b.cluster.Nodes))
+	r := resources.RolloutOf(ds)
+	return r.FullyAvailable() && r.Desired == int32(len(b.cluster.Nodes))
 }
 
 // dsWatcher follows the managed DaemonSet with a watch that survives the API

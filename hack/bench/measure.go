@@ -608,7 +608,8 @@ func (b *bench) longRollout(ctx context.Context) (err error) {
 		joined = append(joined, node)
 	}
 	if _, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
-		return ds != nil && resources.FullyAvailable(ds) && ds.Status.DesiredNumberScheduled == total
+		r := resources.RolloutOf(ds)
+		return r.FullyAvailable() && r.Desired == total
 	}); err != nil {
 		return fmt.Errorf("wait for the rollout onto %d nodes: %w", total, err)
 	}

@@ -128,7 +128,29 @@ func setAnnotation(annotations *map[string]string, key, value string) {
 	(*annotations)[key] = value
 }
 
-// RolloutComplete reports whether ds is rolled out: its controller has
+// Rollout is what a DaemonSet's status says of its rollout: how many nodes
+// should run a pod, how many run the current template, how many have an
+// available pod, and whether its controller has seen the current generation.
+type Rollout struct {
+	Present                        bool // there is a DaemonSet
+	Desired, Updated, Available    int32
+	Generation, ObservedGeneration int64
+}
+
+// RolloutOf reads ds's rollout (the zero Rollout for nil).
+func RolloutOf(ds *appsv1.DaemonSet) Rollout {
+	if ds == nil {
+		return Rollout{}
+	}
+	s := ds.Status
+	return Rollout{
+		Present: true,
+		Desired: s.DesiredNumberScheduled, Updated: s.UpdatedNumberScheduled, Available: s.NumberAvailable,
+		Generation: ds.Generation, ObservedGeneration: s.ObservedGeneration,
+	}
+}
+
+// Complete reports whether the DaemonSet is rolled out: its controller has
 // observed the current generation and every node that should run a pod runs
 // one of the current template (updated == desired), which is also how
 // `kubectl rollout status` reads the updated count. Availability is not part
@@ -136,20 +158,16 @@ func setAnnotation(annotations *map[string]string, key, value string) {
 // that does not pull) leaves nothing to roll out, and is reported as what it
 // is (FullyAvailable, MaxUnavailable). A DaemonSet that wants no pods is
 // rolled out once observed.
-func RolloutComplete(ds *appsv1.DaemonSet) bool {
-	if ds == nil {
-		return false
-	}
-	s := ds.Status
-	return s.ObservedGeneration >= ds.Generation &&
-		s.UpdatedNumberScheduled >= s.DesiredNumberScheduled
+func (r Rollout) Complete() bool {
+	return r.Present && r.ObservedGeneration >= r.Generation && r.Updated >= r.Desired
 }
 
-// FullyAvailable reports whether ds is rolled out and every node that should
-// run a pod has an available one.
-func FullyAvailable(ds *appsv1.DaemonSet) bool {
-	return RolloutComplete(ds) && ds.Status.NumberAvailable >= ds.Status.DesiredNumberScheduled
-}
+// FullyAvailable reports whether the DaemonSet is rolled out and every node
+// that should run a pod has an available one.
+func (r Rollout) FullyAvailable() bool { return r.Complete() && r.Available >= r.Desired }
+
+// Unavailable is how many nodes that should run a pod have no available one.
+func (r Rollout) Unavailable() int32 { return max(r.Desired-r.Available, 0) }
 
 // MaxUnavailable is how many of ds's desired nodes may be without an
 // available pod during a rolling update, resolved as the DaemonSet controller

@@ -292,7 +292,7 @@ func TestRolloutComplete(t *testing.T) {
 		{"not observed, nothing desired", ds(1, 0, 0, 0, 0), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := RolloutComplete(tc.ds); got != tc.want {
+			if got := RolloutOf(tc.ds).Complete(); got != tc.want {
 				t.Errorf("RolloutComplete = %v, want %v", got, tc.want)
 			}
 		})
@@ -308,28 +308,28 @@ func TestRolloutCompleteWithUnavailablePod(t *testing.T) {
 	ds.Generation = 2
 	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: 2, DesiredNumberScheduled: 1000, CurrentNumberScheduled: 1000,
 		UpdatedNumberScheduled: 1000, NumberReady: 993, NumberAvailable: 993, NumberUnavailable: 7}
-	if !RolloutComplete(ds) {
+	if !RolloutOf(ds).Complete() {
 		t.Fatalf("RolloutComplete = false for 1000/1000 updated, 993 available; want true")
 	}
 	ds.Status.NumberAvailable, ds.Status.NumberUnavailable = 0, 1000
-	if !RolloutComplete(ds) {
+	if !RolloutOf(ds).Complete() {
 		t.Fatalf("RolloutComplete = false for 1000/1000 updated, none available; want true")
 	}
 }
 
-func TestFullyAvailable(t *testing.T) {
+func TestRolloutFullyAvailable(t *testing.T) {
 	ds := &appsv1.DaemonSet{}
 	ds.Generation = 2
 	ds.Status = appsv1.DaemonSetStatus{ObservedGeneration: 2, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 2}
-	if FullyAvailable(ds) {
+	if RolloutOf(ds).FullyAvailable() {
 		t.Error("FullyAvailable with 2/3 available")
 	}
 	ds.Status.NumberAvailable = 3
-	if !FullyAvailable(ds) {
+	if !RolloutOf(ds).FullyAvailable() {
 		t.Error("not FullyAvailable with 3/3 updated and available")
 	}
 	ds.Generation = 3
-	if FullyAvailable(ds) {
+	if RolloutOf(ds).FullyAvailable() {
 		t.Error("FullyAvailable before the new generation is observed")
 	}
 }

@@ -18,7 +18,7 @@ const (
 )
 
 // Default images, used when the matching environment variable is unset or
-// empty and DefaultImagesAllowed is true. They are the OKD (origin) builds of
+// empty and ImagesFromEnv may fall back to them. They are the OKD (origin) builds of
 // the same components, the images the insights operator itself falls back to
 // outside a release payload: mutable tags, so never what a cluster should run
 // without someone choosing them.
@@ -50,25 +50,20 @@ func DefaultImages() Images {
 	}
 }
 
-// DefaultImagesAllowed says whether ImagesFromEnv may fall back to the
-// default images. A library caller keeps the fallback (an operator embedding
-// the controller gets its RELATED_IMAGE_* variables from the release payload).
-// The binary binds --allow-default-images to it with the default false, so a
-// standalone install never runs the privileged extractor from a :latest tag
-// that nobody chose.
-var DefaultImagesAllowed = true
-
 // ErrImagesUnset is wrapped by the error of ImagesFromEnv when a variable is
-// unset or empty and DefaultImagesAllowed is false.
+// unset or empty and defaults are not allowed.
 var ErrImagesUnset = errors.New("image not set")
 
 // ImagesFromEnv reads the images from the RELATED_IMAGE_* variables through
 // getenv (os.Getenv in production). An unset or empty variable selects the
-// default if DefaultImagesAllowed, and is an error naming every such variable
-// otherwise. A value that is not a fully qualified image reference is an
+// default if allowDefaults, and is an error naming every such variable
+// otherwise: a library caller allows them (an operator embedding the
+// controller gets its RELATED_IMAGE_* variables from the release payload);
+// the binary does only with --allow-default-images, so a standalone install
+// never runs the privileged extractor from a :latest tag nobody chose. A value that is not a fully qualified image reference is an
 // error naming the variable. No partial result is returned with an error, so
 // an invalid or unchosen image can never reach the cluster.
-func ImagesFromEnv(getenv func(string) string) (Images, error) {
+func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, error) {
 	images := DefaultImages()
 	var errs []error
 	var unset []string
@@ -82,7 +77,7 @@ func ImagesFromEnv(getenv func(string) string) (Images, error) {
 	} {
 		value := getenv(v.env)
 		if value == "" {
-			if !DefaultImagesAllowed {
+			if !allowDefaults {
 				unset = append(unset, v.env)
 			}
 			continue

@@ -12,7 +12,7 @@ func envOf(vars map[string]string) func(string) string {
 }
 
 func TestImagesFromEnvDefaults(t *testing.T) {
-	got, err := ImagesFromEnv(envOf(nil))
+	got, err := ImagesFromEnv(envOf(nil), true)
 	if err != nil {
 		t.Fatalf("ImagesFromEnv: %v", err)
 	}
@@ -31,7 +31,7 @@ func TestImagesFromEnvOverrides(t *testing.T) {
 		EnvExporterImage:      "registry.example.com:5000/insights/exporter:v1.2.3",
 		EnvKubeRBACProxyImage: "",
 	}
-	got, err := ImagesFromEnv(envOf(env))
+	got, err := ImagesFromEnv(envOf(env), true)
 	if err != nil {
 		t.Fatalf("ImagesFromEnv: %v", err)
 	}
@@ -55,7 +55,7 @@ func TestImagesFromEnvRejectsInvalid(t *testing.T) {
 		" quay.io/openshift/exporter:latest",
 	} {
 		for _, env := range []string{EnvExtractorImage, EnvExporterImage, EnvKubeRBACProxyImage} {
-			got, err := ImagesFromEnv(envOf(map[string]string{env: value}))
+			got, err := ImagesFromEnv(envOf(map[string]string{env: value}), true)
 			if err == nil {
 				t.Errorf("%s=%q accepted", env, value)
 				continue
@@ -71,7 +71,7 @@ func TestImagesFromEnvRejectsInvalid(t *testing.T) {
 }
 
 func TestImagesFromEnvReportsEveryBadVariable(t *testing.T) {
-	_, err := ImagesFromEnv(envOf(map[string]string{EnvExtractorImage: "bad ref", EnvKubeRBACProxyImage: "also bad"}))
+	_, err := ImagesFromEnv(envOf(map[string]string{EnvExtractorImage: "bad ref", EnvKubeRBACProxyImage: "also bad"}), true)
 	if err == nil {
 		t.Fatal("invalid images accepted")
 	}
@@ -82,23 +82,7 @@ func TestImagesFromEnvReportsEveryBadVariable(t *testing.T) {
 	}
 }
 
-// withoutDefaults runs the test as the binary does without
-// --allow-default-images.
-func withoutDefaults(t *testing.T) {
-	t.Helper()
-	saved := DefaultImagesAllowed
-	DefaultImagesAllowed = false
-	t.Cleanup(func() { DefaultImagesAllowed = saved })
-}
-
-func TestLibraryCallersKeepTheDefaults(t *testing.T) {
-	if !DefaultImagesAllowed {
-		t.Fatal("DefaultImagesAllowed is false before any flag: an embedding operator would be refused its defaults")
-	}
-}
-
 func TestImagesFromEnvRefusesUnsetWithoutOptIn(t *testing.T) {
-	withoutDefaults(t)
 	all := []string{EnvExtractorImage, EnvExporterImage, EnvKubeRBACProxyImage}
 	const pinned = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	for _, tc := range []struct {
@@ -111,7 +95,7 @@ func TestImagesFromEnvRefusesUnsetWithoutOptIn(t *testing.T) {
 		{"one missing, one invalid", map[string]string{EnvExtractorImage: pinned, EnvExporterImage: "bad ref"}, []string{EnvExporterImage, EnvKubeRBACProxyImage}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ImagesFromEnv(envOf(tc.env))
+			got, err := ImagesFromEnv(envOf(tc.env), false)
 			if err == nil {
 				t.Fatalf("ImagesFromEnv = %+v, want an error: a default image would be used", got)
 			}
@@ -133,7 +117,7 @@ func TestImagesFromEnvRefusesUnsetWithoutOptIn(t *testing.T) {
 	}
 
 	env := map[string]string{EnvExtractorImage: pinned, EnvExporterImage: pinned, EnvKubeRBACProxyImage: pinned}
-	got, err := ImagesFromEnv(envOf(env))
+	got, err := ImagesFromEnv(envOf(env), false)
 	if err != nil || got != (Images{Extractor: pinned, Exporter: pinned, KubeRBACProxy: pinned}) {
 		t.Errorf("every variable set: ImagesFromEnv = %+v, %v; want the three images", got, err)
 	}

@@ -50,17 +50,18 @@ type Controller struct {
 	runInformer func(ctx context.Context) // set when the controller made its own informer
 	extraDrift  <-chan struct{}           // drift hints from a caller-supplied ResourceInformer
 
-	manager  *resources.Manager
-	machine  *fsm.Machine
-	limiter  workqueue.TypedRateLimiter[string]
-	resync   time.Duration
-	versions VersionSource
-	tls      TLSProfileSource // nil: tlsProfile, fixed
-	images   *resources.Images
-	metrics  *metrics.Metrics
-	status   *statusWriter
-	door     *frontDoor    // owned by the Run goroutine
-	rollouts *rolloutWatch // owned by the Run goroutine
+	manager       *resources.Manager
+	machine       *fsm.Machine
+	limiter       workqueue.TypedRateLimiter[string]
+	resync        time.Duration
+	versions      VersionSource
+	tls           TLSProfileSource // nil: tlsProfile, fixed
+	images        *resources.Images
+	defaultImages bool // an unset RELATED_IMAGE_* selects the default
+	metrics       *metrics.Metrics
+	status        *statusWriter
+	door          *frontDoor    // owned by the Run goroutine
+	rollouts      *rolloutWatch // owned by the Run goroutine
 	// clock tells the repair streak the time; tests replace it.
 	clock clock.PassiveClock
 
@@ -132,6 +133,7 @@ func NewRuntimeExtractorController(
 		door:           newFrontDoor(clock.RealClock{}),
 		rollouts:       newRolloutWatch(DefaultRolloutDeadline),
 		clock:          clock.RealClock{},
+		defaultImages:  true,
 	}
 	for _, o := range opts {
 		o(c)
@@ -140,7 +142,7 @@ func NewRuntimeExtractorController(
 		c.versions = envVersion{}
 	}
 	if c.images == nil {
-		images, err := resources.ImagesFromEnv(os.Getenv)
+		images, err := resources.ImagesFromEnv(os.Getenv, c.defaultImages)
 		// An invalid image is never applied: every Apply fails with this error
 		// (visible as Degraded and a Warning) until the environment is fixed.
 		c.images, c.imagesErr = &images, err
@@ -675,7 +677,7 @@ func (c *Controller) deletedByUs(uid types.UID) bool { return slices.Contains(c.
 // onRollout fires RolloutComplete for the cached object when its rollout is done.
 func (c *Controller) onRollout(ctx context.Context) {
 	ds, ok := c.informer.current()
-	if !ok || !resources.RolloutComplete(ds) {
+	if !ok || !resources.RolloutOf(ds).Complete() {
 		return
 	}
 	if c.machine.State() == fsm.StateRunning {
@@ -709,7 +711,7 @@ func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 		}
 	}
 	if applied != nil {
-		if ds, ok := c.informer.current(); ok && ds.UID == applied.UID && ds.Generation == applied.Generation && resources.RolloutComplete(ds) {
+		if ds, ok := c.informer.current(); ok && ds.UID == applied.UID && ds.Generation == applied.Generation && resources.RolloutOf(ds).Complete() {
 			c.fire(ctx, rolloutOf(ds))
 		}
 	}
@@ -995,7 +997,7 @@ func (c *Controller) snapshot() status.Snapshot {
 		s.Present = true
 		s.Desired, s.Updated, s.Available = ds.Status.DesiredNumberScheduled, ds.Status.UpdatedNumberScheduled, ds.Status.NumberAvailable
 		s.AppliedVersion = ds.Annotations[resources.VersionAnnotation]
-		s.RolledOut = resources.RolloutComplete(ds)
+		s.RolledOut = resources.RolloutOf(ds).Complete()
 		s.MaxUnavailable = -1
 		if n, ok := resources.MaxUnavailable(ds); ok {
 			s.MaxUnavailable = n

@@ -72,6 +72,12 @@ func WithTLSProfileSource(src TLSProfileSource) Option { return func(c *Controll
 // WithImages sets the container images (default: resources.ImagesFromEnv).
 func WithImages(images resources.Images) Option { return func(c *Controller) { c.images = &images } }
 
+// WithDefaultImages says whether a RELATED_IMAGE_* variable that is unset
+// selects the default image (the default, for an operator that embeds the
+// controller) or makes every apply fail, naming it (the binary, unless
+// --allow-default-images). WithImages overrides both.
+func WithDefaultImages(allowed bool) Option { return func(c *Controller) { c.defaultImages = allowed } }
+
 // WithMetrics reports the controller's metrics on m.
 func WithMetrics(m *metrics.Metrics) Option { return func(c *Controller) { c.metrics = m } }
 

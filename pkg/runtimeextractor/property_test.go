@@ -1530,7 +1530,7 @@ func (s *propSim) checkConverged(when string) bool {
 		s.violate("final-version", fmt.Sprintf("%s: Running but the server's DaemonSet is at version %q, want %q", when, srv.Annotations[resources.VersionAnnotation], want))
 	case !specDesired(srv, want):
 		s.violate("final-spec", fmt.Sprintf("%s: Running but the server's DaemonSet spec is not exactly the desired one (%s)", when, describeDS(srv)))
-	case !resources.RolloutComplete(srv):
+	case !resources.RolloutOf(srv).Complete():
 		s.violate("final-rollout", fmt.Sprintf("%s: Running but %s is not rolled out", when, describeDS(srv)))
 	}
 	return len(s.violations) == n
@@ -1723,7 +1723,7 @@ func describeDS(ds *appsv1.DaemonSet) string {
 		return "<none>"
 	}
 	var notes []string
-	if resources.RolloutComplete(ds) {
+	if resources.RolloutOf(ds).Complete() {
 		notes = append(notes, "rolled out")
 	}
 	if k := missingOwnedLabel(ds); k != "" {

@@ -119,7 +119,7 @@ func (w *rolloutWatch) observe(ctx context.Context, client kubernetes.Interface,
 	enabled := state == fsm.StateDeploying || state == fsm.StateRunning || state == fsm.StateUpgrading || state == fsm.StateDrifted
 	// Pods that are updated but not available leave nothing to roll out: they
 	// are not a stuck rollout (issue 18).
-	waiting := enabled && ds != nil && ds.DeletionTimestamp == nil && !resources.RolloutComplete(ds)
+	waiting := enabled && ds != nil && ds.DeletionTimestamp == nil && !resources.RolloutOf(ds).Complete()
 	if !waiting {
 		return w.forget()
 	}
@@ -157,7 +157,7 @@ func (w *rolloutWatch) forget() bool {
 // rolled-out ds changes to a count above 0; any other change drops the names.
 func (w *rolloutWatch) observeUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
-	if ds != nil && ds.DeletionTimestamp == nil && resources.RolloutComplete(ds) {
+	if ds != nil && ds.DeletionTimestamp == nil && resources.RolloutOf(ds).Complete() {
 		if n := ds.Status.DesiredNumberScheduled - ds.Status.NumberAvailable; n > 0 {
 			key = unavailableKey{uid: ds.UID, generation: ds.Generation, unavailable: n}
 		}

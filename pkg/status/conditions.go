@@ -195,7 +195,7 @@ type Snapshot struct {
 	AppliedVersion string
 	// RolledOut: the DaemonSet controller observed the current generation and
 	// every node that should run a pod runs one of the current template
-	// (resources.RolloutComplete). Availability is not part of it.
+	// (resources.Rollout.Complete). Availability is not part of it.
 	RolledOut bool
 	// MaxUnavailable is the DaemonSet's maxUnavailable resolved against
 	// Desired as the DaemonSet controller resolves it; -1 when it has none
@@ -252,7 +252,7 @@ func errorText(err error) string {
 // (a replica that starts now is in Deploying where a long-running one is in
 // Running, Upgrading or Drifted), so the conditions follow the cluster instead:
 // the DaemonSet's presence, its version annotation, whether it is rolled out
-// (resources.RolloutComplete) and its pod counts. [3] Only a rollout with pods
+// (resources.Rollout.Complete) and its pod counts. [3] Only a rollout with pods
 // still to update is named after the state that started it: RollingOut
 // (Deploying, Running), Upgrading, Restoring (Drifted). In the rows that are
 // not rolled out, when no pod is available and an action is failing,

@@ -96,11 +96,10 @@ func (e *env) waitDaemonSet(what string, cond func(*appsv1.DaemonSet) bool) *app
 	return ds
 }
 
-// rolledOut: observed, updated and available on every node (RolloutComplete
-// leaves availability out).
+// rolledOut: observed, updated and available on every node of the cluster.
 func rolledOut(ds *appsv1.DaemonSet) bool {
-	return ds != nil && resources.RolloutComplete(ds) && ds.Status.NumberAvailable == ds.Status.DesiredNumberScheduled &&
-		ds.Status.DesiredNumberScheduled == int32(len(cluster.Nodes))
+	r := resources.RolloutOf(ds)
+	return r.FullyAvailable() && r.Desired == int32(len(cluster.Nodes))
 }
 
 func (e *env) waitRolledOut() *appsv1.DaemonSet {

@@ -63,7 +63,8 @@ func TestTolerationsThroughConfig(t *testing.T) {
 	e.startController(controllerOpts{})
 	want := int32(len(cluster.Nodes) - 1)
 	ds := e.waitDaemonSet("the tainted node skipped", func(ds *appsv1.DaemonSet) bool {
-		return ds != nil && resources.RolloutComplete(ds) && ds.Status.DesiredNumberScheduled == want
+		r := resources.RolloutOf(ds)
+		return r.Complete() && r.Desired == want
 	})
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
 
