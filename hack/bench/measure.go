@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"time"
 
@@ -111,6 +110,19 @@ func (b *bench) count(ctx context.Context, key, action, target string, w *window
 	}
 	b.res.addRequests(key, action, target, per, expectZeroWrites)
 	return nil
+}
+
+// scrapeAndTally ends a one-window step (storm, burst): the controller's
+// metrics now, then its requests in w's window, the audit log read up to now.
+func (b *bench) scrapeAndTally(ctx context.Context, w *windows) (*testcluster.Metrics, tally, error) {
+	m, err := b.ctrl.scrape(ctx)
+	if err != nil {
+		return nil, tally{}, err
+	}
+	if err := b.flushAudit(ctx); err != nil {
+		return nil, tally{}, err
+	}
+	return m, tallyRequests(b.requestsBetween(w.spans[0][0], w.spans[0][1])), nil
 }
 
 func (b *bench) setConfig(ctx context.Context, yaml string) error {
@@ -262,7 +274,7 @@ func (b *bench) interleaved(ctx context.Context, label string, blocks, trials in
 			return nil, nil, nil, err
 		}
 		logf("%s block %d/%d: %d samples each, controller p50 so far %s, floor %s", label, blk+1, blocks, perBlock,
-			p50(product).Round(100*time.Microsecond), p50(floor).Round(100*time.Microsecond))
+			percentile(product, 0.5).Round(100*time.Microsecond), percentile(floor, 0.5).Round(100*time.Microsecond))
 	}
 	return product, floor, w, nil
 }
@@ -311,15 +323,6 @@ func (b *bench) deleteAndTime(ctx context.Context, w *windows) (time.Duration, e
 	return restored.Sub(start), nil
 }
 
-func p50(samples []time.Duration) time.Duration {
-	if len(samples) == 0 {
-		return 0
-	}
-	s := slices.Clone(samples)
-	slices.Sort(s)
-	return s[(len(s)-1)/2]
-}
-
 func (b *bench) driftImage(ctx context.Context) error {
 	var w windows
 	var samples []time.Duration
@@ -342,21 +345,33 @@ func (b *bench) driftImage(ctx context.Context) error {
 			return fmt.Errorf("change the image: %w", err)
 		}
 		w.beginAt(start)
-		restored, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
+		took, err := b.timeTrial(ctx, start, "the image to be restored", true, func(ds *appsv1.DaemonSet) bool {
 			return ds != nil && ds.Generation > written.Generation && ds.Spec.Template.Spec.Containers[0].Image == want
 		})
 		if err != nil {
-			return fmt.Errorf("wait for the image to be restored: %w", err)
-		}
-		samples = append(samples, restored.Sub(start))
-		if err := b.waitSteady(ctx, true); err != nil {
 			return err
 		}
-		time.Sleep(settle)
+		samples = append(samples, took)
 	}
 	time.Sleep(tail - settle)
 	b.res.addLatency(keyDriftImage, "drift restore: image changed -> restored", samples)
 	return b.count(ctx, keyDriftImage, "drift correction: image changed", repairTarget, &w, false)
+}
+
+// timeTrial waits for the watch to show done and returns the time since
+// start; then, so the next trial starts from the same state, it waits for
+// the steady state (enabled or not) and lets the cluster settle. what names
+// the wait in its error.
+func (b *bench) timeTrial(ctx context.Context, start time.Time, what string, enabled bool, done func(*appsv1.DaemonSet) bool) (time.Duration, error) {
+	at, err := b.ds.waitFor(ctx, done)
+	if err != nil {
+		return 0, fmt.Errorf("wait for %s: %w", what, err)
+	}
+	if err := b.waitSteady(ctx, enabled); err != nil {
+		return 0, err
+	}
+	time.Sleep(settle)
+	return at.Sub(start), nil
 }
 
 // configToggles disables and enables through insights-config.
@@ -368,15 +383,11 @@ func (b *bench) configToggles(ctx context.Context) error {
 		if err := b.setConfig(ctx, disabledConfig); err != nil {
 			return err
 		}
-		gone, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds == nil })
+		took, err := b.timeTrial(ctx, start, "the DaemonSet to go", false, func(ds *appsv1.DaemonSet) bool { return ds == nil })
 		if err != nil {
-			return fmt.Errorf("wait for the DaemonSet to go: %w", err)
-		}
-		offSamples = append(offSamples, gone.Sub(start))
-		if err := b.waitSteady(ctx, false); err != nil {
 			return err
 		}
-		time.Sleep(settle)
+		offSamples = append(offSamples, took)
 
 		// A disable trial runs until the enable that follows it, an enable
 		// trial until the next disable.
@@ -385,15 +396,11 @@ func (b *bench) configToggles(ctx context.Context) error {
 		if err := b.setConfig(ctx, enabledConfig); err != nil {
 			return err
 		}
-		created, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds != nil })
+		took, err = b.timeTrial(ctx, start, "the DaemonSet", true, func(ds *appsv1.DaemonSet) bool { return ds != nil })
 		if err != nil {
-			return fmt.Errorf("wait for the DaemonSet: %w", err)
-		}
-		onSamples = append(onSamples, created.Sub(start))
-		if err := b.waitSteady(ctx, true); err != nil {
 			return err
 		}
-		time.Sleep(settle)
+		onSamples = append(onSamples, took)
 		on.finish()
 	}
 	time.Sleep(tail - settle)
@@ -437,17 +444,13 @@ func (b *bench) versionChanges(ctx context.Context) error {
 			return err
 		}
 		w.beginAt(start)
-		applied, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
+		took, err := b.timeTrial(ctx, start, "version "+version, true, func(ds *appsv1.DaemonSet) bool {
 			return ds != nil && ds.Annotations[resources.VersionAnnotation] == version
 		})
 		if err != nil {
-			return fmt.Errorf("wait for version %s: %w", version, err)
-		}
-		samples = append(samples, applied.Sub(start))
-		if err := b.waitSteady(ctx, true); err != nil {
 			return err
 		}
-		time.Sleep(settle)
+		samples = append(samples, took)
 	}
 	time.Sleep(tail - settle)
 	b.res.addLatency(keyVersion, "version changed -> DaemonSet annotated", samples)
@@ -491,14 +494,10 @@ func (b *bench) eventStorm(ctx context.Context) error {
 	sent := time.Since(start)
 	time.Sleep(tail) // let the controller drain the notifications
 	w.finish()
-	m1, err := b.ctrl.scrape(ctx)
+	m1, t, err := b.scrapeAndTally(ctx, &w)
 	if err != nil {
 		return err
 	}
-	if err := b.flushAudit(ctx); err != nil {
-		return err
-	}
-	t := tallyRequests(b.requestsBetween(w.spans[0][0], w.spans[0][1]))
 	delta := func(name string) float64 { return m1.Sum(name) - m0.Sum(name) }
 	b.res.Storm = storm{
 		Updates:     b.o.storm,
@@ -552,14 +551,10 @@ func (b *bench) configBurst(ctx context.Context) error {
 		(final == nil || equality.Semantic.DeepEqual(final.Spec.Template, before.Spec.Template))
 	correctAt, ok := b.ds.settledSince()
 	correct = correct && ok
-	m1, err := b.ctrl.scrape(ctx)
+	m1, t, err := b.scrapeAndTally(ctx, &w)
 	if err != nil {
 		return err
 	}
-	if err := b.flushAudit(ctx); err != nil {
-		return err
-	}
-	t := tallyRequests(b.requestsBetween(w.spans[0][0], w.spans[0][1]))
 	delta := func(labels ...string) float64 {
 		return m1.Sum(testcluster.MetricActions, labels...) - m0.Sum(testcluster.MetricActions, labels...)
 	}
@@ -760,7 +755,7 @@ func (b *bench) sampleMemory(ctx context.Context, label string) (memory, error) 
 		rss = append(rss, m.Sum(testcluster.MetricRSS))
 		heap = append(heap, m.Sum(testcluster.MetricHeapInuse))
 	}
-	return memory{Label: label, RSSBytes: int64(median(rss)), HeapInuseBytes: int64(median(heap))}, nil
+	return memory{Label: label, RSSBytes: int64(percentile(rss, 0.5)), HeapInuseBytes: int64(percentile(heap, 0.5))}, nil
 }
 
 // restartAndResync replaces the controller by one with a 2 s resync: its
@@ -968,10 +963,4 @@ func (b *bench) fsmFire(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("no BenchmarkFire line in:\n%s", out)
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -245,13 +246,19 @@ func (r *results) note(format string, args ...any) {
 
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/10) / 100 }
 
-// percentile is the nearest-rank percentile of sorted samples.
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
+// percentile is the bench's one percentile, nearest-rank: the smallest of v
+// (in any order; v is not changed) with at least p·len(v) values at or below
+// it. So p=0.5 is the lower median of an even count, p=1 the maximum; no
+// interpolation, every figure is a measured sample. Zero for no values.
+func percentile[T cmp.Ordered](v []T, p float64) T {
+	if len(v) == 0 {
+		var zero T
+		return zero
 	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
 }
 
 func (r *results) addLatency(key, name string, samples []time.Duration) {
@@ -259,9 +266,7 @@ func (r *results) addLatency(key, name string, samples []time.Duration) {
 	for _, s := range samples {
 		l.SamplesMs = append(l.SamplesMs, ms(s))
 	}
-	sorted := slices.Clone(l.SamplesMs)
-	slices.Sort(sorted)
-	l.P50Ms, l.P95Ms, l.MaxMs = percentile(sorted, 0.50), percentile(sorted, 0.95), percentile(sorted, 1)
+	l.P50Ms, l.P95Ms, l.MaxMs = percentile(l.SamplesMs, 0.50), percentile(l.SamplesMs, 0.95), percentile(l.SamplesMs, 1)
 	r.Latencies = append(r.Latencies, l)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,39 @@ func TestTallySplitsByResourceAndKeepsLeasesApart(t *testing.T) {
 	}
 	if got != want {
 		t.Fatalf("tally = %+v, want %+v", got, want)
+	}
+}
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		v    []float64
+		p    float64
+		want float64
+	}{
+		{"empty", nil, 0.5, 0},
+		{"one value, p50", []float64{7}, 0.5, 7},
+		{"one value, p95", []float64{7}, 0.95, 7},
+		{"odd, p50 is the middle", []float64{3, 1, 2}, 0.5, 2},
+		{"even, p50 is the lower middle", []float64{4, 1, 3, 2}, 0.5, 2},
+		{"even, p75", []float64{4, 1, 3, 2}, 0.75, 3},
+		{"p95 of 20 is the 19th", []float64{20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1}, 0.95, 19},
+		{"p100 is the maximum", []float64{5, 9, 1}, 1, 9},
+		{"p0 is the minimum", []float64{5, 9, 1}, 0, 1},
+	} {
+		in := slices.Clone(c.v)
+		if got := percentile(c.v, c.p); got != c.want {
+			t.Errorf("%s: percentile(%v, %v) = %v, want %v", c.name, c.v, c.p, got, c.want)
+		}
+		if !slices.Equal(c.v, in) {
+			t.Errorf("%s: the input was reordered to %v", c.name, c.v)
+		}
+	}
+	if got := percentile([]time.Duration{3 * time.Millisecond, time.Millisecond}, 0.5); got != time.Millisecond {
+		t.Errorf("durations: p50 = %v, want 1ms", got)
+	}
+	if got := percentile([]time.Duration(nil), 0.5); got != 0 {
+		t.Errorf("no durations: p50 = %v, want 0", got)
 	}
 }
 

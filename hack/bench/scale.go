@@ -162,8 +162,8 @@ func (b *bench) scaleOnce(ctx context.Context, nodes int) (scaleRun, error) {
 // images (RELATED_IMAGE_*). A version alone rolls no pod (it is an
 // annotation); the images do. It times the version change to Running after
 // the rolling update of every pod.
-func (s *bench) scaleUpgrade(ctx context.Context, r *scaleRun) error {
-	before, _ := s.ds.current()
+func (b *bench) scaleUpgrade(ctx context.Context, r *scaleRun) error {
+	before, _ := b.ds.current()
 	if before == nil {
 		return errors.New("no DaemonSet before the version change")
 	}
@@ -171,40 +171,40 @@ func (s *bench) scaleUpgrade(ctx context.Context, r *scaleRun) error {
 	images := resources.DefaultImages()
 	tag := func(img string) string { return strings.TrimSuffix(img, ":latest") + ":" + version }
 	newExtractor := tag(images.Extractor)
-	start, err := s.setVersion(ctx, version)
+	start, err := b.setVersion(ctx, version)
 	if err != nil {
 		return err
 	}
-	s.ctrl.stop()
-	s.env = append(s.env,
+	b.ctrl.stop()
+	b.env = append(b.env,
 		resources.EnvExtractorImage+"="+newExtractor,
 		resources.EnvExporterImage+"="+tag(images.Exporter),
 		resources.EnvKubeRBACProxyImage+"="+tag(images.KubeRBACProxy))
-	if s.ctrl, err = s.startController(defaultResync, "scale-upgrade"); err != nil {
+	if b.ctrl, err = b.startController(defaultResync, "scale-upgrade"); err != nil {
 		return err
 	}
-	smp := s.sample(ctx)
+	smp := b.sample(ctx)
 	smp.fromZero() // a new process: its CPU counter started at 0
 	// Waves: count each time pods go unavailable after all were back.
 	var waves waveCounter
-	if _, err := s.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
+	if _, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
 		upgraded := ds != nil && ds.Generation > before.Generation && extractorImage(ds) == newExtractor
 		if upgraded {
 			waves.observe(ds)
 		}
-		return upgraded && s.rolledOut(ds)
+		return upgraded && b.rolledOut(ds)
 	}); err != nil {
 		smp.stop()
 		return fmt.Errorf("wait for the upgrade rollout: %w", err)
 	}
-	if err := s.waitState(ctx, "Running"); err != nil {
+	if err := b.waitState(ctx, "Running"); err != nil {
 		smp.stop()
 		return err
 	}
 	done := time.Now()
 	r.UpgradeS = round1(done.Sub(start).Seconds())
 	r.UpgradeWaves = waves.n
-	r.Upgrade, err = s.usage(ctx, smp, start, done)
+	r.Upgrade, err = b.usage(ctx, smp, start, done)
 	return err
 }
 
@@ -240,29 +240,29 @@ func (w *waveCounter) observe(ds *appsv1.DaemonSet) {
 // new object, the controller's reaction alone: an orphaning deletion first
 // waits for the garbage collector to release every pod, which would weigh
 // on both alike and hide the difference.
-func (s *bench) scaleDrift(ctx context.Context, r *scaleRun) error {
-	product, floor, w, err := s.interleaved(ctx, fmt.Sprintf("scale-%d-drift", r.Nodes), s.o.scaleBlocks, s.o.scaleTrials, s.orphanDeleteAndTime)
+func (b *bench) scaleDrift(ctx context.Context, r *scaleRun) error {
+	product, floor, w, err := b.interleaved(ctx, fmt.Sprintf("scale-%d-drift", r.Nodes), b.o.scaleBlocks, b.o.scaleTrials, b.orphanDeleteAndTime)
 	if err != nil {
 		return err
 	}
-	s.res.addLatency(keyDriftDelete, "", product)
-	s.res.addLatency(keyFloor, "", floor)
-	s.res.finish()
-	l, f := s.res.latency(keyDriftDelete), s.res.latency(keyFloor)
+	b.res.addLatency(keyDriftDelete, "", product)
+	b.res.addLatency(keyFloor, "", floor)
+	b.res.finish()
+	l, f := b.res.latency(keyDriftDelete), b.res.latency(keyFloor)
 	r.DriftSamples, r.DriftP50Ms, r.FloorP50Ms, r.DriftRatio = l.N, l.P50Ms, f.P50Ms, l.P50Floor
 	r.DriftSamplesMs, r.FloorSamplesMs = l.SamplesMs, f.SamplesMs
-	if err := s.count(ctx, keyDriftDelete, "drift: DaemonSet deleted (orphaning)", repairTarget, w, false); err != nil {
+	if err := b.count(ctx, keyDriftDelete, "drift: DaemonSet deleted (orphaning)", repairTarget, w, false); err != nil {
 		return err
 	}
-	r.DriftRequests = s.res.requestRow(keyDriftDelete).PerTrial
+	r.DriftRequests = b.res.requestRow(keyDriftDelete).PerTrial
 	return nil
 }
 
 // orphanDeleteAndTime deletes the DaemonSet, leaving its pods, and returns
 // the time from the watch seeing it gone to the watch seeing a new one.
 // With w, the deletion starts a trial's window.
-func (s *bench) orphanDeleteAndTime(ctx context.Context, w *windows) (time.Duration, error) {
-	old, _ := s.ds.current()
+func (b *bench) orphanDeleteAndTime(ctx context.Context, w *windows) (time.Duration, error) {
+	old, _ := b.ds.current()
 	if old == nil {
 		return 0, errors.New("no DaemonSet to delete")
 	}
@@ -270,16 +270,16 @@ func (s *bench) orphanDeleteAndTime(ctx context.Context, w *windows) (time.Durat
 		w.begin()
 	}
 	orphan := metav1.DeletePropagationOrphan
-	if err := s.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{
+	if err := b.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &old.UID}, PropagationPolicy: &orphan,
 	}); err != nil {
 		return 0, fmt.Errorf("delete the DaemonSet: %w", err)
 	}
-	gone, err := s.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds == nil || ds.UID != old.UID })
+	gone, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds == nil || ds.UID != old.UID })
 	if err != nil {
 		return 0, fmt.Errorf("wait for the DaemonSet to go: %w", err)
 	}
-	back, err := s.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
+	back, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
 	if err != nil {
 		return 0, fmt.Errorf("wait for the DaemonSet to be recreated: %w", err)
 	}
@@ -296,10 +296,10 @@ type sampler struct {
 	peak   float64
 }
 
-func (s *bench) sample(ctx context.Context) *sampler {
+func (b *bench) sample(ctx context.Context) *sampler {
 	sctx, cancel := context.WithCancel(ctx)
 	smp := &sampler{cancel: cancel, done: make(chan struct{}), cpu0: -1}
-	ctrl := s.ctrl
+	ctrl := b.ctrl
 	go func() {
 		defer close(smp.done)
 		t := time.NewTicker(sampleEvery)
@@ -342,16 +342,16 @@ func (smp *sampler) stop() {
 // usage stops the sampler after a last scrape and counts the controller's
 // requests in [from, to+tail). CPU seconds are from the sampler's first
 // scrape, or from 0 (fromZero) for a window that starts with the process.
-func (s *bench) usage(ctx context.Context, smp *sampler, from, to time.Time) (usage, error) {
+func (b *bench) usage(ctx context.Context, smp *sampler, from, to time.Time) (usage, error) {
 	time.Sleep(tail) // the status write that follows Running counts
-	if m, err := s.ctrl.scrape(ctx); err == nil {
+	if m, err := b.ctrl.scrape(ctx); err == nil {
 		smp.add(m.Sum(metricCPU), m.Sum(testcluster.MetricRSS))
 	}
 	smp.stop()
-	if err := s.flushAudit(ctx); err != nil {
+	if err := b.flushAudit(ctx); err != nil {
 		return usage{}, err
 	}
-	reqs := s.requestsBetween(from, to.Add(tail))
+	reqs := b.requestsBetween(from, to.Add(tail))
 	t := tallyRequests(reqs)
 	u := usage{Seconds: round1(to.Sub(from).Seconds()), Requests: t.c, PeakRSSBytes: int64(smp.peak)}
 	byRes := map[string]int{}
