@@ -44,6 +44,19 @@ type Result struct {
 	Rolls bool
 	// Object is the DaemonSet after the apply.
 	Object *appsv1.DaemonSet
+	// Restored names the spec fields the apply changed on the object it
+	// replaced, which for a repair is what it put back ("container extractor
+	// image", "removed container sidecar", "tolerations", "spec" for any
+	// other spec field): nil unless it changed an existing object's spec. It
+	// is computed from the object the write really replaced, which after a
+	// lost race is the one read again, not the one the caller saw.
+	Restored []string
+	// TLSMoved names the TLS profile kube-rbac-proxy moves to when the apply
+	// changed its TLS arguments on an existing object ("Modern,
+	// --tls-min-version=VersionTLS13", "kept while unknown, ..."); "" when
+	// they stay, when the apply created the object or changed nothing, or
+	// when the replaced object's arguments were unreadable.
+	TLSMoved string
 }
 
 // Manager creates, updates and deletes the runtime extractor DaemonSet.
@@ -219,6 +232,12 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		}
 		created := changed && (existing == nil || existing.UID != actual.UID)
 		result = Result{Generation: actual.Generation, Changed: changed, Created: created, Rolls: rolls, Object: actual}
+		if changed && !created {
+			// existing is what this attempt wrote over: after a lost race it
+			// is the re-read object, which the caller never saw.
+			result.Restored = restoredFields(existing, actual)
+			result.TLSMoved = tlsMove(existing, &d)
+		}
 		return nil
 	})
 	if err != nil {
@@ -242,7 +261,7 @@ func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 	case err == nil:
 		target = cached.UID
 	case apierrors.IsNotFound(err):
-		if target = m.OwnedUID(); target == "" {
+		if target = m.ownedUID(); target == "" {
 			return "", nil
 		}
 	default:
@@ -285,17 +304,6 @@ func (m *Manager) Current() (*appsv1.DaemonSet, bool) {
 		return nil, false
 	}
 	return ds.DeepCopy(), true
-}
-
-// LastWrittenGeneration returns the generation of the DaemonSet this
-// manager last wrote, or adopted after a restart as already matching the
-// desired state; 0 before that and after a delete. An informer event whose
-// generation is not newer is the controller's own write, not drift. Safe
-// for concurrent use.
-func (m *Manager) LastWrittenGeneration() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.owned.generation
 }
 
 // ApplyRuntimeExtractorResources applies the base desired state with the

@@ -53,6 +53,14 @@ func expectEvents(t *testing.T, fc *fakeCluster, step string, want ...string) {
 	}
 }
 
+// writtenGeneration is the generation of the object m last wrote or adopted
+// (0 for none), read under its lock as the informer's goroutine reads it.
+func writtenGeneration(m *Manager) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owned.generation
+}
+
 // summary prints a Result without its object.
 func summary(r Result) string {
 	return fmt.Sprintf("{changed:%v generation:%d}", r.Changed, r.Generation)
@@ -76,8 +84,8 @@ func TestApplyLifecycle(t *testing.T) {
 	if !res.Changed || res.Generation != 1 || fc.stored() == nil {
 		t.Fatalf("first apply: result %s, stored %v; want a created object at generation 1", summary(res), fc.stored() != nil)
 	}
-	if m.LastWrittenGeneration() != 1 {
-		t.Errorf("LastWrittenGeneration = %d, want 1", m.LastWrittenGeneration())
+	if g := writtenGeneration(m); g != 1 {
+		t.Errorf("written generation = %d, want 1", g)
 	}
 	fc.sync()
 
@@ -99,8 +107,8 @@ func TestApplyLifecycle(t *testing.T) {
 	if got := image(fc.stored(), ContainerExporter); got != DefaultExporterImage {
 		t.Errorf("drift-correcting apply: exporter image %q, want %q", got, DefaultExporterImage)
 	}
-	if !res.Changed || res.Generation != 3 || m.LastWrittenGeneration() != 3 {
-		t.Errorf("drift-correcting apply: result %s, last written %d; want changed at generation 3", summary(res), m.LastWrittenGeneration())
+	if g := writtenGeneration(m); !res.Changed || res.Generation != 3 || g != 3 {
+		t.Errorf("drift-correcting apply: result %s, last written %d; want changed at generation 3", summary(res), g)
 	}
 	fc.sync()
 
@@ -156,9 +164,9 @@ func TestApplyAfterRestartAdoptsMatchingObject(t *testing.T) {
 	restarted := newTestManager(fc)
 	res := apply(t, restarted, defaultDesired())
 	expectRequests(t, fc, "apply after restart", 0, 1)
-	if res.Changed || res.Generation != 1 || restarted.LastWrittenGeneration() != 1 || fc.stored().ResourceVersion != before.ResourceVersion {
+	if g := writtenGeneration(restarted); res.Changed || res.Generation != 1 || g != 1 || fc.stored().ResourceVersion != before.ResourceVersion {
 		t.Errorf("result %s, last written %d, resourceVersion %s (was %s); want the existing object adopted unchanged at generation 1",
-			summary(res), restarted.LastWrittenGeneration(), fc.stored().ResourceVersion, before.ResourceVersion)
+			summary(res), g, fc.stored().ResourceVersion, before.ResourceVersion)
 	}
 	apply(t, restarted, defaultDesired())
 	expectRequests(t, fc, "second apply after restart", 0, 0)
@@ -180,8 +188,8 @@ func TestApplyAfterRestartRewritesEditedObject(t *testing.T) {
 	if image(fc.stored(), ContainerExtractor) != DefaultExtractorImage || !res.Changed {
 		t.Errorf("edited object not restored: result %s", summary(res))
 	}
-	if restarted.LastWrittenGeneration() != fc.stored().Generation {
-		t.Errorf("LastWrittenGeneration = %d, want %d", restarted.LastWrittenGeneration(), fc.stored().Generation)
+	if g := writtenGeneration(restarted); g != fc.stored().Generation {
+		t.Errorf("written generation = %d, want %d", g, fc.stored().Generation)
 	}
 }
 
@@ -360,8 +368,8 @@ func TestApplyGivesUpAfterEndlessConflicts(t *testing.T) {
 	steps := applyBackoff.Steps
 	expectRequests(t, fc, "endless conflicts", steps-1, steps)
 	expectEvents(t, fc, "endless conflicts", EventReasonCreated)
-	if m.LastWrittenGeneration() != 1 {
-		t.Errorf("LastWrittenGeneration = %d after failed writes, want 1", m.LastWrittenGeneration())
+	if g := writtenGeneration(m); g != 1 {
+		t.Errorf("written generation = %d after failed writes, want 1", g)
 	}
 }
 
@@ -418,8 +426,8 @@ func TestDelete(t *testing.T) {
 	}
 	expectRequests(t, fc, "delete", 0, 1)
 	expectEvents(t, fc, "delete", EventReasonCreated, EventReasonDeleted)
-	if fc.stored() != nil || m.LastWrittenGeneration() != 0 {
-		t.Errorf("after delete: stored %v, last written %d", fc.stored() != nil, m.LastWrittenGeneration())
+	if g := writtenGeneration(m); fc.stored() != nil || g != 0 {
+		t.Errorf("after delete: stored %v, last written %d", fc.stored() != nil, g)
 	}
 
 	// The cache still shows it: the DELETE finds nothing, which is success.
@@ -466,7 +474,7 @@ func TestDeleteError(t *testing.T) {
 		t.Fatalf("Delete = %v, %v; want false and the wrapped Forbidden", deleted, err)
 	}
 	expectEvents(t, fc, "failed delete", EventReasonCreated)
-	if m.LastWrittenGeneration() != 1 {
+	if writtenGeneration(m) != 1 {
 		t.Errorf("a failed delete forgot the written generation")
 	}
 }
@@ -516,9 +524,9 @@ func TestResourceManagerMethods(t *testing.T) {
 	}
 }
 
-// LastWrittenGeneration is read by the informer goroutine while the
-// executor applies; run with -race.
-func TestLastWrittenGenerationConcurrentReads(t *testing.T) {
+// The written generation is read by the informer goroutine (IsOwnWrite) while
+// the executor applies; run with -race.
+func TestWrittenGenerationConcurrentReads(t *testing.T) {
 	fc := newFakeCluster(t)
 	m := newTestManager(fc)
 	stop := make(chan struct{})
@@ -529,7 +537,8 @@ func TestLastWrittenGenerationConcurrentReads(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				_ = m.LastWrittenGeneration()
+				_ = writtenGeneration(m)
+				_ = m.IsOwnWrite("uid", 1)
 			}
 		}
 	})
@@ -541,8 +550,8 @@ func TestLastWrittenGenerationConcurrentReads(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if m.LastWrittenGeneration() != 5 {
-		t.Errorf("LastWrittenGeneration = %d, want 5", m.LastWrittenGeneration())
+	if g := writtenGeneration(m); g != 5 {
+		t.Errorf("written generation = %d, want 5", g)
 	}
 }
 

@@ -72,9 +72,9 @@ func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string
 	return ok && (maps.Equal(o.meta, meta) || rv != "" && slices.Contains(o.versions, rv))
 }
 
-// OwnedUID returns the UID of the object this manager last wrote or adopted,
+// ownedUID returns the UID of the object this manager last wrote or adopted,
 // "" when none (before any write, and after a delete).
-func (m *Manager) OwnedUID() types.UID {
+func (m *Manager) ownedUID() types.UID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.owned.uid

@@ -1,0 +1,185 @@
+package resources
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestRestoredFieldsNameWhatARepairPutBack(t *testing.T) {
+	desired, err := DesiredDaemonSet(Desired{Images: DefaultImages(), Version: "4.22.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired.UID = "uid-1"
+	for _, tc := range []struct {
+		name   string
+		change func(*appsv1.DaemonSet)
+		want   []string
+	}{
+		{"nothing", func(*appsv1.DaemonSet) {}, nil},
+		{"image", func(ds *appsv1.DaemonSet) {
+			findContainer(&ds.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/x:1"
+		}, []string{"container extractor image"}},
+		{"sidecar", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar\u202e", Image: "x"})
+		}, []string{"removed container sidecar?"}},
+		{"long sidecar name", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, corev1.Container{Name: strings.Repeat("s", 100), Image: "x"})
+		}, []string{"removed container " + strings.Repeat("s", maxNameBytes)}},
+		{"toleration and minReadySeconds", func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Spec.Tolerations = append(ds.Spec.Template.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
+			ds.Spec.MinReadySeconds = 9
+		}, []string{"tolerations", "minReadySeconds"}},
+		{"a field not named", func(ds *appsv1.DaemonSet) { ds.Spec.RevisionHistoryLimit = new(int32) }, []string{"spec"}},
+		{"another object", func(ds *appsv1.DaemonSet) {
+			ds.UID = "uid-2"
+			ds.Spec.MinReadySeconds = 9
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := desired.DeepCopy()
+			tc.change(before)
+			if got := restoredFields(before, desired); !slices.Equal(got, tc.want) {
+				t.Errorf("restoredFields = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := restoredFields(nil, desired); got != nil {
+		t.Errorf("restoredFields without a replaced object = %q, want nil", got)
+	}
+}
+
+// withTLSArgs returns ds with kube-rbac-proxy's TLS arguments replaced by args.
+func withTLSArgs(ds *appsv1.DaemonSet, args ...string) *appsv1.DaemonSet {
+	ds = ds.DeepCopy()
+	c := findContainer(&ds.Spec.Template.Spec, ContainerKubeRBACProxy)
+	c.Args = slices.DeleteFunc(c.Args, func(a string) bool {
+		return strings.HasPrefix(a, flagTLSMinVersion+"=") || strings.HasPrefix(a, flagTLSCipherSuites+"=")
+	})
+	c.Args = append(c.Args, args...)
+	return ds
+}
+
+func TestTLSMoveNamesTheProfile(t *testing.T) {
+	intermediate := defaultDesired()
+	modern := defaultDesired()
+	modern.TLSProfile = &configv1.TLSSecurityProfile{Type: configv1.TLSProfileModernType}
+	kept := defaultDesired()
+	kept.KubeRBACProxyTLSArgs = []string{"--tls-min-version=VersionTLS13"}
+	ds, err := DesiredDaemonSet(intermediate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := intermediate.TLSArgs()
+	reversed := slices.Clone(args)
+	slices.Reverse(reversed)
+
+	for _, tc := range []struct {
+		name string
+		ds   *appsv1.DaemonSet
+		d    Desired
+		want string
+	}{
+		{"no object", nil, modern, ""},
+		{"same arguments", ds, intermediate, ""},
+		{"same arguments in another order", withTLSArgs(ds, reversed...), intermediate, ""},
+		{"to Modern", ds, modern, "Modern, --tls-min-version=VersionTLS13"},
+		{"back to unset", withTLSArgs(ds, "--tls-min-version=VersionTLS13"), intermediate, "unset (Intermediate), --tls-min-version=VersionTLS12"},
+		{"kept while unknown", ds, kept, "kept while unknown, --tls-min-version=VersionTLS13"},
+		{"unreadable arguments", withTLSArgs(ds, "--tls-min-version=VersionTLS99"), intermediate, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tlsMove(tc.ds, &tc.d); got != tc.want {
+				t.Errorf("tlsMove = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Result.Restored and Result.TLSMoved describe an update of an existing
+// object, and nothing else.
+func TestResultNamesWhatTheApplyReplaced(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	res := apply(t, m, defaultDesired())
+	if !res.Created || res.Restored != nil || res.TLSMoved != "" {
+		t.Errorf("create: created %v, restored %q, TLS moved %q; want a create that replaced nothing", res.Created, res.Restored, res.TLSMoved)
+	}
+	fc.sync()
+
+	fc.edit(func(ds *appsv1.DaemonSet) {
+		findContainer(&ds.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/evil/extractor:latest"
+	})
+	res = apply(t, m, defaultDesired())
+	if want := []string{"container extractor image"}; !res.Changed || !slices.Equal(res.Restored, want) || res.TLSMoved != "" {
+		t.Errorf("repair: result %s, restored %q, TLS moved %q; want %q restored, TLS unmoved", summary(res), res.Restored, res.TLSMoved, want)
+	}
+	fc.sync()
+
+	modern := defaultDesired()
+	modern.TLSProfile = &configv1.TLSSecurityProfile{Type: configv1.TLSProfileModernType}
+	res = apply(t, m, modern)
+	if want := "Modern, --tls-min-version=VersionTLS13"; !res.Changed || res.TLSMoved != want {
+		t.Errorf("profile change: result %s, TLS moved %q, want %q", summary(res), res.TLSMoved, want)
+	}
+	if want := []string{"container kube-rbac-proxy args"}; !slices.Equal(res.Restored, want) {
+		t.Errorf("profile change: restored %q, want %q", res.Restored, want)
+	}
+	fc.sync()
+
+	res = apply(t, m, modern)
+	if res.Changed || res.Restored != nil || res.TLSMoved != "" {
+		t.Errorf("no-op: result %s, restored %q, TLS moved %q; want nothing", summary(res), res.Restored, res.TLSMoved)
+	}
+}
+
+// After a lost race the Result describes the object the retry wrote over,
+// which the winning writer changed after the caller's read: its image and
+// TLS arguments, besides the drift the caller saw (minReadySeconds).
+func TestResultAfterLostRaceDescribesTheReread(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cacheSees bool // the informer delivers the winning write; else a live read
+	}{
+		{"from the cache", true},
+		{"from the server", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, m := driftedWithOneConflict(t, func(fc *fakeCluster) {
+				ds := withTLSArgs(fc.stored(), "--tls-min-version=VersionTLS13")
+				findContainer(&ds.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/evil/extractor:latest"
+				if _, err := fc.srv.Update(ds); err != nil {
+					t.Errorf("winning write: %v", err)
+				}
+				if tc.cacheSees {
+					fc.sync()
+				}
+			})
+			// The server path needs no wait for a cache that never moves.
+			m.SetCacheCatchUp(0)
+			stale := fc.stored().DeepCopy() // what the caller saw
+
+			res := apply(t, m, defaultDesired())
+			if !res.Changed || image(fc.stored(), ContainerExtractor) != DefaultExtractorImage {
+				t.Fatalf("result %s, extractor %q; want the repair written over the winner", summary(res), image(fc.stored(), ContainerExtractor))
+			}
+			want := []string{"container extractor image", "container kube-rbac-proxy args", "minReadySeconds"}
+			if got := slices.Sorted(slices.Values(res.Restored)); !slices.Equal(got, want) {
+				t.Errorf("restored %q, want %q", got, want)
+			}
+			if want := "unset (Intermediate), --tls-min-version=VersionTLS12"; res.TLSMoved != want {
+				t.Errorf("TLS moved %q, want %q", res.TLSMoved, want)
+			}
+			// The copy read before the apply tells another story: this test
+			// tells the two apart.
+			if got := restoredFields(stale, res.Object); !slices.Equal(got, []string{"minReadySeconds"}) {
+				t.Errorf("from the stale copy: restored %q, want only minReadySeconds", got)
+			}
+		})
+	}
+}
