@@ -27,6 +27,12 @@ const (
 	StateDeleting State = "Deleting"
 )
 
+// Enabled reports whether s is a state of an enabled runtime extractor: one
+// that wants the DaemonSet to exist (Deploying, Running, Upgrading, Drifted).
+func (s State) Enabled() bool {
+	return s != StateDisabled && s != StateDeleting && s != ""
+}
+
 // States lists every state in a stable order.
 var States = []State{StateDisabled, StateDeploying, StateRunning, StateUpgrading, StateDrifted, StateDeleting}
 

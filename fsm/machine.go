@@ -128,6 +128,25 @@ func (m *Machine) Fire(ev Event) (Transition, error) {
 	return t, nil
 }
 
+// Moves reports whether firing ev now would change anything: a new state or
+// an action. A RolloutComplete in Running, or one the guard ignores, moves
+// nothing, so a caller need not fire (and log, and count) it. Events that
+// also record what was applied (Applied, ApplyFailed, ...) must be fired
+// whatever this says.
+func (m *Machine) Moves(ev Event) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	from := State(m.engine.Current())
+	row, ok := m.rows[rowKey{from, ev.Name()}]
+	if !ok {
+		return false
+	}
+	if r, rollout := ev.(RolloutComplete); rollout && m.applied.rejects(r) != "" {
+		return false
+	}
+	return row.To != from || row.Action != ActionNone
+}
+
 // rejects returns why rollout r does not complete the last successful apply, or ""
 // when it does.
 func (a appliedObject) rejects(r RolloutComplete) string {

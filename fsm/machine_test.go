@@ -196,3 +196,38 @@ func TestRolloutOfAnotherObjectIsIgnored(t *testing.T) {
 		t.Fatalf("rollout of another object: got %s, want Deploying", got.To)
 	}
 }
+
+// Enabled is the one answer to "does this state want the DaemonSet?".
+func TestStateEnabled(t *testing.T) {
+	want := map[State]bool{StateDisabled: false, StateDeploying: true, StateRunning: true, StateUpgrading: true, StateDrifted: true, StateDeleting: false}
+	for _, s := range States {
+		if s.Enabled() != want[s] {
+			t.Errorf("%s.Enabled() = %v, want %v", s, s.Enabled(), want[s])
+		}
+	}
+	if State("").Enabled() {
+		t.Error(`the zero State (not started) is enabled`)
+	}
+}
+
+// Moves says whether a RolloutComplete would do anything: only for the last
+// applied object, and not in Running, where the table's row is a no-op.
+func TestMovesAnswersForTheTableAndTheGuard(t *testing.T) {
+	m := New(StateDisabled)
+	done := RolloutComplete{UID: "a", Generation: 1}
+	if m.Moves(done) {
+		t.Error("Disabled: a rollout with nothing applied moves")
+	}
+	mustFire(t, m, Enabled{})
+	mustFire(t, m, Applied{UID: "a", Generation: 1})
+	if m.Moves(RolloutComplete{UID: "a", Generation: 0}) || m.Moves(RolloutComplete{UID: "b", Generation: 1}) {
+		t.Error("Deploying: a stale rollout, or another object's, moves")
+	}
+	if !m.Moves(done) {
+		t.Error("Deploying: the applied object's rollout does not move")
+	}
+	mustFire(t, m, done)
+	if m.Moves(done) {
+		t.Error("Running: a rollout moves")
+	}
+}

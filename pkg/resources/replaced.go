@@ -45,7 +45,7 @@ func restoredFields(before, after *appsv1.DaemonSet) []string {
 	for _, bc := range bp.Containers {
 		if !slices.ContainsFunc(ap.Containers, func(c corev1.Container) bool { return c.Name == bc.Name }) {
 			// Someone else chose this name; it ends up in Events and logs.
-			out = append(out, "removed container "+printableName(bc.Name))
+			out = append(out, "removed container "+PrintableName(bc.Name))
 		}
 	}
 	differs("initContainers", bp.InitContainers, ap.InitContainers)
@@ -66,19 +66,19 @@ func restoredFields(before, after *appsv1.DaemonSet) []string {
 	return out
 }
 
-// maxNameBytes bounds a foreign name in messages.
-const maxNameBytes = 64
+// MaxNameBytes bounds a foreign name in messages.
+const MaxNameBytes = 64
 
-// printableName makes a name someone else chose safe to print: non-printable
+// PrintableName makes a name someone else chose safe to print: non-printable
 // runes (control characters, bidi overrides, invalid bytes) become '?', and
-// it is cut to maxNameBytes.
-func printableName(s string) string {
+// it is cut to MaxNameBytes.
+func PrintableName(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		if !unicode.IsPrint(r) || r == unicode.ReplacementChar {
 			r = '?'
 		}
-		if b.Len()+len(string(r)) > maxNameBytes {
+		if b.Len()+len(string(r)) > MaxNameBytes {
 			break
 		}
 		b.WriteRune(r)

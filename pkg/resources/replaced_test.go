@@ -30,7 +30,7 @@ func TestRestoredFieldsNameWhatARepairPutBack(t *testing.T) {
 		}, []string{"removed container sidecar?"}},
 		{"long sidecar name", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, corev1.Container{Name: strings.Repeat("s", 100), Image: "x"})
-		}, []string{"removed container " + strings.Repeat("s", maxNameBytes)}},
+		}, []string{"removed container " + strings.Repeat("s", MaxNameBytes)}},
 		{"toleration and minReadySeconds", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Tolerations = append(ds.Spec.Template.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
 			ds.Spec.MinReadySeconds = 9

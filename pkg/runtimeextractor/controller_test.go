@@ -3,10 +3,11 @@ package runtimeextractor
 import (
 	"context"
 	"errors"
-	corev1 "k8s.io/api/core/v1"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

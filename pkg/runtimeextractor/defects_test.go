@@ -113,10 +113,8 @@ func TestRefusedUpgradeIsNotRunning(t *testing.T) {
 	if _, err := h.api.Client.AppsV1().DaemonSets(old.Namespace).UpdateStatus(context.Background(), old, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("the rollout report to reach the machine", func() bool {
-		return seen.any(func(t fsm.Transition) bool { return t.Event.Name() == fsm.EventRolloutComplete })
-	})
-	if seen.any(func(t fsm.Transition) bool { return t.To == fsm.StateRunning }) {
+	h.eventually("the status update to reach the controller", func() bool { return h.ctrl.Status().Desired == 4 })
+	if seen.any(func(t fsm.Transition) bool { return t.To == fsm.StateRunning }) || h.ctrl.State() == fsm.StateRunning {
 		t.Fatalf("a refused upgrade was reported done: %v", seen.list())
 	}
 

@@ -3,6 +3,7 @@ package runtimeextractor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/openshift/library-go/pkg/operator/events"
@@ -150,9 +151,9 @@ type applyCause struct {
 	reenabled bool
 	// tls: the TLS arguments the apply moved kube-rbac-proxy to, if it did.
 	tls string
-	// writers made the drift being repaired (from managedFields); unnamed:
+	// editors made the drift being repaired (from managedFields); unnamed:
 	// some of it no entry names.
-	writers []fieldWriter
+	editors []editor
 	unnamed bool
 	// restored names what a repair put back (restoredFields).
 	restored []string
@@ -180,7 +181,7 @@ func (c applyCause) String(created bool) string {
 	case c.repair() && created:
 		return "recreated after it was deleted by someone else" + at
 	case c.repair():
-		return "repaired a change made by someone else (" + driftWords(c.drift) + restoredWords(c.restored) + ")" + writersWords(c.drift, c.writers, c.unnamed)
+		return "repaired a change made by someone else (" + driftWords(c.drift) + restoredWords(c.restored) + ")" + editorsWords(c.drift, c.editors, c.unnamed)
 	case state == fsm.StateUpgrading && c.upgradeFrom != "" && c.upgradeFrom != c.version:
 		return fmt.Sprintf("version moved from %s to %s", c.upgradeFrom, c.version)
 	case created && c.reenabled:
@@ -231,4 +232,72 @@ func (r discardRecorder) WithContext(context.Context) events.Recorder { return r
 func (discardRecorder) ForComponent(c string) events.Recorder         { return discardRecorder{component: c} }
 func (r discardRecorder) WithComponentSuffix(s string) events.Recorder {
 	return discardRecorder{component: r.component + "-" + s}
+}
+
+// maxNamedEditors bounds the writers a message names; the rest are counted.
+const maxNamedEditors = 3
+
+// editorsWords says who made a repaired change, e.g. ", changed by
+// kubectl-patch (Update at 2026-12-02T12:00:01Z)"; "" for a deletion only,
+// which names no one and needs no more than "deleted by someone else".
+func editorsWords(kinds []DriftKind, ws []editor, unnamed bool) string {
+	if len(ws) == 0 {
+		if unnamed || slices.ContainsFunc(kinds, func(k DriftKind) bool { return k != DriftDeleted }) {
+			return ", by a writer managedFields does not name"
+		}
+		return ""
+	}
+	names := make([]string, 0, maxNamedEditors)
+	for _, w := range ws[:min(len(ws), maxNamedEditors)] {
+		names = append(names, w.String())
+	}
+	out := ", changed by " + strings.Join(names, ", ")
+	if n := len(ws) - maxNamedEditors; n > 0 {
+		out += fmt.Sprintf(" and %d more", n)
+	}
+	if unnamed {
+		out += " and a writer managedFields does not name"
+	}
+	return out
+}
+
+// driftSummary is what the log and the Event say about a drain's drift.
+func driftSummary(kinds []DriftKind, ws []editor, unnamed bool) string {
+	if len(kinds) == 1 && kinds[0] == DriftDeleted {
+		return "deleted by someone else"
+	}
+	return "changed by someone else (" + driftWords(kinds) + ")" + editorsWords(kinds, ws, unnamed)
+}
+
+// maxRestoredFields bounds the fields a repair's Event names; the rest are
+// counted.
+const maxRestoredFields = 4
+
+// restoredWords is ": restored container extractor image, tolerations;
+// removed container sidecar" for fields, "" for none.
+func restoredWords(fields []string) string {
+	if len(fields) == 0 {
+		return ""
+	}
+	shown := fields[:min(len(fields), maxRestoredFields)]
+	var put, removed []string
+	for _, f := range shown {
+		if name, ok := strings.CutPrefix(f, "removed "); ok {
+			removed = append(removed, name)
+		} else {
+			put = append(put, f)
+		}
+	}
+	var parts []string
+	if len(put) > 0 {
+		parts = append(parts, "restored "+strings.Join(put, ", "))
+	}
+	if len(removed) > 0 {
+		parts = append(parts, "removed "+strings.Join(removed, ", "))
+	}
+	out := ": " + strings.Join(parts, "; ")
+	if n := len(fields) - len(shown); n > 0 {
+		out += fmt.Sprintf(" and %d more", n)
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -44,16 +45,16 @@ func TestEventMessagesAreCapped(t *testing.T) {
 // many and however long the writers' names are.
 func TestRepairEventNamesTheWriter(t *testing.T) {
 	drifted := fsm.Transition{From: fsm.StateRunning, To: fsm.StateDrifted, Event: fsm.Modified{Generation: 4}, Action: fsm.ActionApply}
-	patch := fieldWriter{manager: "kubectl-patch", operation: "Update", time: t0.Add(time.Second)}
+	patch := editor{manager: "kubectl-patch", operation: "Update", time: t0.Add(time.Second)}
 	cases := []struct {
 		name    string
 		cause   applyCause
 		created bool
 		want    string
 	}{
-		{"one writer", applyCause{transition: drifted, drift: []DriftKind{DriftModified}, writers: []fieldWriter{patch}}, false,
+		{"one writer", applyCause{transition: drifted, drift: []DriftKind{DriftModified}, editors: []editor{patch}}, false,
 			"repaired a change made by someone else (spec changed), changed by kubectl-patch (Update at 2026-12-02T12:00:01Z)"},
-		{"a tie", applyCause{transition: drifted, drift: []DriftKind{DriftModified}, writers: []fieldWriter{patch, {manager: "helm", operation: "Apply", time: patch.time}}}, false,
+		{"a tie", applyCause{transition: drifted, drift: []DriftKind{DriftModified}, editors: []editor{patch, {manager: "helm", operation: "Apply", time: patch.time}}}, false,
 			"changed by kubectl-patch (Update at 2026-12-02T12:00:01Z), helm (Apply at 2026-12-02T12:00:01Z)"},
 		{"no entry names one", applyCause{transition: drifted, drift: []DriftKind{DriftMetadata}, unnamed: true}, false,
 			"repaired a change made by someone else (owned label or annotation changed), by a writer managedFields does not name"},
@@ -68,7 +69,7 @@ func TestRepairEventNamesTheWriter(t *testing.T) {
 
 	many := applyCause{transition: drifted, drift: []DriftKind{DriftModified, DriftMetadata}}
 	for i := range 50 {
-		many.writers = append(many.writers, fieldWriter{manager: strings.Repeat(string(rune('a'+i%26)), maxManagerBytes), operation: "Update", time: t0})
+		many.editors = append(many.editors, editor{manager: strings.Repeat(string(rune('a'+i%26)), resources.MaxNameBytes), operation: "Update", time: t0})
 	}
 	log := &eventLog{}
 	e := changeEvents{recorder: log}

@@ -1,7 +1,6 @@
 package runtimeextractor
 
 import (
-	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -33,15 +32,14 @@ const (
 type frontDoor struct {
 	clock clock.Clock
 
-	lastAct      time.Time   // when the last level action ended
-	pending      signalKind  // signals held for the trailing edge
-	held         atomic.Bool // pending != 0, for readers on other goroutines
-	pendingSince time.Time   // the first held signal
-	lastSignal   time.Time   // the latest held signal
-	timer        clock.Timer
+	lastAct      time.Time  // when the last level action ended
+	pending      signalKind // signals held for the trailing edge
+	pendingSince time.Time  // the first held signal
+	lastSignal   time.Time  // the latest held signal
+	timer        loopTimer
 }
 
-func newFrontDoor(c clock.Clock) *frontDoor { return &frontDoor{clock: c} }
+func newFrontDoor(c clock.Clock) *frontDoor { return &frontDoor{clock: c, timer: loopTimer{clock: c}} }
 
 // admit reports whether a signal of kind k is acted on now (leading edge);
 // otherwise it is held, and C fires when its trailing edge may be due.
@@ -52,10 +50,9 @@ func (d *frontDoor) admit(k signalKind) bool {
 	}
 	if d.pending == 0 {
 		d.pendingSince = now
-		d.arm(levelQuiet)
+		d.timer.arm(levelQuiet)
 	}
 	d.pending |= k
-	d.held.Store(true)
 	d.lastSignal = now
 	return false
 }
@@ -77,46 +74,29 @@ func (d *frontDoor) take() signalKind {
 		return 0
 	}
 	if wait := d.due().Sub(d.clock.Now()); wait > 0 {
-		d.arm(wait)
+		d.timer.arm(wait)
 		return 0
 	}
 	k := d.pending
 	d.pending = 0
-	d.held.Store(false)
-	d.stop()
+	d.timer.stop()
 	return k
 }
-
-// holding reports whether signals are held (safe from any goroutine).
-func (d *frontDoor) holding() bool { return d.held.Load() }
 
 // reset forgets held signals (Run ends).
 func (d *frontDoor) reset() {
 	d.pending = 0
-	d.held.Store(false)
-	d.stop()
+	d.timer.stop()
 }
 
 // acted records the end of a level action; signals within levelQuiet of it
 // are held.
 func (d *frontDoor) acted() { d.lastAct = d.clock.Now() }
 
-// C fires when held signals are due; nil while none are held.
+// C fires when held signals may be due; nil while none are held.
 func (d *frontDoor) C() <-chan time.Time {
-	if d.pending == 0 || d.timer == nil {
+	if d.pending == 0 {
 		return nil
 	}
 	return d.timer.C()
-}
-
-func (d *frontDoor) arm(after time.Duration) {
-	d.stop()
-	d.timer = d.clock.NewTimer(max(after, 0))
-}
-
-func (d *frontDoor) stop() {
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
-	}
 }

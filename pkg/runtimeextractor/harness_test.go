@@ -3,10 +3,12 @@ package runtimeextractor
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,6 +30,7 @@ type settableVersion struct {
 	mu      sync.Mutex
 	v       string
 	changed chan struct{}
+	reads   atomic.Int64 // calls of Version: the loop reads it when it acts on a version signal
 }
 
 func newSettableVersion(v string) *settableVersion {
@@ -35,6 +38,7 @@ func newSettableVersion(v string) *settableVersion {
 }
 
 func (s *settableVersion) Version() string {
+	s.reads.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.v
@@ -324,7 +328,8 @@ func (l *eventLog) with(reason string) []loggedEvent {
 // until the control loop has handled it; the start-up re-assert comes first.
 func (h *harness) signalVersion() {
 	h.t.Helper()
-	n := h.ctrl.versionSignals.Load()
+	h.eventually("the controller to start", func() bool { return h.ctrl.Status().State != "" })
+	n := h.version.reads.Load()
 	h.updateCh <- struct{}{}
-	h.eventually("the loop to handle the updateCh signal", func() bool { return h.ctrl.versionSignals.Load() > n })
+	h.eventually("the loop to handle the updateCh signal", func() bool { return h.version.reads.Load() > n })
 }

@@ -27,20 +27,6 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// DriftKind classifies an external change of the managed DaemonSet.
-type DriftKind string
-
-// The drift kinds (the values of the drift_events_total metric's kind label).
-const (
-	// DriftModified: the spec changed (metadata.generation moved) or the object appeared.
-	DriftModified DriftKind = "modified"
-	// DriftDeleted: the object was deleted.
-	DriftDeleted DriftKind = "deleted"
-	// DriftMetadata: an owned label or annotation was removed or changed; the
-	// generation does not move for those, so the generation filter alone misses them.
-	DriftMetadata DriftKind = "metadata"
-)
-
 // daemonSetInformer watches the managed DaemonSet, and only it, and tells the
 // controller about external changes (ResourceModified) and rollout progress.
 //
@@ -71,23 +57,6 @@ type daemonSetInformer struct {
 	pending []observation      // drift seen since the controller last drained it
 	gone    map[types.UID]bool // deleted objects the cache may still hold
 	probed  *probedDaemonSet   // latest live read while the watch is broken
-}
-
-// observation is one candidate drift. The event-time own-write check can lose a
-// race (the watch event may arrive before the writer recorded its write), so the
-// controller checks UID and generation again when it drains, after its own
-// apply has returned. expected marks the deletion of an object already known to
-// be gone: it was counted (or was the controller's own) when it became known.
-type observation struct {
-	kind       DriftKind
-	uid        types.UID
-	generation int64
-	expected   bool
-	meta       map[string]string // owned metadata seen, for DriftMetadata
-	version    string            // the resourceVersion seen, for DriftMetadata
-	// writers made the change, from the event's managedFields (changedBy);
-	// none for a deletion, which leaves nothing to read.
-	writers []fieldWriter
 }
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
@@ -234,7 +203,7 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 	// Objects present at startup are the controller's first observation, not
 	// drift; a later Add it did not write (someone recreated it) is.
 	if !isInInitialList && !ri.isOwnWrite(ds) {
-		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation, writers: changedBy(nil, ds)})
+		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation, editors: changedBy(nil, ds)})
 	}
 }
 
@@ -255,42 +224,8 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 	}
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
 		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur), version: cur.ResourceVersion,
-			writers: changedBy(old, cur)})
+			editors: changedBy(old, cur)})
 	}
-}
-
-// classifyUpdate decides whether an update is someone else's change. Status-only
-// updates keep the generation and the owned metadata, and are ignored; so are
-// the controller's own writes (own is true for them).
-func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
-	if old.UID != cur.UID || cur.Generation != old.Generation {
-		if own {
-			return "", false
-		}
-		return DriftModified, true
-	}
-	if ownedMetadataDamaged(old, cur) {
-		return DriftMetadata, true
-	}
-	return "", false
-}
-
-// ownedMetadataDamaged: an ownership label that is no longer right, or an owned
-// annotation that was there and is now gone or different. The controller's own
-// metadata writes (a new version) look the same here; it tells them apart when
-// it drains (Manager.IsOwnMetadata).
-func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
-	for k, v := range resources.OwnedLabels() {
-		if old.Labels[k] == v && cur.Labels[k] != v {
-			return true
-		}
-	}
-	for _, k := range []string{resources.VersionAnnotation, resources.SpecHashAnnotation} {
-		if v, had := old.Annotations[k]; had && cur.Annotations[k] != v {
-			return true
-		}
-	}
-	return false
 }
 
 func (ri *daemonSetInformer) onDelete(obj any) {
@@ -323,6 +258,13 @@ func (ri *daemonSetInformer) drainDrift() []observation {
 	out := ri.pending
 	ri.pending = nil
 	return out
+}
+
+// driftQueued: drift was observed that the controller has not drained yet.
+func (ri *daemonSetInformer) driftQueued() bool {
+	ri.mu.Lock()
+	defer ri.mu.Unlock()
+	return len(ri.pending) > 0
 }
 
 // markGone records that object uid no longer exists, so the view hides it

@@ -204,9 +204,21 @@ func (s *propSim) fingerprint() string {
 		fmt.Fprintf(&b, "in flight: %s by %s: %s\n", e.typ, e.by, object(e.ds))
 	}
 	_, expecting := s.c.manager.Expecting()
-	fmt.Fprintf(&b, "owned=%s lastGen=%d expecting=%v armed=%v zero=%v due=%v retry=%v failures=%d pending=%d config=%v version=%v drift=%v rollout=%v applied=%d\n",
-		name("uid", string(s.c.manager.OwnedUID())), s.c.manager.LastWrittenGeneration(), expecting, s.expectArmed, s.expectZero,
-		s.expectArmed && !s.clock.Now().Before(s.expectAt), s.c.retryC != nil, min(s.c.failures, 2), len(s.ri.pending),
+	ownsStored := srv != nil && s.c.manager.IsOwnWrite(srv.UID, srv.Generation)
+	ownsCached := cached != nil && s.c.manager.IsOwnWrite(cached.UID, cached.Generation)
+	now := s.clock.Now()
+	due := func(t *loopTimer) string {
+		switch {
+		case !t.armed():
+			return "-"
+		case t.at.After(now):
+			return "armed"
+		}
+		return "due"
+	}
+	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d deferred=%v failures=%d pending=%d config=%v version=%v drift=%v rollout=%v applied=%d\n",
+		ownsStored, ownsCached, expecting, due(&s.c.expect), due(&s.c.retry.timer), due(&s.c.gate.timer), due(&s.c.door.timer),
+		s.c.door.pending, s.c.gate.deferred, min(s.c.retry.failures, 2), len(s.ri.pending),
 		s.configPending, len(s.ver.changed) > 0, len(s.ri.modified) > 0, len(s.ri.rollout) > 0, min(len(s.applied), 2))
 	return b.String()
 }

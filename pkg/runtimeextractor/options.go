@@ -8,6 +8,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -78,6 +79,11 @@ func WithImages(images resources.Images) Option { return func(c *Controller) { c
 // --allow-default-images). WithImages overrides both.
 func WithDefaultImages(allowed bool) Option { return func(c *Controller) { c.defaultImages = allowed } }
 
+// WithClock runs every timer of the controller on clk: the coalescing of
+// level signals, the repair backoff, the retry backoff, the resync, the rollout
+// deadline, the own-write expectations (default: the real clock).
+func WithClock(clk clock.WithTicker) Option { return func(c *Controller) { c.clock = clk } }
+
 // WithMetrics reports the controller's metrics on m.
 func WithMetrics(m *metrics.Metrics) Option { return func(c *Controller) { c.metrics = m } }
 
@@ -85,7 +91,7 @@ func WithMetrics(m *metrics.Metrics) Option { return func(c *Controller) { c.met
 // RuntimeExtractorDegraded turns True with reason RolloutStuck (default 10
 // minutes).
 func WithRolloutDeadline(d time.Duration) Option {
-	return func(c *Controller) { c.rollouts = newRolloutWatch(d) }
+	return func(c *Controller) { c.rolloutDeadline = d }
 }
 
 // WithEventRecorder records the controller's Events through r instead of a

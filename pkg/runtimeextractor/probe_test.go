@@ -203,8 +203,8 @@ func woken(h *watchHealth) bool {
 	}
 }
 
-// drain reads w until it closes, in the background, as the reflector does.
-func drain(w watch.Interface) <-chan []watch.Event {
+// readAll reads w until it closes, in the background, as the reflector does.
+func readAll(w watch.Interface) <-chan []watch.Event {
 	out := make(chan []watch.Event, 1)
 	go func() {
 		var got []watch.Event
@@ -247,7 +247,7 @@ func TestObservedWatchJudgesTheConnection(t *testing.T) {
 			h.broken.Store(tc.wasBroken)
 			inner := watch.NewFakeWithChanSize(4, false)
 			w := h.observe(inner, reflectorOptions(300), nil)
-			got := drain(w)
+			got := readAll(w)
 			tc.feed(inner)
 			time.Sleep(50 * time.Millisecond) // the wrapper forwards at once; give it the moment
 			if b := h.broken.Load(); b != tc.wantBroken {
@@ -365,7 +365,7 @@ func TestWatchListInitialEventsAreTheList(t *testing.T) {
 				got = append(got, ds)
 				mu.Unlock()
 			})
-			events := drain(w)
+			events := readAll(w)
 			tc.feed(inner)
 			inner.Stop()
 			<-events

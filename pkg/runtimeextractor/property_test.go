@@ -69,6 +69,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -400,8 +401,15 @@ const (
 	srcRetry   loopSource = "retry timer"
 	srcResync  loopSource = "resync timer"
 	srcExpect  loopSource = "expectation timer"
-	srcStreak  loopSource = "repair streak timer"
+	srcGate    loopSource = "repair gate timer"
+	srcDoor    loopSource = "front door timer"
 )
+
+// wakes are the loop's wake-ups for the simulator's sources.
+var wakes = map[loopSource]wake{
+	srcConfig: wakeConfig, srcVersion: wakeVersion, srcDrift: wakeDrift, srcRollout: wakeRollout, srcRetry: wakeRetry,
+	srcResync: wakeResync, srcExpect: wakeExpect, srcGate: wakeGate, srcDoor: wakeDoor,
+}
 
 // requestBudget bounds the controller's requests, and the handlers it runs,
 // between two outside stimuli (a change by someone, a delivered event, time
@@ -432,7 +440,7 @@ type propSim struct {
 	api     *fakeapi.Server
 	watcher watch.Interface
 	rec     events.Recorder
-	clock   *clocktesting.FakePassiveClock // the manager's expectations
+	clock   *clocktesting.FakeClock // every timer of the controller
 	cfg     *flipConfig
 	ver     *settableVersion
 	c       *Controller
@@ -440,13 +448,6 @@ type propSim struct {
 	m       *metrics.Metrics
 	events  *eventLog // the Events of the current process
 	reg     *prometheus.Registry
-
-	// The loop's expectation timer (Run's expectC): armed after a handler
-	// when the manager expects a write and none is armed, due at expectAt;
-	// expectZero when it was armed with no delay (no time passes for it).
-	expectArmed bool
-	expectAt    time.Time
-	expectZero  bool
 
 	// The DaemonSet controller's world: nodes that should run a pod, and
 	// pods among them that stay unavailable.
@@ -492,7 +493,7 @@ func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
 		ver:     newSettableVersion("4.21.0"),
 		refused: map[string]bool{},
 		nodes:   simNodes,
-		clock:   clocktesting.NewFakePassiveClock(time.Unix(0, 0)),
+		clock:   clocktesting.NewFakeClock(time.Unix(0, 0)),
 	}
 	s.api = newPropAPI()
 	s.watchAPI()
@@ -522,19 +523,20 @@ func (s *propSim) boot() {
 	s.events = &eventLog{}
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(s.m.Collectors()...)
+	// The default backoff without its jitter: the order of the timers is the
+	// simulation's, the same in every run.
+	retries := workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultRetryBase, DefaultRetryMax)
 	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri, WithEventRecorder(s.events),
-		WithImages(resources.DefaultImages()), WithVersionSource(s.ver), WithMetrics(s.m))
-	s.c.manager.SetClock(s.clock)
-	s.c.clock = s.clock
+		WithImages(resources.DefaultImages()), WithVersionSource(s.ver), WithMetrics(s.m), WithClock(s.clock), WithRateLimiter(retries))
 	s.c.manager.SetCacheCatchUp(0) // the cache moves only between steps
 	s.ri = s.c.informer
 	s.c.machine.OnTransition(s.onTransition)
-	s.expectArmed = false
 }
 
-// shutdown stops the controller process (not the world).
+// shutdown stops the controller process (not the world), as the end of Run
+// does.
 func (s *propSim) shutdown() {
-	s.c.stopRetry()
+	s.c.stop()
 	s.ri.syncCtx.Queue().ShutDown()
 }
 
@@ -627,10 +629,7 @@ func (s *propSim) start(enabled bool, init initialObject) {
 	s.drainWatch() // the initial state is not an event
 	s.inFlight = nil
 	s.logf("start: %s, version %s, %s", map[bool]string{true: "enabled", false: "disabled"}[enabled], s.ver.Version(), what)
-	s.controller("startup", func() {
-		s.c.version = s.c.versions.Version()
-		s.c.reassert(s.ctx)
-	})
+	s.controller("startup", func() { s.c.start(s.ctx) })
 }
 
 // previousIncarnation writes, with a manager of its own, the DaemonSet an
@@ -689,7 +688,8 @@ func (s *propSim) randomStep() {
 		}, true},
 		{1, func() { s.dispatch(srcResync) }, false},
 		{2, func() {
-			if s.c.retryC != nil {
+			if s.c.retry.pending() {
+				s.advanceTo(s.c.retry.timer.at, "the retry")
 				s.dispatch(srcRetry)
 			}
 		}, false},
@@ -753,10 +753,7 @@ func (s *propSim) restart() {
 		what = describeDS(ds)
 	}
 	s.logf("controller restarts (lists %s)", what)
-	s.controller("startup", func() {
-		s.c.version = s.c.versions.Version()
-		s.c.reassert(s.ctx)
-	})
+	s.controller("startup", func() { s.c.start(s.ctx) })
 }
 
 func (s *propSim) drainVersionSignal() {
@@ -842,7 +839,11 @@ func (s *propSim) fight(rounds int) {
 	if s.stored() == nil {
 		return
 	}
-	s.runToQuiet() // what came before plays out first
+	s.runToQuiet() // what came before plays out first, signals the front door holds too
+	for s.c.door.pending != 0 && len(s.violations) == 0 {
+		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
+		s.runToQuiet()
+	}
 	start, writes := s.clock.Now(), s.controllerWrites
 	s.logf("someone else fights: %d changes, one every %s", rounds, fightPeriod)
 	for i := range rounds {
@@ -1178,91 +1179,110 @@ func (s *propSim) runWorker() {
 
 // ---- the controller's loop ----
 
-// ready lists the sources Run's select could receive from now (timers aside).
+// ready lists the sources Run's select could receive from now, the
+// periodic resync aside (the simulation runs it as a step of its own). Timers
+// that are due deliver first, as the clock would.
 func (s *propSim) ready() []loopSource {
+	s.clock.SetTime(s.clock.Now())
 	var r []loopSource
 	if s.configPending {
 		r = append(r, srcConfig)
 	}
-	if len(s.ver.changed) > 0 {
-		r = append(r, srcVersion)
+	for src, ch := range map[loopSource]int{
+		srcVersion: len(s.ver.changed), srcDrift: len(s.ri.modified), srcRollout: len(s.ri.rollout),
+		srcRetry: len(s.c.retry.C()), srcExpect: len(s.c.expect.C()), srcGate: len(s.c.gate.C()), srcDoor: len(s.c.door.C()),
+	} {
+		if ch > 0 {
+			r = append(r, src)
+		}
 	}
-	if len(s.ri.modified) > 0 {
-		r = append(r, srcDrift)
-	}
-	if len(s.ri.rollout) > 0 {
-		r = append(r, srcRollout)
-	}
-	if s.expectArmed && !s.clock.Now().Before(s.expectAt) {
-		r = append(r, srcExpect)
-	}
-	if at, ok := s.c.streak.next(s.c.repairDeferred); ok && !s.clock.Now().Before(at) {
-		r = append(r, srcStreak)
-	}
+	slices.Sort(r) // map order is random; the simulation's is the seed's
 	return r
 }
 
-// dispatch is one iteration of Run's select loop for src.
+// nextTimer is when the earliest armed timer of the loop fires (the resync
+// and the rollout deadline aside: the simulation never waits for those).
+func (s *propSim) nextTimer() (time.Time, bool) {
+	var at time.Time
+	for _, t := range []*loopTimer{&s.c.retry.timer, &s.c.expect, &s.c.gate.timer, &s.c.door.timer} {
+		if t.armed() && (at.IsZero() || t.at.Before(at)) {
+			at = t.at
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// advanceTo moves the clock to at, if it is later: time passing is a
+// stimulus.
+func (s *propSim) advanceTo(at time.Time, what string) {
+	if s.clock.Now().Before(at) {
+		s.clock.SetTime(at)
+	}
+	s.stimulus()
+	s.logf("time passes to %s", what)
+}
+
+// dispatch is one iteration of Run's select loop for src: it receives what
+// Run's case receives, then runs the loop's handler and its tail.
 func (s *propSim) dispatch(src loopSource) {
-	var handle func()
 	switch src {
 	case srcConfig:
 		s.configPending = false
-		handle = func() { s.c.reassert(s.ctx) } // a notification always re-asserts
 	case srcVersion:
-		select {
-		case <-s.ver.changed:
-		default:
-		}
-		handle = func() { s.c.onVersion(s.ctx) }
+		receive(s.ver.changed)
 	case srcDrift:
-		select {
-		case <-s.ri.modified:
-		default: // a scripted step: the notification may be coalesced away
-		}
-		handle = func() { s.c.onDrift(s.ctx, false) }
+		receive(s.ri.modified) // a scripted step: the notification may be coalesced away
 	case srcRollout:
-		select {
-		case <-s.ri.rollout:
-		default:
-		}
-		handle = func() { s.c.onRollout(s.ctx) }
+		receive(s.ri.rollout)
 	case srcRetry:
-		handle = func() {
-			s.c.retryC = nil
-			s.c.reassert(s.ctx)
-		}
-	case srcResync:
-		handle = func() { s.c.onResync(s.ctx) }
-	case srcStreak:
-		s.stimulus() // its time has passed
-		handle = func() { s.c.onStreakDue(s.ctx) }
+		receive(s.c.retry.C())
 	case srcExpect:
-		s.expectArmed = false
-		if !s.expectZero {
-			s.stimulus() // its time has passed
-		}
-		handle = func() { s.c.onExpectationDue(s.ctx) }
-	}
-	if src == srcRetry || src == srcResync {
+		receive(s.c.expect.C())
+	case srcGate:
+		receive(s.c.gate.C())
+	case srcDoor:
+		receive(s.c.door.C())
+	case srcResync:
 		s.stimulus() // its time has passed
 	}
-	s.c.lastDrift = nil
-	s.controller(string(src), handle)
+	var before map[DriftKind]float64
 	if src == srcDrift {
-		s.checkDrift(s.c.lastDrift)
+		before = s.driftCounts()
+	}
+	s.controller(string(src), func() {
+		s.c.handle(s.ctx, wakes[src])
+		s.c.afterWake(s.ctx)
+	})
+	if src == srcDrift {
+		s.checkDrift(before)
 		s.observed, s.seenOther = nil, 0 // onDrift drained them all
 	}
 }
 
-// checkDrift: every kind a drain counted as drift needs an observation of
-// that kind caused by someone else; an own write is never drift.
-func (s *propSim) checkDrift(found []DriftKind) {
+// receive takes what ch holds, if anything.
+func receive[T any](ch <-chan T) {
+	select {
+	case <-ch:
+	default:
+	}
+}
+
+// driftCounts reads drift_events_total by kind.
+func (s *propSim) driftCounts() map[DriftKind]float64 {
+	out := map[DriftKind]float64{}
 	for _, k := range []DriftKind{DriftDeleted, DriftModified, DriftMetadata} {
-		recorded, other, own := 0, 0, 0
-		if slices.Contains(found, k) {
-			recorded++
-		}
+		out[k] = max(s.metric(metrics.Namespace+"_drift_events_total", "kind", string(k)), 0)
+	}
+	return out
+}
+
+// checkDrift: every kind a drain counted as drift (drift_events_total moved
+// from before) needs an observation of that kind caused by someone else; an
+// own write is never drift.
+func (s *propSim) checkDrift(before map[DriftKind]float64) {
+	after := s.driftCounts()
+	for _, k := range []DriftKind{DriftDeleted, DriftModified, DriftMetadata} {
+		recorded, other, own := int(after[k]-before[k]), 0, 0
 		for _, o := range s.observed {
 			switch {
 			case o.kind != k:
@@ -1280,19 +1300,11 @@ func (s *propSim) checkDrift(found []DriftKind) {
 	}
 }
 
-// controller runs one handler of the controller, then collects its writes.
+// controller runs f, the loop's code for one wake-up, then collects its
+// writes.
 func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
 	f()
-	// The tail of Run's loop: follow the expectation with its timer, report.
-	switch d, ok := s.c.manager.Expecting(); {
-	case ok && !s.expectArmed:
-		s.expectArmed, s.expectAt, s.expectZero = true, s.clock.Now().Add(d), d == 0
-	case !ok:
-		s.expectArmed = false
-	}
-	s.c.report()
-	s.c.observeHolding()
 	s.drainWatchAs(byController)
 	s.handled++
 	switch {
@@ -1385,6 +1397,9 @@ func (s *propSim) checkRunningEntry(tr fsm.Transition) {
 	if s.unseenOther > 0 || s.seenOther > 0 || s.lossy {
 		return // the server may hold changes the controller cannot know yet
 	}
+	if s.c.gate.holds() {
+		return // it knows of them: their repair waits for the repair gate's backoff
+	}
 	srv := s.stored()
 	switch {
 	case srv == nil:
@@ -1419,13 +1434,7 @@ func (s *propSim) settle() bool {
 		case len(s.ready()) > 0:
 			r := s.ready()
 			s.dispatch(r[s.rng.IntN(len(r))])
-		case s.c.retryC != nil:
-			s.dispatch(srcRetry)
-		case s.expectArmed:
-			s.timePasses()
-			s.stimulus()
-		case s.streakDue():
-			s.stimulus()
+		case s.timerDue():
 		default:
 			if ds := s.stored(); ds != nil && s.statusBehind(ds) {
 				s.stimulus()
@@ -1439,18 +1448,13 @@ func (s *propSim) settle() bool {
 	return false
 }
 
-// streakDue moves the clock to the repair streak's next instant (a
-// deferred repair, or the streak's end), if it has one.
-func (s *propSim) streakDue() bool {
-	at, ok := s.c.streak.next(s.c.repairDeferred)
-	if !ok {
-		return false
+// timerDue moves the clock to the loop's next timer, if one is armed.
+func (s *propSim) timerDue() bool {
+	at, ok := s.nextTimer()
+	if ok {
+		s.advanceTo(at, "the loop's next timer")
 	}
-	if s.clock.Now().Before(at) {
-		s.clock.SetTime(at)
-	}
-	s.logf("time passes to the repair streak's next instant")
-	return true
+	return ok
 }
 
 // expireExpectations lets the time of a resync period pass for the
@@ -1597,8 +1601,8 @@ func (s *propSim) stateMetric(state string) float64 {
 	return s.metric(metrics.Namespace+"_state", "state", state)
 }
 
-// gatherGauge reads the gauge name from reg: the series whose label has
-// value, or, with label "", the one without labels; -1 when absent.
+// gatherGauge reads the gauge (or counter) name from reg: the series whose
+// label has value, or, with label "", the one without labels; -1 when absent.
 func gatherGauge(reg prometheus.Gatherer, name, label, value string) (float64, error) {
 	families, err := reg.Gather()
 	if err != nil {
@@ -1609,12 +1613,18 @@ func gatherGauge(reg prometheus.Gatherer, name, label, value string) (float64, e
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			read := func() float64 {
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
 			if label == "" && len(m.GetLabel()) == 0 {
-				return m.GetGauge().GetValue(), nil
+				return read(), nil
 			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue(), nil
+					return read(), nil
 				}
 			}
 		}
@@ -1630,7 +1640,7 @@ func (s *propSim) checkFreshAgrees() {
 		t: s.t, abort: s.abort, seed: s.seed, rng: rand.New(rand.NewPCG(uint64(s.seed), 0xf7e5)), ctx: s.ctx, rec: s.rec,
 		api: s.api, cfg: &flipConfig{disabled: s.cfg.disabled, invalid: s.cfg.invalid, good: !s.cfg.invalid},
 		ver: newSettableVersion(s.ver.Version()), refused: map[string]bool{}, nodes: s.nodes, held: s.held,
-		clock: clocktesting.NewFakePassiveClock(s.clock.Now()),
+		clock: clocktesting.NewFakeClock(s.clock.Now()),
 	}
 	w, err := s.api.Client.Tracker().Watch(fakeapi.DaemonSets, resources.Namespace)
 	s.must(err)

@@ -53,10 +53,11 @@ type rolloutProgress struct {
 type rolloutWatch struct {
 	deadline time.Duration
 
+	clock      clock.Clock
 	progress   rolloutProgress
-	since      time.Time   // the last progress
-	timer      *time.Timer // armed while waiting for progress
-	diagnosing bool        // a diagnosis is under way
+	since      time.Time // the last progress
+	timer      loopTimer // armed while waiting for progress
+	diagnosing bool      // a diagnosis is under way
 	result     chan stuckResult
 	stuck      *status.RolloutStuck
 
@@ -97,39 +98,37 @@ type stuckResult struct {
 	stuck    *status.RolloutStuck
 }
 
-func newRolloutWatch(deadline time.Duration) *rolloutWatch {
-	return &rolloutWatch{deadline: deadline, result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clock.RealClock{})}
+func newRolloutWatch(deadline time.Duration, clk clock.Clock) *rolloutWatch {
+	return &rolloutWatch{deadline: deadline, clock: clk, timer: loopTimer{clock: clk},
+		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
 }
 
 // C fires when the deadline passed without progress.
-func (w *rolloutWatch) C() <-chan time.Time {
-	if w.timer == nil {
-		return nil
-	}
-	return w.timer.C
-}
+func (w *rolloutWatch) C() <-chan time.Time { return w.timer.C() }
 
-// observe follows what the controller waits for: ds with pods still to
+// fired records that C delivered.
+func (w *rolloutWatch) fired() { w.timer.fired() }
+
+// track follows what the controller waits for: ds with pods still to
 // update in an enabled state, or nothing to wait for. It reports whether the
 // stuck verdict changed. It also starts, for a rolled-out ds with nodes
 // without an available pod, the lookup of their names, which arrive on
 // w.named; every state has it, as conditions follow the cluster.
-func (w *rolloutWatch) observe(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
+func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
 	w.observeUnavailable(ctx, client, ds)
-	enabled := state == fsm.StateDeploying || state == fsm.StateRunning || state == fsm.StateUpgrading || state == fsm.StateDrifted
 	// Pods that are updated but not available leave nothing to roll out: they
 	// are not a stuck rollout (issue 18).
-	waiting := enabled && ds != nil && ds.DeletionTimestamp == nil && !resources.RolloutOf(ds).Complete()
+	waiting := state.Enabled() && ds != nil && ds.DeletionTimestamp == nil && !resources.RolloutOf(ds).Complete()
 	if !waiting {
 		return w.forget()
 	}
 	p := rolloutProgress{uid: ds.UID, generation: ds.Generation, updated: ds.Status.UpdatedNumberScheduled, available: ds.Status.NumberAvailable}
-	if p == w.progress && (w.timer != nil || w.diagnosing || w.stuck != nil) {
+	if p == w.progress && (w.timer.armed() || w.diagnosing || w.stuck != nil) {
 		return false // no progress: the deadline, diagnosis or verdict stands
 	}
 	changed := w.forget()
 	w.progress, w.since = p, now
-	w.timer = time.NewTimer(w.deadline)
+	w.timer.arm(w.deadline)
 	return changed
 }
 
@@ -142,10 +141,7 @@ func (w *rolloutWatch) reset() bool {
 
 // forget forgets the rollout; it reports whether a stuck verdict was cleared.
 func (w *rolloutWatch) forget() bool {
-	if w.timer != nil {
-		w.timer.Stop()
-		w.timer = nil
-	}
+	w.timer.stop()
 	w.progress = rolloutProgress{}
 	w.diagnosing = false
 	cleared := w.stuck != nil
@@ -173,10 +169,10 @@ func (w *rolloutWatch) observeUnavailable(ctx context.Context, client kubernetes
 	w.unavailable.cancel = cancel
 	ds = ds.DeepCopy()
 	go func() {
-		settle := time.NewTimer(unavailableSettle)
+		settle := w.clock.NewTimer(unavailableSettle)
 		defer settle.Stop()
 		select {
-		case <-settle.C:
+		case <-settle.C():
 		case <-lctx.Done():
 			return
 		}
@@ -229,7 +225,7 @@ func (w *rolloutWatch) unavailableNodesDenied() bool { return w.unavailable.deni
 // expired starts the diagnosis of ds in the background; its result arrives
 // on w.result.
 func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, now time.Time) {
-	w.timer, w.diagnosing = nil, true
+	w.diagnosing = true
 	p, stalled := w.progress, now.Sub(w.since)
 	ds = ds.DeepCopy()
 	go func() {

@@ -535,7 +535,7 @@ func failing(s Snapshot) bool { return s.Failures >= 1 && s.LastError != nil }
 // failureReason names the action that failed: in the states that remove the
 // DaemonSet the failing action is a delete, elsewhere an apply.
 func failureReason(s fsm.State) string {
-	if s == fsm.StateDisabled || s == fsm.StateDeleting {
+	if !s.Enabled() {
 		return ReasonDeleteFailed
 	}
 	return ReasonApplyFailed

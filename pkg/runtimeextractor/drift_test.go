@@ -87,7 +87,7 @@ func TestObservationNamesTheWriter(t *testing.T) {
 				t.Fatalf("observed %+v, want one observation", obs)
 			}
 			var got []string
-			for _, w := range obs[0].writers {
+			for _, w := range obs[0].editors {
 				got = append(got, w.manager+" "+w.operation+" "+w.time.UTC().Format("15:04:05"))
 			}
 			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
@@ -103,12 +103,12 @@ func TestWriterNamesAreSanitized(t *testing.T) {
 	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
 	ri.onUpdate(managed(3), managed(4, withFields(entry(hostile, metav1.ManagedFieldsOperationUpdate, t0, ""))))
 	obs := ri.drainDrift()
-	if len(obs) != 1 || len(obs[0].writers) != 1 {
+	if len(obs) != 1 || len(obs[0].editors) != 1 {
 		t.Fatalf("observed %+v, want one writer", obs)
 	}
-	name := obs[0].writers[0].manager
-	if len(name) > maxManagerBytes || !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		t.Fatalf("manager %q (%d bytes): want printable, valid UTF-8, at most %d bytes", name, len(name), maxManagerBytes)
+	name := obs[0].editors[0].manager
+	if len(name) > resources.MaxNameBytes || !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		t.Fatalf("manager %q (%d bytes): want printable, valid UTF-8, at most %d bytes", name, len(name), resources.MaxNameBytes)
 	}
 	if !strings.HasPrefix(name, "evil?[31m?") {
 		t.Fatalf("manager %q: want its printable beginning kept", name)
@@ -194,36 +194,8 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func TestRestoredFieldsNameWhatARepairPutBack(t *testing.T) {
-	desired, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: "4.22.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	desired.UID = "uid-1"
-	for _, tc := range []struct {
-		name   string
-		change func(*appsv1.DaemonSet)
-		want   []string
-	}{
-		{"nothing", func(*appsv1.DaemonSet) {}, nil},
-		{"image", func(ds *appsv1.DaemonSet) { extractorOf(ds).Image = "quay.io/x:1" }, []string{"container extractor image"}},
-		{"sidecar", func(ds *appsv1.DaemonSet) {
-			ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar\u202e", Image: "x"})
-		}, []string{"removed container sidecar?"}},
-		{"toleration and minReadySeconds", func(ds *appsv1.DaemonSet) {
-			ds.Spec.Template.Spec.Tolerations = append(ds.Spec.Template.Spec.Tolerations, corev1.Toleration{Operator: corev1.TolerationOpExists})
-			ds.Spec.MinReadySeconds = 9
-		}, []string{"tolerations", "minReadySeconds"}},
-		{"a field not named", func(ds *appsv1.DaemonSet) { ds.Spec.RevisionHistoryLimit = new(int32) }, []string{"spec"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := desired.DeepCopy()
-			tc.change(before)
-			if got := restoredFields(before, desired); !slices.Equal(got, tc.want) {
-				t.Errorf("restoredFields = %q, want %q", got, tc.want)
-			}
-		})
-	}
+// restoredWords words what a repair put back (resources.Result.Restored).
+func TestRestoredWords(t *testing.T) {
 	if got := restoredWords([]string{"container extractor image", "removed container sidecar", "tolerations", "volumes", "affinity", "spec"}); got != ": restored container extractor image, tolerations, volumes; removed container sidecar and 2 more" {
 		t.Errorf("restoredWords = %q", got)
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -89,7 +91,7 @@ func (s *repairStreak) active(now time.Time) bool {
 // changed records a change by someone else: by writers, and by one that
 // managedFields does not name when unnamed (or writers is empty). Call
 // settle first: a streak over by now is dropped here without a word.
-func (s *repairStreak) changed(now time.Time, writers []fieldWriter, unnamed bool) {
+func (s *repairStreak) changed(now time.Time, writers []editor, unnamed bool) {
 	if !s.active(now) {
 		s.reset()
 	}
@@ -206,3 +208,130 @@ func (s *repairStreak) conflict(now time.Time) *status.ConflictingWriter {
 	})
 	return c
 }
+
+// pendingRepair describes the drift a repair undoes: what changed and who
+// changed it, for the repair's Event, log line and repairs_total.
+type pendingRepair struct {
+	kinds   []DriftKind
+	editors []editor
+	unnamed bool // some of it no managedFields entry names
+}
+
+// repairGate decides when a repair of someone else's change is made: at
+// once, or when the streak's backoff allows. It owns the streak, the
+// deferred repair and its description, and the timer that wakes the loop
+// when either is due. It only answers; the loop logs, records Events and
+// sets gauges on the answers. Owned by the loop's goroutine.
+type repairGate struct {
+	clock    clock.Clock
+	streak   repairStreak
+	deferred bool // a repair waits for the streak's backoff
+	pending  pendingRepair
+	timer    loopTimer
+}
+
+func newRepairGate(clk clock.Clock) *repairGate {
+	return &repairGate{clock: clk, timer: loopTimer{clock: clk}}
+}
+
+// describe adds a drain's drift to the description of the repair to come:
+// what waits for the backoff adds up, so its repair's Event names it all;
+// otherwise the drain's drift replaces what an earlier repair undid.
+func (g *repairGate) describe(d drain) {
+	switch {
+	case len(d.kinds) == 0:
+	case g.deferred:
+		for _, k := range d.kinds {
+			if !slices.Contains(g.pending.kinds, k) {
+				g.pending.kinds = append(g.pending.kinds, k)
+			}
+		}
+		g.pending.editors = mergeEditors(g.pending.editors, d.editors)
+		g.pending.unnamed = g.pending.unnamed || d.unnamed
+	default:
+		g.pending = pendingRepair{kinds: slices.Clone(d.kinds), editors: d.editors, unnamed: d.unnamed}
+	}
+}
+
+// forget drops the description: nothing is being repaired any more.
+func (g *repairGate) forget() { g.pending = pendingRepair{} }
+
+// changed records someone else's change (d; a hint without observations
+// counts as an unnamed one) that the level wants repaired. wait is how long
+// its repair must wait (0: repair now); ended, that a fight over by now
+// ended first.
+func (g *repairGate) changed(d drain) (wait time.Duration, ended bool) {
+	now := g.clock.Now()
+	ended = g.streak.settle(now)
+	g.streak.changed(now, d.editors, d.unnamed || len(d.kinds) == 0)
+	wait = g.streak.wait(now)
+	g.deferred = wait > 0
+	return wait, ended
+}
+
+// repairing: a repair is made now; nothing waits any more.
+func (g *repairGate) repairing() { g.deferred = false }
+
+// holds: a repair waits for the backoff. Whatever re-asserts the level on a
+// timer (resync, expectation) must not make it early; the gate's own timer
+// makes it when due.
+func (g *repairGate) holds() bool { return g.deferred }
+
+// due answers the gate's timer: repair is true when the deferred repair is
+// due now and the level still wants it (enabled); ended, that the streak's
+// latest repair stood long enough to end a fight.
+func (g *repairGate) due(enabled bool) (repair, ended bool) {
+	now := g.clock.Now()
+	ended = g.streak.settle(now)
+	switch {
+	case !g.deferred:
+		return false, ended
+	case !enabled: // disabled since, or holding: no repair is due
+		g.deferred = false
+		return false, ended
+	case g.streak.wait(now) > 0:
+		return false, ended // the timer follows the streak; it fires again when due
+	}
+	g.deferred = false
+	return true, ended
+}
+
+// repaired records a repair that wrote; started, that it made the streak a
+// fight; ended, that an earlier fight had ended first.
+func (g *repairGate) repaired() (started, ended bool) {
+	now := g.clock.Now()
+	ended = g.streak.settle(now)
+	return g.streak.repaired(now), ended
+}
+
+// stood records that a repair found nothing to undo: the other writer put
+// back what the controller wants.
+func (g *repairGate) stood() { g.streak.stands(g.clock.Now()) }
+
+// reset forgets the streak (Run ends, or the DaemonSet is deleted); it
+// reports whether that ended a fight.
+func (g *repairGate) reset() (ended bool) {
+	ended = g.streak.fight
+	g.streak.reset()
+	g.deferred = false
+	g.timer.stop()
+	return ended
+}
+
+// follow arms the timer for the streak's next instant, or disarms it.
+func (g *repairGate) follow() {
+	if at, ok := g.streak.next(g.deferred); ok {
+		g.timer.armAt(at)
+	} else {
+		g.timer.stop()
+	}
+}
+
+// C fires when the deferred repair, or the end of the streak, may be due.
+func (g *repairGate) C() <-chan time.Time { return g.timer.C() }
+
+// fired records that C delivered.
+func (g *repairGate) fired() { g.timer.fired() }
+
+// conflict is the fight for status, nil when there is none.
+func (g *repairGate) conflict() *status.ConflictingWriter { return g.streak.conflict(g.clock.Now()) }

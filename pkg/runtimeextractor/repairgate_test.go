@@ -60,7 +60,7 @@ func (r *streakRun) change(t time.Duration, manager string) {
 	r.advance(t)
 	now := r.t0.Add(t)
 	r.settle(now)
-	r.s.changed(now, []fieldWriter{{manager: manager, operation: "Update", time: now}}, false)
+	r.s.changed(now, []editor{{manager: manager, operation: "Update", time: now}}, false)
 	if r.s.wait(now) > 0 {
 		r.deferred = true
 		return

@@ -1,0 +1,209 @@
+package runtimeextractor
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/metrics"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+// DriftKind classifies an external change of the managed DaemonSet.
+type DriftKind string
+
+// The drift kinds (the values of the drift_events_total metric's kind label).
+const (
+	// DriftModified: the spec changed (metadata.generation moved) or the object appeared.
+	DriftModified DriftKind = "modified"
+	// DriftDeleted: the object was deleted.
+	DriftDeleted DriftKind = "deleted"
+	// DriftMetadata: an owned label or annotation was removed or changed; the
+	// generation does not move for those, so the generation filter alone misses them.
+	DriftMetadata DriftKind = "metadata"
+)
+
+// observation is one candidate drift. The event-time own-write check can lose a
+// race (the watch event may arrive before the writer recorded its write), so the
+// controller checks UID and generation again when it drains, after its own
+// apply has returned. expected marks the deletion of an object already known to
+// be gone: it was counted (or was the controller's own) when it became known.
+type observation struct {
+	kind       DriftKind
+	uid        types.UID
+	generation int64
+	expected   bool
+	meta       map[string]string // owned metadata seen, for DriftMetadata
+	version    string            // the resourceVersion seen, for DriftMetadata
+	// editors made the change, from the event's managedFields (changedBy);
+	// none for a deletion, which leaves nothing to read.
+	editors []editor
+}
+
+// classifyUpdate decides whether an update is someone else's change. Status-only
+// updates keep the generation and the owned metadata, and are ignored; so are
+// the controller's own writes (own is true for them).
+func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
+	if old.UID != cur.UID || cur.Generation != old.Generation {
+		if own {
+			return "", false
+		}
+		return DriftModified, true
+	}
+	if ownedMetadataDamaged(old, cur) {
+		return DriftMetadata, true
+	}
+	return "", false
+}
+
+// ownedMetadataDamaged: an ownership label that is no longer right, or an owned
+// annotation that was there and is now gone or different. The controller's own
+// metadata writes (a new version) look the same here; it tells them apart when
+// it drains (Manager.IsOwnMetadata).
+func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
+	for k, v := range resources.OwnedLabels() {
+		if old.Labels[k] == v && cur.Labels[k] != v {
+			return true
+		}
+	}
+	for _, k := range []string{resources.VersionAnnotation, resources.SpecHashAnnotation} {
+		if v, had := old.Annotations[k]; had && cur.Annotations[k] != v {
+			return true
+		}
+	}
+	return false
+}
+
+// editor is a field manager that changed the DaemonSet, as the object's
+// metadata.managedFields says: its name (sanitized), operation and time.
+type editor struct {
+	manager   string
+	operation string
+	time      time.Time
+}
+
+func (w editor) String() string {
+	return fmt.Sprintf("%s (%s at %s)", w.manager, w.operation, w.time.UTC().Format(time.RFC3339))
+}
+
+// changedBy returns who made the change from old to cur: among cur's
+// managedFields entries that are not ours and not on the status subresource
+// (the DaemonSet controller's counters), the newest, all of them on a tie.
+// An entry old already had as it is did not record this change (a removal
+// under Update leaves the remover no entry), so it names no one: better
+// unnamed than a wrong name. old is nil for an object seen for the first time.
+// It reads only the watch event's objects: no request.
+func changedBy(old, cur *appsv1.DaemonSet) []editor {
+	var newest []editor
+	for _, e := range cur.ManagedFields {
+		if e.Manager == resources.FieldManager || e.Subresource == "status" || e.Time == nil {
+			continue
+		}
+		if old != nil && old.UID == cur.UID && slices.ContainsFunc(old.ManagedFields, func(o metav1.ManagedFieldsEntry) bool {
+			return apiequality.Semantic.DeepEqual(o, e)
+		}) {
+			continue
+		}
+		w := editor{manager: resources.PrintableName(e.Manager), operation: resources.PrintableName(string(e.Operation)), time: e.Time.Time}
+		switch {
+		case len(newest) == 0 || w.time.After(newest[0].time):
+			newest = []editor{w}
+		case w.time.Equal(newest[0].time):
+			newest = append(newest, w)
+		}
+	}
+	return newest
+}
+
+// mergeEditors adds ws to the editors of one repair, one per manager and
+// operation at its newest time, newest first.
+func mergeEditors(into, ws []editor) []editor {
+	for _, w := range ws {
+		i := slices.IndexFunc(into, func(x editor) bool { return x.manager == w.manager && x.operation == w.operation })
+		switch {
+		case i < 0:
+			into = append(into, w)
+		case w.time.After(into[i].time):
+			into[i] = w
+		}
+	}
+	slices.SortStableFunc(into, func(a, b editor) int { return b.time.Compare(a.time) })
+	return into
+}
+
+// repairManagers are the repairs_total label values of one repair: each
+// writer named, or one unknown.
+func repairManagers(ws []editor) []string {
+	if len(ws) == 0 {
+		return []string{metrics.UnknownManager}
+	}
+	out := make([]string, 0, len(ws))
+	for _, w := range ws {
+		if !slices.Contains(out, w.manager) {
+			out = append(out, w.manager)
+		}
+	}
+	return out
+}
+
+// drain is what one drain of the informer's observations found.
+type drain struct {
+	kinds   []DriftKind // someone else's drift, each kind once, in order seen
+	editors []editor    // who made it, from managedFields
+	unnamed bool        // some of it no managedFields entry names
+	gone    bool        // an expected deletion (own, or in a state without the DaemonSet)
+}
+
+// ownership tells the controller's own writes apart (resources.Manager).
+type ownership interface {
+	IsOwnWrite(uid types.UID, generation int64) bool
+	IsOwnMetadata(uid types.UID, resourceVersion string, meta map[string]string) bool
+}
+
+// classifyDrain decides which observations are someone else's drift, now,
+// after the controller's own writes have returned: an own write whose watch
+// event beat its bookkeeping is not drift. ds is the DaemonSet the view
+// shows (nil: none); deletedByUs tells the controller's own deletes.
+//   - a spec change is drift unless it is an own generation;
+//   - a metadata change is drift unless it carries exactly the owned
+//     metadata last written (a removed label never does);
+//   - a change of an object since gone, or being deleted, is not: its
+//     deletion is the drift;
+//   - a deletion is drift unless expected, own, or the state wants none.
+func classifyDrain(obs []observation, ds *appsv1.DaemonSet, own ownership, state fsm.State, deletedByUs func(types.UID) bool) drain {
+	var d drain
+	for _, o := range obs {
+		switch o.kind {
+		case DriftModified, DriftMetadata:
+			if ds == nil || ds.UID != o.uid || ds.DeletionTimestamp != nil {
+				continue
+			}
+			if o.kind == DriftModified && own.IsOwnWrite(o.uid, o.generation) ||
+				o.kind == DriftMetadata && own.IsOwnMetadata(o.uid, o.version, o.meta) {
+				continue
+			}
+		case DriftDeleted:
+			if o.expected || deletedByUs(o.uid) || !state.Enabled() {
+				d.gone = true
+				continue
+			}
+		}
+		switch {
+		case o.kind == DriftDeleted: // nothing to read: no one is named, no one guessed
+		case len(o.editors) == 0:
+			d.unnamed = true
+		default:
+			d.editors = mergeEditors(d.editors, o.editors)
+		}
+		if !slices.Contains(d.kinds, o.kind) {
+			d.kinds = append(d.kinds, o.kind)
+		}
+	}
+	return d
+}

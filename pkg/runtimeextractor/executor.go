@@ -1,0 +1,169 @@
+package runtimeextractor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+// fire feeds ev to the machine and carries out the chain of actions and
+// outcomes it leads to. An apply that changed nothing produces no watch
+// event, so the rollout of what was applied is then read from the cache: the
+// machine decides whether a RolloutComplete counts.
+func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
+	if ev == nil || c.holding() {
+		return
+	}
+	applied := false
+	for ev != nil {
+		t, err := c.machine.Fire(ev)
+		if err != nil {
+			klog.Errorf("state machine: %v", err)
+			return
+		}
+		var wrote bool
+		ev, wrote = c.execute(ctx, t)
+		applied = applied || wrote
+	}
+	if applied {
+		c.onRollout(ctx)
+	}
+}
+
+// execute carries out the action of t and returns its outcome event (nil for
+// none), and whether an apply succeeded. The write comes first; its Event is
+// recorded after it, asynchronously.
+func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
+	switch t.Action {
+	case fsm.ActionApply:
+		return c.executeApply(ctx, t)
+	case fsm.ActionDelete:
+		return c.executeDelete(ctx, t), false
+	case fsm.ActionRetry:
+		c.retry.schedule()
+	}
+	return nil, false
+}
+
+func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
+	start := c.clock.Now()
+	actx, cancel := context.WithTimeout(ctx, actionTimeout)
+	res, err := c.apply(actx)
+	cancel()
+	c.retry.record(t.Action, err, c.clock.Since(start))
+	if err != nil {
+		on, _ := c.informer.current()
+		c.events.failed(on, ReasonApplyFailed, err.Error()+"; retrying with backoff")
+		return fsm.ApplyFailed{Err: err}, false
+	}
+	repair := applyCause{transition: t}.repair()
+	switch {
+	case res.Changed:
+		p := c.gate.pending
+		cause := applyCause{transition: t, drift: p.kinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny,
+			tls: res.TLSMoved, editors: p.editors, unnamed: p.unnamed}
+		if repair {
+			cause.restored = res.Restored
+		}
+		c.events.applied(res.Object, res.Created, cause.String(res.Created))
+		if repair {
+			c.repairMade(res.Object)
+		}
+	case repair:
+		c.gate.stood() // the other writer put it back itself
+	}
+	uid := string(res.Object.UID)
+	if res.Rolls {
+		return fsm.Applied{UID: uid, Generation: res.Generation}, true
+	}
+	return fsm.AppliedUnchanged{UID: uid, Generation: res.Generation}, true
+}
+
+func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Event {
+	start := c.clock.Now()
+	actx, cancel := context.WithTimeout(ctx, actionTimeout)
+	deleted, err := c.manager.Delete(actx)
+	cancel()
+	c.retry.record(t.Action, err, c.clock.Since(start))
+	if err != nil {
+		on, _ := c.informer.current()
+		c.events.failed(on, ReasonDeleteFailed, err.Error()+"; retrying with backoff")
+		return fsm.DeleteFailed{Err: err}
+	}
+	c.endFight("insights-config disables the runtime extractor") // nothing left to fight over
+	if deleted != "" {
+		c.rememberDeleted(deleted)
+		c.deletedAny = true
+		c.events.deleted()
+	}
+	return fsm.DeleteDone{}
+}
+
+// maxDeleted bounds the memory of own deletes; their events arrive within
+// moments, so a few suffice.
+const maxDeleted = 4
+
+// rememberDeleted records an own delete: the view hides the object until the
+// cache drops it (a quick re-enable must create, not adopt it), and its delete
+// event is never drift.
+func (c *Controller) rememberDeleted(uid types.UID) {
+	c.informer.markGone(uid)
+	c.deleted = append(c.deleted, uid)
+	if len(c.deleted) > maxDeleted {
+		c.deleted = c.deleted[1:]
+	}
+}
+
+// deletedByUs reports whether this controller deleted object uid.
+func (c *Controller) deletedByUs(uid types.UID) bool { return slices.Contains(c.deleted, uid) }
+
+func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
+	if c.imagesErr != nil {
+		return resources.Result{}, fmt.Errorf("refusing to apply: %w", c.imagesErr)
+	}
+	d := resources.Desired{Images: *c.images, Version: c.version, TLSProfile: c.tlsProfile}
+	if cfg := c.configNotifier.Config(); cfg != nil {
+		d.Scheduling = cfg.DataReporting.RuntimeExtractor
+	}
+	from, _ := c.informer.current()
+	c.desiredTLS(&d, from)
+	return c.manager.Apply(ctx, d)
+}
+
+// onRollout fires RolloutComplete for the DaemonSet the view shows when its
+// rollout is done and the machine has a use for it (fsm.Machine.Moves).
+func (c *Controller) onRollout(ctx context.Context) {
+	ds, ok := c.informer.current()
+	if !ok || !resources.RolloutOf(ds).Complete() {
+		return
+	}
+	if ev := (fsm.RolloutComplete{UID: string(ds.UID), Generation: ds.Generation}); c.machine.Moves(ev) {
+		c.fire(ctx, ev)
+	}
+}
+
+// transitioned logs a transition and counts it; entering Running or
+// Disabled ends an upgrade and whatever repair was described.
+func (c *Controller) transitioned(t fsm.Transition) {
+	if c.metrics != nil {
+		c.metrics.ObserveTransition(t)
+	}
+	if t.Note != "" {
+		klog.V(2).Infof("%s on %s: %s", t.From, fsm.Describe(t.Event), t.Note)
+	}
+	if !t.Changed() {
+		klog.V(4).Infof("%s on %s: stays, action %s", t.From, fsm.Describe(t.Event), t.Action)
+		return
+	}
+	klog.Infof("state %s -> %s on %s, action %s", t.From, t.To, fsm.Describe(t.Event), t.Action)
+	if t.To == fsm.StateRunning || t.To == fsm.StateDisabled {
+		c.upgradeFrom = ""
+		c.gate.forget()
+	}
+}

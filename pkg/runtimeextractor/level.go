@@ -1,0 +1,88 @@
+package runtimeextractor
+
+import (
+	"context"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+)
+
+// level is the observed config as an event: the level re-assert. It is nil
+// while the controller holds (see holding).
+func (c *Controller) level() fsm.Event {
+	if c.holding() {
+		return nil
+	}
+	if cfg := c.configNotifier.Config(); cfg != nil && cfg.DataReporting.DisableRuntimeExtractor {
+		return fsm.Disabled{}
+	}
+	return fsm.Enabled{}
+}
+
+func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
+
+// reassertOnTimer re-asserts the level for a timer (the resync, an own write
+// the cache never showed), unless a repair is the repair gate's to make: one
+// waits for its backoff (the gate's timer makes it when due), or the
+// informer has queued drift the gate has yet to hear of (its notification
+// wakes the loop next). No timer may make a repair early.
+func (c *Controller) reassertOnTimer(ctx context.Context) {
+	if !c.gate.holds() && !c.informer.driftQueued() {
+		c.reassert(ctx)
+	}
+}
+
+// holding: the notifier has rejected the configuration and has seen no good
+// one since this process started, so the admin's choice is unknown. The
+// controller then changes nothing (a present DaemonSet stays as it is, an
+// absent one absent) and only reports the config error, until a valid config
+// (or the ConfigMap's removal, which means the defaults) arrives.
+func (c *Controller) holding() bool {
+	k, ok := c.configNotifier.(configKnower)
+	return ok && !k.HasGoodConfig()
+}
+
+// levelSignal acts on a config, version or TLS signal now, or holds it for
+// the front door's trailing edge (frontdoor.go).
+func (c *Controller) levelSignal(ctx context.Context, k signalKind) {
+	if c.door.admit(k) {
+		c.actOnLevel(ctx, k)
+	}
+}
+
+// onDoorDue acts on the signals the front door held, once they are due.
+func (c *Controller) onDoorDue(ctx context.Context) {
+	if k := c.door.take(); k != 0 {
+		c.actOnLevel(ctx, k)
+	}
+}
+
+// actOnLevel acts on the signals k: a version signal fires VersionChanged
+// when the version moved; anything else re-asserts the level. The door
+// merges signals, so a version signal may carry a config change with it:
+// VersionChanged does nothing in Disabled, and the config's level must still
+// be acted on.
+func (c *Controller) actOnLevel(ctx context.Context, k signalKind) {
+	moved := k&signalVersion != 0 && c.onVersion(ctx)
+	if !moved || k&^signalVersion != 0 {
+		// updateCh may fire without a version change: the re-assert writes
+		// only if something (e.g. an image) really changed.
+		c.reassert(ctx)
+	}
+	c.door.acted()
+}
+
+// onVersion reads the version and fires VersionChanged when it moved; it
+// reports whether it did.
+func (c *Controller) onVersion(ctx context.Context) bool {
+	v := c.versions.Version()
+	if v == c.version {
+		return false
+	}
+	from := c.version
+	c.version = v
+	if c.machine.State() != fsm.StateUpgrading {
+		c.upgradeFrom = from // an upgrade overtaken by another still started from here
+	}
+	c.fire(ctx, fsm.VersionChanged{From: from, To: v})
+	return true
+}

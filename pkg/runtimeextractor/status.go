@@ -1,0 +1,112 @@
+package runtimeextractor
+
+import (
+	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
+	"k8s.io/klog/v2"
+
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+)
+
+// Status returns what the controller knows now: state, target version, the
+// DaemonSet's rollout counts, the failure streak and last error, the config
+// error. status.Conditions(c.Status()) are the three RuntimeExtractor*
+// conditions, for a host's status controller to aggregate. Safe from any
+// goroutine. Until Run has synced its caches and made its first observation
+// it is the zero Snapshot (State ""), whose conditions are Unknown [Starting].
+func (c *Controller) Status() status.Snapshot {
+	c.publishedMu.Lock()
+	defer c.publishedMu.Unlock()
+	return c.published
+}
+
+// StatusChanged is notified (coalesced, never blocking the controller) each
+// time Status changes. It has one buffered slot: a single consumer reads it
+// and then calls Status.
+func (c *Controller) StatusChanged() <-chan struct{} { return c.statusChanged }
+
+// report publishes the current snapshot for Status, sets the gauges that
+// follow it, and hands it to the status writer, if any (which writes when
+// due, off this goroutine).
+func (c *Controller) report() {
+	s := c.snapshot()
+	if c.metrics != nil {
+		// The state metric says whether the controller holds: its machine's
+		// state says nothing of the cluster then.
+		c.metrics.SetHolding(s.Holding)
+	}
+	c.publishedMu.Lock()
+	changed := !s.Equal(c.published)
+	c.published = s
+	c.publishedMu.Unlock()
+	if !changed {
+		return
+	}
+	notify(c.statusChanged)
+	if c.metrics != nil {
+		reason := ""
+		if d := v1helpers.FindStatusCondition(status.Conditions(s), status.ConditionDegraded); d != nil && d.Status == configv1.ConditionTrue {
+			reason = d.Reason
+		}
+		c.metrics.SetDegraded(reason)
+	}
+	if c.status != nil {
+		c.status.offer(s)
+	}
+}
+
+// snapshot is what the controller knows now. Besides the state and the
+// failures, it is what the cluster shows, so that the conditions of a
+// replica that starts now match those of one that has run all along.
+func (c *Controller) snapshot() status.Snapshot {
+	s := status.Snapshot{
+		State:     c.machine.State(),
+		Version:   c.version,
+		Failures:  c.retry.failures,
+		LastError: c.retry.lastErr,
+		RetryIn:   c.retry.retryIn,
+		Holding:   c.holding(),
+	}
+	if ds, ok := c.informer.current(); ok {
+		r := resources.RolloutOf(ds)
+		s.Present = true
+		s.Desired, s.Updated, s.Available = r.Desired, r.Updated, r.Available
+		s.AppliedVersion = ds.Annotations[resources.VersionAnnotation]
+		s.RolledOut = r.Complete()
+		s.MaxUnavailable = -1
+		if n, ok := resources.MaxUnavailable(ds); ok {
+			s.MaxUnavailable = n
+		}
+		s.UnavailableNodes = c.rollouts.unavailableNodes()
+		s.UnavailableNodesDenied = c.rollouts.unavailableNodesDenied()
+	}
+	if r, ok := c.configNotifier.(configErrorReporter); ok {
+		s.ConfigError = r.LastError()
+	}
+	s.Stuck = c.rollouts.stuck
+	s.Conflict = c.gate.conflict()
+	return s
+}
+
+// stuckChanged reports a new stuck verdict, or its end.
+func (c *Controller) stuckChanged() {
+	stuck := c.rollouts.stuck
+	if c.metrics != nil {
+		c.metrics.SetRolloutStuck(stuck != nil)
+	}
+	if stuck == nil {
+		klog.Info("the rollout progresses again")
+		return
+	}
+	msg := c.degradedMessage()
+	klog.Warningf("rollout stuck: %s", msg)
+	if ds, ok := c.informer.current(); ok {
+		c.events.failed(ds, ReasonRolloutStuck, msg)
+	}
+}
+
+// degradedMessage is the message of RuntimeExtractorDegraded now.
+func (c *Controller) degradedMessage() string {
+	return v1helpers.FindStatusCondition(status.Conditions(c.snapshot()), status.ConditionDegraded).Message
+}
