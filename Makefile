@@ -39,7 +39,7 @@ MODEL_DEPTH ?= 5
 model:
 	$(GO) test -count=1 -run '^TestModelExhaustive$$' -v ./pkg/runtimeextractor -model.depth=$(MODEL_DEPTH)
 
-# The model finds each defect of issue 18 with that defect's fix undone
+# The model finds each defect of testdata/model-reverts with its fix undone
 # (testdata/model-reverts/*.patch, each applied to a scratch worktree of HEAD);
 # prints each shortest failing sequence. About 1.5 min on 2 cores.
 model-reverts:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shows that the convergence model finds each defect of issue 18: every patch
+# Shows that the convergence model finds each defect it guards: every patch
 # under testdata/model-reverts undoes one defect's fix. For each, the model's
 # exhaustive mode runs in a scratch worktree of HEAD with that patch applied
 # and must fail; its coverage line and shortest failing sequence are printed.

@@ -36,10 +36,11 @@ type letter struct {
 	do   func(*propSim)
 }
 
-// alphabet holds the events the issue-18 defects need: a restart, an
-// addition by someone else with the annotations kept, an older owned version
-// written back, a pod that stays unavailable, deletes refused, time passing,
-// and a controller that runs until it is quiet. (The random runs have more:
+// alphabet holds the events the defects of testdata/model-reverts need: a
+// restart, an addition by someone else with the annotations kept, an older
+// owned version written back, a pod that stays unavailable, deletes refused,
+// time passing, a controller that runs until it is quiet, and a short fight
+// (another writer's 4 changes, 2 s apart). (The random runs have more:
 // replacements, nodes dropping out, relists, partial deliveries.)
 var alphabet = []letter{
 	{"run", (*propSim).runToQuiet},
@@ -52,6 +53,7 @@ var alphabet = []letter{
 	{"pod unavailable", (*propSim).holdPod},
 	{"deletes refused", func(s *propSim) { s.setRefused("delete", !s.refused["delete"]) }},
 	{"time passes", (*propSim).timePasses},
+	{"fight", func(s *propSim) { s.fight(4) }},
 }
 
 // modelRun is one sequence's outcome.

@@ -1,0 +1,479 @@
+package runtimeextractor
+
+// The convergence model's runs, and what the other actors do: admins,
+// other writers, the DaemonSet controller, the API server's refusals.
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+// ---- the run ----
+
+func (s *propSim) runRandom() {
+	init := []initialObject{initialNone, initialNone, initialDesired, initialOldVersion}[s.rng.IntN(4)]
+	s.start(s.rng.IntN(3) != 0, init)
+	for n := s.rng.IntN(propertyMaxSteps + 1); s.steps < n && len(s.violations) == 0; {
+		s.randomStep()
+	}
+	if len(s.violations) == 0 {
+		s.settleAndCheck()
+	}
+}
+
+// start stages the initial cluster, fills the cache as the initial list would,
+// and does what Run does before its loop: read the version, re-assert.
+func (s *propSim) start(enabled bool, init initialObject) {
+	s.cfg.disabled = !enabled
+	what := "no DaemonSet"
+	if init != initialNone {
+		version := s.ver.Version()
+		if init == initialOldVersion {
+			version = "4.20.0"
+		}
+		ds := s.previousIncarnation(version)
+		idx := s.ri.informer.GetIndexer()
+		s.must(idx.Add(ds))
+		s.ri.onAdd(ds, true)
+		what = "DaemonSet " + describeDS(ds) + " from a previous incarnation"
+	}
+	s.drainWatch() // the initial state is not an event
+	s.inFlight = nil
+	s.logf("start: %s, version %s, %s", map[bool]string{true: "enabled", false: "disabled"}[enabled], s.ver.Version(), what)
+	s.controller("startup", func() { s.c.start(s.ctx) })
+}
+
+// previousIncarnation writes, with a manager of its own, the DaemonSet an
+// earlier controller process would have left, rolled out.
+func (s *propSim) previousIncarnation(version string) *appsv1.DaemonSet {
+	empty := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	m := resources.NewManager(s.api.Client, appslisters.NewDaemonSetLister(empty), s.rec, resources.Desired{})
+	res, err := m.Apply(s.ctx, resources.Desired{Images: resources.DefaultImages(), Version: version})
+	s.must(err)
+	ds := res.Object.DeepCopy()
+	ds.Status = s.worldStatus(ds.Generation)
+	return s.writeStatus(ds)
+}
+
+func (s *propSim) randomStep() {
+	type step struct {
+		weight int
+		do     func()
+		// consequence: the step plays out an earlier stimulus (handles a
+		// ready source, delivers events); it does not renew the budget.
+		consequence bool
+	}
+	steps := []step{
+		{3, s.flipConfig, false},
+		{2, s.bumpVersion, false},
+		{1, s.deleteExternally, false},
+		{1, s.changeSpecExternally, false},
+		{1, s.addExternally, false},
+		{1, s.replaceExternally, false},
+		{1, s.revertMetadata, false},
+		{1, s.breakConfig, false},
+		{1, s.restart, false},
+		{1, s.holdPod, false},
+		{1, s.dropNode, false},
+		{1, s.timePasses, false},
+		{1, s.runToQuiet, false},
+		{1, func() {
+			keys := slices.Sorted(maps.Keys(resources.OwnedLabels()))
+			s.removeLabel(keys[s.rng.IntN(len(keys))])
+		}, false},
+		{1, s.createExternally, false},
+		{1, func() { s.fight(2 + s.rng.IntN(40)) }, false},
+		{2, s.toggleRefusal, false},
+		{2, s.rollOut, false},
+		{1, func() { s.statusNoise(s.rng.IntN(2) == 0) }, false},
+		{4, func() {
+			if len(s.inFlight) > 0 {
+				s.deliver(1 + s.rng.IntN(len(s.inFlight)))
+			}
+		}, true},
+		{1, s.relist, false},
+		{6, func() {
+			if r := s.ready(); len(r) > 0 {
+				s.dispatch(r[s.rng.IntN(len(r))])
+			}
+		}, true},
+		{1, func() { s.dispatch(srcResync) }, false},
+		{2, func() {
+			if s.c.retry.pending() {
+				s.advanceTo(s.c.retry.timer.at, "the retry")
+				s.dispatch(srcRetry)
+			}
+		}, false},
+	}
+	total := 0
+	for _, st := range steps {
+		total += st.weight
+	}
+	n := s.rng.IntN(total)
+	for _, st := range steps {
+		if n < st.weight {
+			before := len(s.log)
+			if !st.consequence {
+				s.stimulus()
+			}
+			st.do()
+			if len(s.log) > before {
+				s.steps++
+			}
+			return
+		}
+		n -= st.weight
+	}
+}
+
+// ---- what other actors do ----
+
+func (s *propSim) flipConfig() {
+	s.cfg.disabled = !s.cfg.disabled
+	s.cfg.invalid, s.cfg.good = false, true
+	s.configPending = true
+	s.logf("config: runtime extractor %s", map[bool]string{true: "disabled", false: "enabled"}[s.cfg.disabled])
+}
+
+// breakConfig makes insights-config invalid: the last good value stays.
+func (s *propSim) breakConfig() {
+	if s.cfg.invalid {
+		return
+	}
+	s.cfg.invalid = true
+	s.configPending = true
+	s.logf("config: insights-config turns invalid")
+}
+
+// restart is a new controller process: the old one stops (its in-flight
+// events die with its watch), the new one lists what the server holds and
+// re-asserts, as Run does at start.
+func (s *propSim) restart() {
+	if s.c != nil {
+		s.shutdown()
+	}
+	s.cfg.good = !s.cfg.invalid
+	s.inFlight, s.configPending = nil, false
+	s.unseenOther, s.seenOther, s.observed, s.lossy, s.lastApply = 0, 0, nil, false, nil
+	s.drainVersionSignal()
+	s.boot()
+	what := "no DaemonSet"
+	if ds := s.stored(); ds != nil {
+		s.must(s.ri.informer.GetIndexer().Add(ds))
+		s.ri.onAdd(ds, true)
+		what = describeDS(ds)
+	}
+	s.logf("controller restarts (lists %s)", what)
+	s.controller("startup", func() { s.c.start(s.ctx) })
+}
+
+func (s *propSim) drainVersionSignal() {
+	select {
+	case <-s.ver.changed:
+	default:
+	}
+}
+
+// timePasses moves the clock past the manager's expectation timeout.
+func (s *propSim) timePasses() {
+	s.clock.SetTime(s.clock.Now().Add(resources.ExpectationTimeout))
+	s.logf("time passes (%s)", resources.ExpectationTimeout)
+}
+
+// stimulus marks an outside change: the request budget starts again.
+func (s *propSim) stimulus() { s.sinceStimulus, s.handled = 0, 0 }
+
+func (s *propSim) bumpVersion() {
+	s.versionSeq++
+	v := fmt.Sprintf("4.%d.0", 21+s.versionSeq)
+	s.ver.set(v)
+	s.logf("cluster version: %s", v)
+}
+
+func (s *propSim) toggleRefusal() {
+	verbs := []string{"create", "update", "delete"}
+	if s.rng.IntN(4) == 0 {
+		for _, v := range verbs {
+			s.setRefused(v, false)
+		}
+		return
+	}
+	v := verbs[s.rng.IntN(len(verbs))]
+	s.setRefused(v, !s.refused[v])
+}
+
+func (s *propSim) setRefused(verb string, on bool) {
+	if s.refused[verb] == on {
+		return
+	}
+	s.refused[verb] = on
+	s.logf("api: %s of the DaemonSet %s", verb, map[bool]string{true: "refused", false: "allowed again"}[on])
+}
+
+func (s *propSim) deleteExternally() {
+	if s.stored() == nil {
+		return
+	}
+	s.must(s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName))
+	s.logf("someone else deletes the DaemonSet")
+	s.drainWatchAs(byOther)
+}
+
+func (s *propSim) changeSpecExternally() {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	what := "bumps minReadySeconds"
+	if s.rng.IntN(2) == 0 {
+		what = "changes the extractor image"
+		ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
+	} else {
+		ds.Spec.MinReadySeconds++
+	}
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else %s", what)
+	s.drainWatchAs(byOther)
+}
+
+// fightPeriod is how often the fighting writer changes the DaemonSet.
+const fightPeriod = 2 * time.Second
+
+// fight is a writer that keeps changing the DaemonSet's image, one change
+// every fightPeriod of simulated time for rounds rounds; between two, every
+// event is delivered and the controller runs to quiet (its streak timer
+// included). The invariant: the controller's writes during the fight are
+// at most the repairs the backoff allows in the simulated time it lasted.
+func (s *propSim) fight(rounds int) {
+	if s.stored() == nil {
+		return
+	}
+	s.runToQuiet() // what came before plays out first, signals the front door holds too
+	for s.c.door.pending != 0 && len(s.violations) == 0 {
+		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
+		s.runToQuiet()
+	}
+	start, writes := s.clock.Now(), s.controllerWrites
+	s.logf("someone else fights: %d changes, one every %s", rounds, fightPeriod)
+	for i := range rounds {
+		if len(s.violations) > 0 {
+			return
+		}
+		if i > 0 {
+			s.clock.SetTime(s.clock.Now().Add(fightPeriod))
+		}
+		s.stimulus()
+		if ds := s.stored(); ds != nil {
+			ds = ds.DeepCopy()
+			ds.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/someone/else:%d", i%2)
+			_, err := s.api.Update(ds)
+			s.must(err)
+			s.drainWatchAs(byOther)
+		}
+		s.runToQuiet()
+	}
+	elapsed := s.clock.Now().Sub(start)
+	if got, bound := s.controllerWrites-writes, repairsWithin(elapsed); got > bound {
+		s.violate("fight-writes", fmt.Sprintf("%d controller writes in a fight of %d changes over %s; the repair backoff allows %d", got, rounds, elapsed, bound))
+	}
+}
+
+// repairsWithin is how many repairs a streak can make in d: the first at
+// once, then one after each wait of the schedule.
+func repairsWithin(d time.Duration) int {
+	n := 1
+	for t := repairDelay(1); t <= d; t += repairDelay(n) {
+		n++
+	}
+	return n
+}
+
+// addExternally adds to the spec and keeps every annotation, as a patch
+// does: a sidecar container, a toleration or a kube-rbac-proxy argument.
+func (s *propSim) addExternally() { s.add(s.rng.IntN(3)) }
+
+// add makes one of addition's changes, which, to the stored DaemonSet.
+func (s *propSim) add(which int) {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	what := addition(ds, which)
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else adds %s", what)
+	s.drainWatchAs(byOther)
+}
+
+// addition adds one of three things to ds's pod template and names it.
+func addition(ds *appsv1.DaemonSet, which int) string {
+	pod := &ds.Spec.Template.Spec
+	switch which {
+	case 0:
+		pod.Containers = append(pod.Containers, corev1.Container{Name: "sidecar", Image: "quay.io/someone/sidecar:latest",
+			TerminationMessagePath: corev1.TerminationMessagePathDefault})
+		return "a sidecar container"
+	case 1:
+		pod.Tolerations = append(pod.Tolerations, corev1.Toleration{Key: "someone", Operator: corev1.TolerationOpExists})
+		return "a toleration"
+	default:
+		for i := range pod.Containers {
+			if pod.Containers[i].Name == resources.ContainerKubeRBACProxy {
+				pod.Containers[i].Args = append(pod.Containers[i].Args, "--insecure-listen-address=0.0.0.0:8080")
+			}
+		}
+		return "an argument of kube-rbac-proxy"
+	}
+}
+
+// replaceExternally deletes the DaemonSet and creates it again (a new UID)
+// with the same metadata and an extra toleration.
+func (s *propSim) replaceExternally() {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	addition(ds, 1)
+	s.must(s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName))
+	ds.UID, ds.ResourceVersion, ds.Status = "", "", appsv1.DaemonSetStatus{}
+	_, err := s.api.Create(ds)
+	s.must(err)
+	s.logf("someone else replaces the DaemonSet with a copy that has a toleration more")
+	s.drainWatchAs(byOther)
+}
+
+// revertMetadata writes back the version annotation the controller applied
+// before its latest one (a restore, a GitOps sync).
+func (s *propSim) revertMetadata() {
+	ds := s.stored()
+	n := len(s.applied)
+	if ds == nil || n < 2 || ds.Annotations[resources.VersionAnnotation] != s.applied[n-1] {
+		return
+	}
+	ds = ds.DeepCopy()
+	ds.Annotations[resources.VersionAnnotation] = s.applied[n-2]
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else sets the version annotation back to %s", s.applied[n-2])
+	s.drainWatchAs(byOther)
+}
+
+// holdPod makes one pod stay unavailable, or lets it become available.
+func (s *propSim) holdPod() {
+	s.held = 1 - s.held
+	s.logf("world: %d pod(s) stay unavailable", s.held)
+	s.rollOut()
+}
+
+// dropNode takes a node out of the desired count (tainted unreachable), or
+// brings it back.
+func (s *propSim) dropNode() {
+	if s.nodes == simNodes {
+		s.nodes--
+	} else {
+		s.nodes = simNodes
+	}
+	s.logf("world: %d node(s) should run a pod", s.nodes)
+	s.rollOut()
+}
+
+// removeLabel is metadata drift: same UID, same generation.
+func (s *propSim) removeLabel(key string) {
+	ds := s.stored()
+	if ds == nil || ds.Labels[key] == "" {
+		return
+	}
+	ds = ds.DeepCopy()
+	delete(ds.Labels, key)
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else removes label %s", key)
+	s.drainWatchAs(byOther)
+}
+
+func (s *propSim) createExternally() {
+	if s.stored() != nil {
+		return
+	}
+	ds, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: "4.0.0"})
+	s.must(err)
+	ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
+	_, err = s.api.Create(ds)
+	s.must(err)
+	s.logf("someone else creates a DaemonSet of the same name")
+	s.drainWatchAs(byOther)
+}
+
+// rollOut plays the DaemonSet controller catching up with the current
+// generation in its world: every node runs it, held pods unavailable.
+func (s *propSim) rollOut() {
+	ds := s.stored()
+	if ds == nil || !s.statusBehind(ds) {
+		return
+	}
+	ds = ds.DeepCopy()
+	ds.Status = s.worldStatus(ds.Generation)
+	s.updateStatus(ds, fmt.Sprintf("daemonset controller: generation %%d on %d node(s), %d unavailable", s.nodes, s.held))
+}
+
+// statusBehind: the DaemonSet controller has yet to report ds as its world is.
+func (s *propSim) statusBehind(ds *appsv1.DaemonSet) bool {
+	return ds.DeletionTimestamp == nil && !equality.Semantic.DeepEqual(ds.Status, s.worldStatus(ds.Generation))
+}
+
+// worldStatus is what the DaemonSet controller reports for generation gen
+// once it has rolled it out on every node of its world.
+func (s *propSim) worldStatus(gen int64) appsv1.DaemonSetStatus {
+	return appsv1.DaemonSetStatus{
+		ObservedGeneration: gen, DesiredNumberScheduled: s.nodes, CurrentNumberScheduled: s.nodes,
+		UpdatedNumberScheduled: s.nodes, NumberAvailable: s.nodes - s.held, NumberReady: s.nodes - s.held,
+		NumberUnavailable: s.held,
+	}
+}
+
+// statusNoise is a status-only update: a pod becomes unavailable (dip) or a
+// field unrelated to the rollout moves.
+func (s *propSim) statusNoise(dip bool) {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	what := "daemonset controller: status-only update of generation %d (misscheduled count)"
+	ds.Status.NumberMisscheduled = 1 - ds.Status.NumberMisscheduled
+	if dip && ds.Status.NumberAvailable > 0 {
+		what = "daemonset controller: a pod of generation %d becomes unavailable"
+		ds.Status.NumberAvailable--
+	}
+	s.updateStatus(ds, what)
+}
+
+func (s *propSim) updateStatus(ds *appsv1.DaemonSet, format string) {
+	s.writeStatus(ds)
+	s.logf(format, ds.Generation)
+	s.drainWatchAs(byDaemonSets)
+}
+
+// writeStatus stores ds (only its status differs from the server's) as the
+// status subresource would: same spec and generation, a new resourceVersion.
+func (s *propSim) writeStatus(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
+	s.statusSeq++
+	ds.ResourceVersion = fmt.Sprintf("status-%d", s.statusSeq)
+	s.must(s.api.Client.Tracker().Update(fakeapi.DaemonSets, ds, ds.Namespace))
+	return ds
+}

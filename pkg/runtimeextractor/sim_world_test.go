@@ -1,0 +1,716 @@
+package runtimeextractor
+
+// The convergence model's simulated world: the API server, its watch and
+// the informer cache, one controller process at a time, and the loop's
+// wake-ups, which run the controller's own handle and afterWake.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openshift/library-go/pkg/operator/events"
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/config"
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
+	"github.com/insights-runtime-extractor/controller/pkg/metrics"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
+)
+
+// actor tells who made a server write, so invariants can tell the
+// controller's own writes from other actors'.
+type actor string
+
+const (
+	byController actor = "controller"
+	byOther      actor = "someone else"         // a change the controller must undo
+	byDaemonSets actor = "daemonset-controller" // status only
+)
+
+// watchEvent is a server write on its way to the informer cache.
+type watchEvent struct {
+	typ watch.EventType
+	ds  *appsv1.DaemonSet
+	by  actor
+}
+
+type violation struct{ kind, msg string }
+
+// observedBy is a drift observation the informer queued and who caused it.
+type observedBy struct {
+	kind DriftKind
+	by   actor
+}
+
+// applyRecord is what the controller's last successful apply left: the object
+// (UID, generation) and the version it was applied for.
+type applyRecord struct {
+	uid     types.UID
+	gen     int64
+	version string
+}
+
+// loopSource is one of the channels Run's select loop receives from.
+type loopSource string
+
+const (
+	srcConfig  loopSource = "config changed"
+	srcVersion loopSource = "version changed"
+	srcDrift   loopSource = "resource modified"
+	srcRollout loopSource = "rollout"
+	srcRetry   loopSource = "retry timer"
+	srcResync  loopSource = "resync timer"
+	srcExpect  loopSource = "expectation timer"
+	srcGate    loopSource = "repair gate timer"
+	srcDoor    loopSource = "front door timer"
+)
+
+// wakes are the loop's wake-ups for the simulator's sources.
+var wakes = map[loopSource]wake{
+	srcConfig: wakeConfig, srcVersion: wakeVersion, srcDrift: wakeDrift, srcRollout: wakeRollout, srcRetry: wakeRetry,
+	srcResync: wakeResync, srcExpect: wakeExpect, srcGate: wakeGate, srcDoor: wakeDoor,
+}
+
+// requestBudget bounds the controller's requests, and the handlers it runs,
+// between two outside stimuli (a change by someone, a delivered event, time
+// passing). One stimulus leads to a few handlers of a few requests each; a
+// loop that needs no stimulus to go on (a timer re-armed at zero) runs past
+// it, with requests or without.
+const requestBudget = 30
+
+// simNodes is how many nodes should run a pod, until one drops out.
+const simNodes = 3
+
+// initialObject is what the server holds when the controller starts.
+type initialObject int
+
+const (
+	initialNone       initialObject = iota
+	initialDesired                  // written by a previous incarnation, rolled out
+	initialOldVersion               // the same, one release older
+)
+
+type propSim struct {
+	t     testing.TB
+	abort func(msg string) // stops the run on a simulator failure
+	seed  int64
+	rng   *rand.Rand
+	ctx   context.Context
+
+	api     *fakeapi.Server
+	watcher watch.Interface
+	rec     events.Recorder
+	clock   *clocktesting.FakeClock // every timer of the controller
+	cfg     *flipConfig
+	ver     *settableVersion
+	c       *Controller
+	ri      *daemonSetInformer
+	m       *metrics.Metrics
+	events  *eventLog // the Events of the current process
+	reg     *prometheus.Registry
+
+	// The DaemonSet controller's world: nodes that should run a pod, and
+	// pods among them that stay unavailable.
+	nodes, held int32
+
+	sinceStimulus int      // controller requests since the last outside stimulus
+	handled       int      // handlers run since the last outside stimulus
+	applied       []string // versions the controller applied, oldest first
+
+	refused       map[string]bool // verbs the API refuses to the controller
+	inFlight      []watchEvent    // written on the server, not yet in the cache
+	configPending bool            // a config notification waits in Run's select
+	versionSeq    int
+	statusSeq     int
+
+	// Ground truth for the drift invariants: someone else's changes not yet
+	// delivered to the cache, and delivered but not yet drained by onDrift;
+	// who caused each observation the informer queued; whether a relist
+	// swallowed someone else's change whole (then only a resync can know).
+	unseenOther, seenOther int
+	observed               []observedBy
+	lossy                  bool
+	lastApply              *applyRecord
+	controllerWrites       int
+
+	steps      int
+	lines      int
+	log        []string
+	violations []violation
+}
+
+// newPropSim builds a simulator for seed; abort must not return.
+func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
+	t.Helper()
+	s := &propSim{
+		t:       t,
+		abort:   abort,
+		seed:    seed,
+		rng:     rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
+		ctx:     context.Background(),
+		rec:     newHostRecorder("property"),
+		cfg:     &flipConfig{good: true},
+		ver:     newSettableVersion("4.21.0"),
+		refused: map[string]bool{},
+		nodes:   simNodes,
+		clock:   clocktesting.NewFakeClock(time.Unix(0, 0)),
+	}
+	s.api = newPropAPI()
+	s.watchAPI()
+	s.boot()
+	return s
+}
+
+// watchAPI puts the simulator between the API server and the controller: a
+// reactor that refuses and counts the controller's requests, and the watch.
+func (s *propSim) watchAPI() {
+	// Prepended last, so it answers first. Other actors' writes bypass it
+	// (fakeapi's Create/Update, the tracker).
+	s.api.Client.PrependReactor("*", "daemonsets", s.refuse)
+	w, err := s.api.Client.Tracker().Watch(fakeapi.DaemonSets, resources.Namespace)
+	s.must(err)
+	s.watcher = w
+}
+
+// boot starts a controller process: a new informer (its factory is never
+// started: the test is the watch), resource manager and state machine, with
+// no memory of an earlier one.
+func (s *propSim) boot() {
+	factory := informers.NewSharedInformerFactoryWithOptions(s.api.Client, 0, informers.WithNamespace(resources.Namespace))
+	ri, err := NewResourceInformer(s.rec, factory)
+	s.must(err)
+	s.m = metrics.New()
+	s.events = &eventLog{}
+	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(s.m.Collectors()...)
+	// The default backoff without its jitter: the order of the timers is the
+	// simulation's, the same in every run.
+	retries := workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultRetryBase, DefaultRetryMax)
+	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri, WithEventRecorder(s.events),
+		WithImages(resources.DefaultImages()), WithVersionSource(s.ver), WithMetrics(s.m), WithClock(s.clock), WithRateLimiter(retries))
+	s.c.manager.SetCacheCatchUp(0) // the cache moves only between steps
+	s.ri = s.c.informer
+	s.c.machine.OnTransition(s.onTransition)
+}
+
+// shutdown stops the controller process (not the world), as the end of Run
+// does.
+func (s *propSim) shutdown() {
+	s.c.stop()
+	s.ri.syncCtx.Queue().ShutDown()
+}
+
+func (s *propSim) close() {
+	s.shutdown()
+	s.watcher.Stop()
+}
+
+// newPropAPI is fakeapi's server on the plain object tracker: the field-managed
+// tracker of fake.NewClientset builds a REST mapper on every write, which
+// would dominate thousands of runs. fakeapi's Create and Update (UIDs,
+// generations, conflicts, defaults) answer the client's create and update,
+// and its DeleteReactor the UID precondition of a delete.
+func newPropAPI() *fakeapi.Server {
+	//lint:ignore SA1019 NewClientset's field-managed tracker is too slow here, see above.
+	api := &fakeapi.Server{Client: fake.NewSimpleClientset()}
+	api.Client.PrependReactor("create", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		out, err := api.Create(a.(clienttesting.CreateAction).GetObject().(*appsv1.DaemonSet))
+		return true, out, err
+	})
+	api.Client.PrependReactor("update", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		out, err := api.Update(a.(clienttesting.UpdateAction).GetObject().(*appsv1.DaemonSet))
+		return true, out, err
+	})
+	api.Client.PrependReactor("delete", "daemonsets", api.DeleteReactor)
+	return api
+}
+
+// flipConfig is a ConfigNotifier whose DisableRuntimeExtractor the test sets.
+// It can turn invalid: the last good value stays, and a process that has seen
+// no good config since it started holds (HasGoodConfig).
+type flipConfig struct {
+	disabled bool // the last good config's
+	invalid  bool // the current content is rejected
+	good     bool // a good config was seen since the process started
+}
+
+func (f *flipConfig) ConfigChanged() (<-chan struct{}, func()) { return nil, func() {} }
+
+func (f *flipConfig) Config() *config.InsightsConfiguration {
+	return &config.InsightsConfiguration{DataReporting: config.DataReporting{DisableRuntimeExtractor: f.disabled}}
+}
+
+func (f *flipConfig) HasGoodConfig() bool { return f.good }
+
+func (f *flipConfig) LastError() error {
+	if f.invalid {
+		return errors.New("config.yaml: mapping expected (injected)")
+	}
+	return nil
+}
+
+func (s *propSim) refuse(a clienttesting.Action) (bool, runtime.Object, error) {
+	s.sinceStimulus++
+	if a.GetSubresource() == "" && s.refused[a.GetVerb()] {
+		return true, nil, apierrors.NewServiceUnavailable("injected: " + a.GetVerb() + " refused")
+	}
+	return false, nil, nil
+}
+
+// ---- the watch and the cache ----
+
+// drainWatchAs moves the server's new watch events in flight, tagged by.
+func (s *propSim) drainWatchAs(by actor) {
+	for _, e := range s.drainWatch() {
+		ds := e.Object.(*appsv1.DaemonSet)
+		s.inFlight = append(s.inFlight, watchEvent{e.Type, ds, by})
+		if by == byOther {
+			s.unseenOther++
+		}
+		if by == byController {
+			s.controllerWrites++
+		}
+		s.logf("    server %s %s by %s", strings.ToLower(string(e.Type)), describeDS(ds), by)
+	}
+}
+
+func (s *propSim) drainWatch() []watch.Event {
+	var out []watch.Event
+	for {
+		select {
+		case e := <-s.watcher.ResultChan():
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// deliver hands the first n events in flight to the informer, as the shared
+// informer's processDeltas does: write the indexer, then call the handler.
+func (s *propSim) deliver(n int) {
+	idx := s.ri.informer.GetIndexer()
+	for _, e := range s.inFlight[:n] {
+		s.logf("watch delivers %s %s (by %s)", strings.ToLower(string(e.typ)), describeDS(e.ds), e.by)
+		queued := len(s.ri.pending)
+		if e.typ == watch.Deleted {
+			s.must(idx.Delete(e.ds))
+			s.ri.onDelete(e.ds)
+		} else if old, ok := s.cached(); ok { // the raw cache, as processDeltas reads it
+			s.must(idx.Update(e.ds))
+			s.ri.onUpdate(old, e.ds)
+		} else {
+			s.must(idx.Add(e.ds))
+			s.ri.onAdd(e.ds, false)
+		}
+		s.noteObservations(queued, e.by)
+		if e.by != byController {
+			s.stimulus() // news from outside
+		}
+		if e.by == byOther {
+			s.unseenOther--
+			s.seenOther++
+		}
+	}
+	s.inFlight = s.inFlight[n:]
+	s.runWorker()
+}
+
+// relist is a watch that broke and re-listed: every event in flight coalesces
+// into the server's current state (a delete arrives as a tombstone).
+func (s *propSim) relist() {
+	if len(s.inFlight) == 0 {
+		return
+	}
+	by := byController
+	for _, e := range s.inFlight {
+		if e.by == byOther {
+			by = byOther
+			s.unseenOther--
+			s.seenOther++
+		}
+	}
+	s.inFlight = nil
+	queued := len(s.ri.pending)
+	idx := s.ri.informer.GetIndexer()
+	srv := s.stored()
+	old, cached := s.cached()
+	s.logf("watch re-lists: the cache jumps to %s", describeDS(srv))
+	switch {
+	case srv != nil && cached:
+		s.must(idx.Update(srv))
+		s.ri.onUpdate(old, srv)
+	case srv != nil:
+		s.must(idx.Add(srv))
+		s.ri.onAdd(srv, false)
+	case cached:
+		s.must(idx.Delete(old))
+		s.ri.onDelete(cache.DeletedFinalStateUnknown{Key: resources.Namespace + "/" + resources.DaemonSetName, Obj: old})
+	}
+	// Someone else's change may leave no trace, e.g. the deletion of an object
+	// the cache never saw: no event will ever tell the controller; only the
+	// resync can. The expected deletion of an object the controller deleted
+	// itself is no trace either: the controller rightly ignores it.
+	if by == byOther && !slices.ContainsFunc(s.ri.pending[queued:], func(o observation) bool { return !o.expected }) {
+		s.lossy = true
+		s.logf("    (someone else's change left no trace in the cache: lost until a resync)")
+	}
+	s.noteObservations(queued, by)
+	s.runWorker()
+}
+
+// noteObservations attributes to by the observations the informer queued
+// beyond the first queued ones.
+func (s *propSim) noteObservations(queued int, by actor) {
+	for _, o := range s.ri.pending[queued:] {
+		s.observed = append(s.observed, observedBy{o.kind, by})
+	}
+}
+
+// runWorker plays the library-go worker: queued drift becomes one
+// ResourceModified notification.
+func (s *propSim) runWorker() {
+	q := s.ri.syncCtx.Queue()
+	for q.Len() > 0 {
+		key, _ := q.Get()
+		s.must(s.ri.sync(s.ctx, s.ri.syncCtx))
+		q.Done(key)
+	}
+}
+
+// ---- the controller's loop ----
+
+// ready lists the sources Run's select could receive from now, the
+// periodic resync aside (the simulation runs it as a step of its own). Timers
+// that are due deliver first, as the clock would.
+func (s *propSim) ready() []loopSource {
+	s.clock.SetTime(s.clock.Now())
+	var r []loopSource
+	if s.configPending {
+		r = append(r, srcConfig)
+	}
+	for src, ch := range map[loopSource]int{
+		srcVersion: len(s.ver.changed), srcDrift: len(s.ri.modified), srcRollout: len(s.ri.rollout),
+		srcRetry: len(s.c.retry.C()), srcExpect: len(s.c.expect.C()), srcGate: len(s.c.gate.C()), srcDoor: len(s.c.door.C()),
+	} {
+		if ch > 0 {
+			r = append(r, src)
+		}
+	}
+	slices.Sort(r) // map order is random; the simulation's is the seed's
+	return r
+}
+
+// nextTimer is when the earliest armed timer of the loop fires (the resync
+// and the rollout deadline aside: the simulation never waits for those).
+func (s *propSim) nextTimer() (time.Time, bool) {
+	var at time.Time
+	for _, t := range []*loopTimer{&s.c.retry.timer, &s.c.expect, &s.c.gate.timer, &s.c.door.timer} {
+		if t.armed() && (at.IsZero() || t.at.Before(at)) {
+			at = t.at
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// advanceTo moves the clock to at, if it is later: time passing is a
+// stimulus.
+func (s *propSim) advanceTo(at time.Time, what string) {
+	if s.clock.Now().Before(at) {
+		s.clock.SetTime(at)
+	}
+	s.stimulus()
+	s.logf("time passes to %s", what)
+}
+
+// dispatch is one iteration of Run's select loop for src: it receives what
+// Run's case receives, then runs the loop's handler and its tail.
+func (s *propSim) dispatch(src loopSource) {
+	switch src {
+	case srcConfig:
+		s.configPending = false
+	case srcVersion:
+		receive(s.ver.changed)
+	case srcDrift:
+		receive(s.ri.modified) // a scripted step: the notification may be coalesced away
+	case srcRollout:
+		receive(s.ri.rollout)
+	case srcRetry:
+		receive(s.c.retry.C())
+	case srcExpect:
+		receive(s.c.expect.C())
+	case srcGate:
+		receive(s.c.gate.C())
+	case srcDoor:
+		receive(s.c.door.C())
+	case srcResync:
+		s.stimulus() // its time has passed
+	}
+	var before map[DriftKind]float64
+	if src == srcDrift {
+		before = s.driftCounts()
+	}
+	s.controller(string(src), func() {
+		s.c.handle(s.ctx, wakes[src])
+		s.c.afterWake(s.ctx)
+	})
+	if src == srcDrift {
+		s.checkDrift(before)
+		s.observed, s.seenOther = nil, 0 // onDrift drained them all
+	}
+}
+
+// receive takes what ch holds, if anything.
+func receive[T any](ch <-chan T) {
+	select {
+	case <-ch:
+	default:
+	}
+}
+
+// driftCounts reads drift_events_total by kind.
+func (s *propSim) driftCounts() map[DriftKind]float64 {
+	out := map[DriftKind]float64{}
+	for _, k := range []DriftKind{DriftDeleted, DriftModified, DriftMetadata} {
+		out[k] = max(s.metric(metrics.Namespace+"_drift_events_total", "kind", string(k)), 0)
+	}
+	return out
+}
+
+// checkDrift: every kind a drain counted as drift (drift_events_total moved
+// from before) needs an observation of that kind caused by someone else; an
+// own write is never drift.
+func (s *propSim) checkDrift(before map[DriftKind]float64) {
+	after := s.driftCounts()
+	for _, k := range []DriftKind{DriftDeleted, DriftModified, DriftMetadata} {
+		recorded, other, own := int(after[k]-before[k]), 0, 0
+		for _, o := range s.observed {
+			switch {
+			case o.kind != k:
+			case o.by == byOther:
+				other++
+			default:
+				own++
+			}
+		}
+		if recorded > other {
+			s.violate("drift-for-own-write/"+string(k), fmt.Sprintf(
+				"onDrift counted %d drift (%s) but only %d of the %d %s observation(s) it drained came from someone else",
+				recorded, k, other, other+own, k))
+		}
+	}
+}
+
+// controller runs f, the loop's code for one wake-up, then collects its
+// writes.
+func (s *propSim) controller(what string, f func()) {
+	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
+	f()
+	s.drainWatchAs(byController)
+	s.handled++
+	switch {
+	case s.sinceStimulus > requestBudget:
+		s.violate("hot-loop", fmt.Sprintf("%d requests since the last outside stimulus (budget %d)", s.sinceStimulus, requestBudget))
+	case s.handled > requestBudget:
+		s.violate("hot-loop", fmt.Sprintf("%d handlers ran since the last outside stimulus (budget %d)", s.handled, requestBudget))
+	}
+}
+
+// runToQuiet lets the controller run with the world as it is (refusals
+// stay): every event is delivered and every ready source handled, due
+// timers included, until nothing is left or a violation stops it.
+func (s *propSim) runToQuiet() {
+	s.logf("controller runs until quiet")
+	for n := 0; len(s.violations) == 0; n++ {
+		if n == 1000 {
+			s.violate("no-quiet", "still busy after 1000 steps")
+			return
+		}
+		switch r := s.ready(); {
+		case len(s.inFlight) > 0:
+			s.deliver(len(s.inFlight))
+		case len(r) > 0:
+			s.dispatch(r[0])
+		default:
+			return
+		}
+	}
+}
+
+// viewNote tells, for the story, when the controller's view differs from the
+// cache: it hides a cached object known to be gone.
+func (s *propSim) viewNote() string {
+	cached, ok := s.cached()
+	if _, visible := s.ri.current(); ok && !visible {
+		return ", view hides cached " + string(cached.UID)
+	}
+	return ""
+}
+
+// onTransition records the transitions and checks every entry into Running.
+func (s *propSim) onTransition(tr fsm.Transition) {
+	note := ""
+	if tr.Note != "" {
+		note = " (" + tr.Note + ")"
+	}
+	s.logf("    machine %s --%s--> %s, action %s%s", tr.From, describeEvent(tr.Event), tr.To, tr.Action, note)
+	switch e := tr.Event.(type) {
+	case fsm.Applied:
+		s.recordApply(e.UID, e.Generation)
+	case fsm.AppliedUnchanged:
+		s.recordApply(e.UID, e.Generation)
+	}
+	if tr.To == fsm.StateRunning && tr.From != fsm.StateRunning {
+		s.checkRunningEntry(tr)
+	}
+}
+
+// recordApply notes a successful apply: the object it left in place (the
+// outcome event names it) at the controller's version.
+func (s *propSim) recordApply(uid string, gen int64) {
+	s.lastApply = &applyRecord{uid: types.UID(uid), gen: gen, version: s.c.version}
+	if n := len(s.applied); n == 0 || s.applied[n-1] != s.c.version {
+		s.applied = append(s.applied, s.c.version)
+	}
+}
+
+// checkRunningEntry: Running means the last successful apply, at the desired
+// version, is what is rolled out; when the controller has seen every change by
+// someone else, the server must hold exactly that object.
+func (s *propSim) checkRunningEntry(tr fsm.Transition) {
+	on := describeEvent(tr.Event)
+	la := s.lastApply
+	if la == nil {
+		s.violate("running-without-apply", fmt.Sprintf("%s -> Running on %s with no successful apply ever", tr.From, on))
+		return
+	}
+	if la.version != s.c.version {
+		s.violate("running-unapplied-version", fmt.Sprintf(
+			"%s -> Running on %s, but the last successful apply (%s gen %d) was for version %s and the desired version is %s",
+			tr.From, on, la.uid, la.gen, la.version, s.c.version))
+		return
+	}
+	if rc, ok := tr.Event.(fsm.RolloutComplete); ok && (types.UID(rc.UID) != la.uid || rc.Generation != la.gen) {
+		s.violate("running-unapplied-generation", fmt.Sprintf(
+			"%s -> Running on %s, but the last successful apply left %s gen %d", tr.From, on, la.uid, la.gen))
+		return
+	}
+	if s.unseenOther > 0 || s.seenOther > 0 || s.lossy {
+		return // the server may hold changes the controller cannot know yet
+	}
+	if s.c.gate.holds() {
+		return // it knows of them: their repair waits for the repair gate's backoff
+	}
+	srv := s.stored()
+	switch {
+	case srv == nil:
+		s.violate("running-without-daemonset", fmt.Sprintf(
+			"%s -> Running on %s (last apply: %s gen %d), but the server has no DaemonSet and nobody else touched it",
+			tr.From, on, la.uid, la.gen))
+	case srv.UID != la.uid || srv.Generation != la.gen:
+		s.violate("running-other-object", fmt.Sprintf(
+			"%s -> Running on %s (last apply: %s gen %d), but the server holds %s", tr.From, on, la.uid, la.gen, describeDS(srv)))
+	case missingOwnedLabel(srv) != "":
+		s.violate("running-damaged-metadata", fmt.Sprintf(
+			"%s -> Running on %s, but the server's DaemonSet lacks label %s", tr.From, on, missingOwnedLabel(srv)))
+	}
+}
+
+// ---- helpers ----
+
+func (s *propSim) stored() *appsv1.DaemonSet {
+	ds, err := s.api.Stored(resources.Namespace, resources.DaemonSetName)
+	s.must(err)
+	return ds
+}
+
+// cached is the informer cache as it is (not the controller's view, which
+// hides objects known to be gone): what processDeltas and Replace compare with.
+func (s *propSim) cached() (*appsv1.DaemonSet, bool) {
+	_, ds, err := s.ri.cachedObject()
+	s.must(err)
+	return ds, ds != nil
+}
+
+func (s *propSim) violate(kind, msg string) {
+	s.violations = append(s.violations, violation{kind, msg})
+	s.logf("!!! VIOLATION %s: %s", kind, msg)
+}
+
+func (s *propSim) must(err error) {
+	if err != nil {
+		s.abort(fmt.Sprintf("seed %d: %v\n%s", s.seed, err, s.story()))
+	}
+}
+
+func (s *propSim) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if !strings.HasPrefix(line, "    ") {
+		s.lines++
+		line = fmt.Sprintf("%3d. %s", s.lines, line)
+	}
+	s.log = append(s.log, line)
+}
+
+func (s *propSim) story() string {
+	return fmt.Sprintf("seed %d:\n%s", s.seed, strings.Join(s.log, "\n"))
+}
+
+// describeEvent is fsm.Describe with the object's UID where the event names one.
+func describeEvent(e fsm.Event) string {
+	switch e := e.(type) {
+	case fsm.RolloutComplete:
+		return fmt.Sprintf("%s(%s gen=%d)", e.Name(), e.UID, e.Generation)
+	case fsm.Applied:
+		return fmt.Sprintf("%s(%s gen=%d)", e.Name(), e.UID, e.Generation)
+	case fsm.AppliedUnchanged:
+		return fmt.Sprintf("%s(%s gen=%d)", e.Name(), e.UID, e.Generation)
+	}
+	return fsm.Describe(e)
+}
+
+// describeDS renders a DaemonSet as the story needs it.
+func describeDS(ds *appsv1.DaemonSet) string {
+	if ds == nil {
+		return "<none>"
+	}
+	var notes []string
+	if resources.RolloutOf(ds).Complete() {
+		notes = append(notes, "rolled out")
+	}
+	if k := missingOwnedLabel(ds); k != "" {
+		notes = append(notes, "no label "+k)
+	}
+	if len(ds.Spec.Template.Spec.Containers) > 0 && strings.Contains(ds.Spec.Template.Spec.Containers[0].Image, "someone") {
+		notes = append(notes, "foreign image")
+	}
+	if ds.Spec.MinReadySeconds > 0 {
+		notes = append(notes, fmt.Sprintf("minReadySeconds %d", ds.Spec.MinReadySeconds))
+	}
+	if len(ds.Spec.Template.Spec.Containers) > 0 && !strings.Contains(ds.Spec.Template.Spec.Containers[0].Image, "someone") &&
+		ds.Spec.MinReadySeconds == 0 && !specDesired(ds, "") {
+		notes = append(notes, "spec differs")
+	}
+	if n := ds.Status.NumberUnavailable; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d unavailable", n))
+	}
+	return fmt.Sprintf("%s gen %d v%s [%s]", ds.UID, ds.Generation, ds.Annotations[resources.VersionAnnotation], strings.Join(notes, ", "))
+}
