@@ -39,6 +39,7 @@ type controllerOptions struct {
 	rolloutDeadline time.Duration
 	clusterOperator string
 	defaultImages   bool // --allow-default-images
+	repairBackoff   runtimeextractor.RepairBackoff
 	// metrics are registered before controllercmd starts (see newControllerCommand)
 	// and handed to the controller once this replica leads.
 	metrics *metrics.Metrics
@@ -92,6 +93,9 @@ func newControllerCommand(ctx context.Context, reg prometheus.Registerer) *cobra
 	}
 	flags.DurationVar(&opts.resync, "resync", runtimeextractor.DefaultResync, "period of the level re-assert")
 	flags.DurationVar(&opts.rolloutDeadline, "rollout-deadline", runtimeextractor.DefaultRolloutDeadline, "how long a rollout may make no progress before RuntimeExtractorDegraded turns True (RolloutStuck)")
+	flags.DurationVar(&opts.repairBackoff.Base, "repair-backoff", runtimeextractor.DefaultRepairBackoff.Base, "how long a repair waits after the first of a streak of repairs someone else undid; it doubles with each repair")
+	flags.DurationVar(&opts.repairBackoff.Max, "repair-backoff-max", runtimeextractor.DefaultRepairBackoff.Max, "the longest a repair waits in a streak")
+	flags.DurationVar(&opts.repairBackoff.Quiet, "repair-quiet", runtimeextractor.DefaultRepairBackoff.Quiet, "how long a repair must stand to end its streak (0: every repair that stands ends it, and repairs never wait)")
 	flags.StringVar(&opts.clusterOperator, "cluster-operator", status.DefaultClusterOperatorName, "ClusterOperator that receives the RuntimeExtractor* conditions (empty: none)")
 	// The library allows the default images; the binary runs the privileged
 	// extractor from a :latest tag only when asked to.
@@ -156,6 +160,9 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 		return err
 	}
 
+	if b := opts.repairBackoff; b.Base <= 0 || b.Max < b.Base || b.Quiet < 0 {
+		return fmt.Errorf("--repair-backoff (%s) must be positive, --repair-backoff-max (%s) at least that, --repair-quiet (%s) not negative", b.Base, b.Max, b.Quiet)
+	}
 	controllerOpts := []runtimeextractor.Option{
 		runtimeextractor.WithResync(opts.resync),
 		runtimeextractor.WithRolloutDeadline(opts.rolloutDeadline),
@@ -163,6 +170,7 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 		runtimeextractor.WithTLSProfileSource(tlsSource),
 		runtimeextractor.WithMetrics(opts.metrics),
 		runtimeextractor.WithDefaultImages(opts.defaultImages),
+		runtimeextractor.WithRepairBackoff(opts.repairBackoff),
 	}
 	if opts.clusterOperator != "" {
 		// The Reporter checks what is on the server through a watch of the one

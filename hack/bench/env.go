@@ -181,9 +181,10 @@ type controllerProcess struct {
 var makeRunLease = []string{"--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "10s", "--leader-elect-retry-period", "2s"}
 
 // startController runs the binary as the controller's ServiceAccount, with
-// make run's lease timings.
+// make run's lease timings and the bench's repair quiet time.
 func (b *bench) startController(resync time.Duration, label string) (*controllerProcess, error) {
-	return b.startControllerWith(label, b.kubeconfig, append(slices.Clone(makeRunLease), "--resync", resync.String()))
+	return b.startControllerWith(label, b.kubeconfig, append(slices.Clone(makeRunLease), "--resync", resync.String(),
+		"--repair-quiet", b.o.repairQuiet.String()))
 }
 
 // startControllerWith runs the binary with kubeconfig and args, its defaults

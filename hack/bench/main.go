@@ -63,6 +63,7 @@ type options struct {
 	rolloutInterval time.Duration
 	clutter         int
 	resyncWait      time.Duration
+	repairQuiet     time.Duration // the controller's --repair-quiet
 	outages         int
 	outage          time.Duration
 	scaleNodes      int
@@ -93,6 +94,7 @@ func main() {
 	flag.DurationVar(&o.rolloutInterval, "rollout-interval", 2*time.Second, "time between two nodes joining in the long rollout")
 	flag.IntVar(&o.clutter, "clutter", 1000, "unrelated DaemonSets, and ConfigMaps, created in openshift-insights")
 	flag.DurationVar(&o.resyncWait, "resync-window", 20*time.Second, "quiet window over which resyncs (every 2s) are counted")
+	flag.DurationVar(&o.repairQuiet, "repair-quiet", 0, "the controller's --repair-quiet: drift trials follow one another within seconds, so at its default (1m) they would form one streak of repairs and time the repair gate's backoff; 0 makes each trial's repair start a streak")
 	flag.IntVar(&o.outages, "outages", 5, "API server outages after which the first correction is timed")
 	flag.DurationVar(&o.outage, "outage", 15*time.Second, "how long kube-apiserver stays down in each outage")
 	flag.IntVar(&o.scaleNodes, "scale-nodes", 1000, "kwok nodes of the large cluster in the scale group (0 skips the group)")

@@ -55,6 +55,7 @@ type Controller struct {
 	resync          time.Duration
 	rolloutDeadline time.Duration
 	limiter         workqueue.TypedRateLimiter[string]
+	repairBackoff   RepairBackoff
 	clock           clock.WithTicker
 
 	manager *resources.Manager
@@ -101,6 +102,7 @@ func NewRuntimeExtractorController(
 		limiter:         defaultRateLimiter(),
 		resync:          DefaultResync,
 		rolloutDeadline: DefaultRolloutDeadline,
+		repairBackoff:   DefaultRepairBackoff,
 		clock:           clock.RealClock{},
 		defaultImages:   true,
 		statusChanged:   make(chan struct{}, 1),
@@ -109,7 +111,7 @@ func NewRuntimeExtractorController(
 		o(c)
 	}
 	c.door = newFrontDoor(c.clock)
-	c.gate = newRepairGate(c.clock)
+	c.gate = newRepairGate(c.clock, c.repairBackoff)
 	c.retry = newRetrier(c.limiter, c.clock, c.metrics)
 	c.rollouts = newRolloutWatch(c.rolloutDeadline, c.clock)
 	c.expect = loopTimer{clock: c.clock}

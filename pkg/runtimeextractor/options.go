@@ -79,6 +79,20 @@ func WithImages(images resources.Images) Option { return func(c *Controller) { c
 // --allow-default-images). WithImages overrides both.
 func WithDefaultImages(allowed bool) Option { return func(c *Controller) { c.defaultImages = allowed } }
 
+// WithRepairBackoff sets the repair gate's schedule (default
+// DefaultRepairBackoff), as Argo CD exposes its self-heal backoff. A zero
+// Quiet makes every repair that stands end its streak: repairs never wait,
+// unless the other writer undoes one before the controller sees it stand,
+// and no fight is ever declared. Base and Max must be positive, Max at
+// least Base; otherwise the default stays.
+func WithRepairBackoff(b RepairBackoff) Option {
+	return func(c *Controller) {
+		if b.Base > 0 && b.Max >= b.Base && b.Quiet >= 0 {
+			c.repairBackoff = b
+		}
+	}
+}
+
 // WithClock runs every timer of the controller on clk: the coalescing of
 // level signals, the repair backoff, the retry backoff, the resync, the rollout
 // deadline, the own-write expectations (default: the real clock).

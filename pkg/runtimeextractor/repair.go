@@ -46,7 +46,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		var ended bool
 		wait, ended = c.gate.changed(d)
 		if ended {
-			c.fightOver("the latest repair stood for " + repairQuiet.String())
+			c.fightOver("the latest repair stood for " + c.gate.streak.backoff().Quiet.String())
 		}
 		if wait == 0 {
 			c.fireDrift(ctx)
@@ -84,7 +84,7 @@ func (c *Controller) fireDrift(ctx context.Context) {
 func (c *Controller) onGateDue(ctx context.Context) {
 	repair, ended := c.gate.due(c.level() == (fsm.Enabled{}))
 	if ended {
-		c.fightOver("the latest repair stood for " + repairQuiet.String())
+		c.fightOver("the latest repair stood for " + c.gate.streak.backoff().Quiet.String())
 	}
 	if repair {
 		c.fireDrift(ctx)
@@ -101,7 +101,7 @@ func (c *Controller) repairMade(ds *appsv1.DaemonSet) {
 	}
 	started, ended := c.gate.repaired()
 	if ended {
-		c.fightOver("the latest repair stood for " + repairQuiet.String())
+		c.fightOver("the latest repair stood for " + c.gate.streak.backoff().Quiet.String())
 	}
 	if !started {
 		return

@@ -55,6 +55,27 @@ const (
 	fightMinSpan      = 30 * time.Second
 )
 
+// RepairBackoff is the repair gate's schedule (see above): a repair made
+// within Quiet of the streak's latest one waits Base after the streak's
+// first repair, twice that after its second, and so on up to Max.
+type RepairBackoff struct {
+	Base, Max, Quiet time.Duration
+}
+
+// DefaultRepairBackoff is the schedule the controller runs with unless
+// WithRepairBackoff changes it: 1 s doubling up to 1 minute, a streak ending
+// once its latest repair stood for 1 minute.
+var DefaultRepairBackoff = RepairBackoff{Base: repairBackoffBase, Max: repairBackoffMax, Quiet: repairQuiet}
+
+// delay is the wait after a streak's n-th repair.
+func (b RepairBackoff) delay(n int) time.Duration {
+	d := b.Base
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, b.Max)
+}
+
 // maxFightWriters bounds the writers a fight names (and counts): a client
 // chooses its manager name, so a churning one must not grow the map.
 const maxFightWriters = 5
@@ -63,7 +84,8 @@ const maxFightWriters = 5
 // verdict. It is owned by the control loop's goroutine; every method takes
 // the current time.
 type repairStreak struct {
-	first, last time.Time // the streak's first and latest repair; zero: none
+	schedule    RepairBackoff // the zero value means DefaultRepairBackoff
+	first, last time.Time     // the streak's first and latest repair; zero: none
 	repairs     int
 	// undone: someone else changed the DaemonSet after the latest repair,
 	// and that is not repaired yet.
@@ -83,9 +105,17 @@ type repairStreak struct {
 // a removal).
 const unnamedWriter = "a writer managedFields does not name"
 
-// active: a streak is on (its latest repair has not stood for repairQuiet).
+// backoff is the streak's schedule.
+func (s *repairStreak) backoff() RepairBackoff {
+	if s.schedule == (RepairBackoff{}) {
+		return DefaultRepairBackoff
+	}
+	return s.schedule
+}
+
+// active: a streak is on (its latest repair has not stood for Quiet).
 func (s *repairStreak) active(now time.Time) bool {
-	return s.repairs > 0 && (s.undone || now.Sub(s.standing) < repairQuiet)
+	return s.repairs > 0 && (s.undone || now.Sub(s.standing) < s.backoff().Quiet)
 }
 
 // changed records a change by someone else: by writers, and by one that
@@ -114,16 +144,7 @@ func (s *repairStreak) wait(now time.Time) time.Duration {
 	if !s.active(now) {
 		return 0
 	}
-	return max(0, s.last.Add(repairDelay(s.repairs)).Sub(now))
-}
-
-// repairDelay is the wait after a streak's n-th repair.
-func repairDelay(n int) time.Duration {
-	d := repairBackoffBase
-	for i := 1; i < n && d < repairBackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, repairBackoffMax)
+	return max(0, s.last.Add(s.backoff().delay(s.repairs)).Sub(now))
 }
 
 // repaired records a repair made now; it reports whether that repair made
@@ -164,7 +185,7 @@ func (s *repairStreak) stands(now time.Time) {
 	}
 }
 
-// settle ends a streak whose latest repair stood for repairQuiet; it
+// settle ends a streak whose latest repair stood for Quiet; it
 // reports whether that ended a fight.
 func (s *repairStreak) settle(now time.Time) (ended bool) {
 	if s.repairs == 0 || s.active(now) {
@@ -175,7 +196,7 @@ func (s *repairStreak) settle(now time.Time) (ended bool) {
 	return ended
 }
 
-func (s *repairStreak) reset() { *s = repairStreak{} }
+func (s *repairStreak) reset() { *s = repairStreak{schedule: s.schedule} }
 
 // next is when the control loop must look at the streak again: when the
 // repair it defers is due, or when the streak may end. ok is false when
@@ -186,11 +207,11 @@ func (s *repairStreak) next(deferred bool) (at time.Time, ok bool) {
 	case s.repairs == 0:
 		return time.Time{}, false
 	case deferred:
-		return s.last.Add(repairDelay(s.repairs)), true
+		return s.last.Add(s.backoff().delay(s.repairs)), true
 	case s.undone:
 		return time.Time{}, false
 	default:
-		return s.standing.Add(repairQuiet), true
+		return s.standing.Add(s.backoff().Quiet), true
 	}
 }
 
@@ -199,7 +220,7 @@ func (s *repairStreak) conflict(now time.Time) *status.ConflictingWriter {
 	if !s.fight {
 		return nil
 	}
-	c := &status.ConflictingWriter{Repairs: s.repairs, For: now.Sub(s.first), RepairEvery: repairDelay(s.repairs)}
+	c := &status.ConflictingWriter{Repairs: s.repairs, For: now.Sub(s.first), RepairEvery: s.backoff().delay(s.repairs)}
 	for n, k := range s.writers {
 		c.Writers = append(c.Writers, status.WriterCount{Manager: n, Repairs: k})
 	}
@@ -230,8 +251,8 @@ type repairGate struct {
 	timer    loopTimer
 }
 
-func newRepairGate(clk clock.Clock) *repairGate {
-	return &repairGate{clock: clk, timer: loopTimer{clock: clk}}
+func newRepairGate(clk clock.Clock, schedule RepairBackoff) *repairGate {
+	return &repairGate{clock: clk, streak: repairStreak{schedule: schedule}, timer: loopTimer{clock: clk}}
 }
 
 // describe adds a drain's drift to the description of the repair to come:

@@ -78,8 +78,8 @@ func (r *streakRun) writer(manager string, period, until time.Duration) {
 func TestRepairDelayDoublesToTheCap(t *testing.T) {
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}
 	for i, w := range want {
-		if got := repairDelay(i + 1); got != w {
-			t.Errorf("repairDelay(%d) = %s, want %s", i+1, got, w)
+		if got := DefaultRepairBackoff.delay(i + 1); got != w {
+			t.Errorf("DefaultRepairBackoff.delay(%d) = %s, want %s", i+1, got, w)
 		}
 	}
 }
@@ -216,5 +216,41 @@ func TestUnnamedChangesAreCountedAsSuch(t *testing.T) {
 	c := s.conflict(now.Add(80 * time.Second))
 	if c == nil || len(c.Writers) != 1 || c.Writers[0].Manager != unnamedWriter {
 		t.Fatalf("conflict %+v, want one unnamed writer", c)
+	}
+}
+
+// A schedule with no quiet time (WithRepairBackoff, as the bench uses to
+// time repairs that start a streak) never makes a repair wait once the last
+// one stood; the default makes the next change within a minute wait.
+func TestRepairBackoffWithoutQuietNeverWaits(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	for _, tc := range []struct {
+		name     string
+		schedule RepairBackoff
+		want     time.Duration
+	}{
+		{"default", DefaultRepairBackoff, time.Second - 10*time.Millisecond},
+		{"no quiet", RepairBackoff{Base: time.Second, Max: time.Minute}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := repairStreak{schedule: tc.schedule}
+			s.changed(t0, nil, true)
+			s.repaired(t0)
+			now := t0.Add(10 * time.Millisecond)
+			s.changed(now, nil, true)
+			if got := s.wait(now); got != tc.want {
+				t.Errorf("wait = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWithRepairBackoffKeepsTheDefaultForAnInvalidSchedule(t *testing.T) {
+	for _, b := range []RepairBackoff{{}, {Base: time.Second, Max: time.Millisecond}, {Base: time.Second, Max: time.Minute, Quiet: -1}} {
+		c := &Controller{repairBackoff: DefaultRepairBackoff}
+		WithRepairBackoff(b)(c)
+		if c.repairBackoff != DefaultRepairBackoff {
+			t.Errorf("WithRepairBackoff(%+v) set %+v", b, c.repairBackoff)
+		}
 	}
 }

@@ -295,7 +295,7 @@ func (s *propSim) fight(rounds int) {
 // once, then one after each wait of the schedule.
 func repairsWithin(d time.Duration) int {
 	n := 1
-	for t := repairDelay(1); t <= d; t += repairDelay(n) {
+	for t := DefaultRepairBackoff.delay(1); t <= d; t += DefaultRepairBackoff.delay(n) {
 		n++
 	}
 	return n

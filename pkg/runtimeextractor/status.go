@@ -10,7 +10,7 @@ import (
 )
 
 // Status returns what the controller knows now: state, target version, the
-// DaemonSet's rollout counts, the failure streak and last error, the config
+// DaemonSet's rollout counts, the failures and the last error, the config
 // error. status.Conditions(c.Status()) are the three RuntimeExtractor*
 // conditions, for a host's status controller to aggregate. Safe from any
 // goroutine. Until Run has synced its caches and made its first observation

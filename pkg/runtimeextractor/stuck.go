@@ -24,8 +24,8 @@ import (
 // RuntimeExtractorDegraded turns True with reason RolloutStuck.
 const DefaultRolloutDeadline = 10 * time.Minute
 
-// stuckNodes bounds the node names a RolloutStuck message lists.
-const stuckNodes = 3
+// maxStuckNodes bounds the node names a RolloutStuck message lists.
+const maxStuckNodes = 3
 
 // diagnosisTimeout bounds the reads of a stuck rollout's pods and Events.
 const diagnosisTimeout = 10 * time.Second
@@ -306,7 +306,7 @@ func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv
 	return notReadyNodes(pods.Items, ds), nil
 }
 
-// notReadyNodes returns up to stuckNodes nodes (sorted) whose pod of ds is
+// notReadyNodes returns up to maxStuckNodes nodes (sorted) whose pod of ds is
 // not ready or not of the current generation.
 func notReadyNodes(pods []corev1.Pod, ds *appsv1.DaemonSet) []string {
 	var nodes []string
@@ -319,8 +319,8 @@ func notReadyNodes(pods []corev1.Pod, ds *appsv1.DaemonSet) []string {
 	}
 	slices.Sort(nodes)
 	nodes = slices.Compact(nodes)
-	if len(nodes) > stuckNodes {
-		nodes = nodes[:stuckNodes]
+	if len(nodes) > maxStuckNodes {
+		nodes = nodes[:maxStuckNodes]
 	}
 	return nodes
 }
