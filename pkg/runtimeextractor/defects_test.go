@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -131,17 +130,19 @@ func TestRefusedUpgradeIsNotRunning(t *testing.T) {
 // Defect 5: a valid change and a rejected one coalesced into one notification;
 // the controller skipped the re-assert because the latest content was bad.
 func TestChangeBehindRejectedConfigIsApplied(t *testing.T) {
-	api := fakeapi.New()
-	n := &stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)}
-	c := runWith(t, api, n)
-	waitFor(t, "the DaemonSet", func() bool { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds != nil })
+	n := newFakeConfig()
+	h := startWith(t, func(h *harness) {
+		h.notifier = n
+		h.limiterOverride = defaultRateLimiter() // the production backoff, as every defect here
+	})
+	h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil })
 
 	// The last good config disables the extractor, and the newest content (which
 	// came right after it, in the same notification) was rejected.
-	n.set(&config.InsightsConfiguration{DataReporting: config.DataReporting{DisableRuntimeExtractor: true}}, errors.New("config.yaml: typo"))
+	n.set(true, true)
 	n.ch <- struct{}{}
-	waitFor(t, "the DaemonSet to be deleted", func() bool { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds == nil })
-	waitFor(t, "Disabled", func() bool { return c.State() == fsm.StateDisabled })
+	h.waitStored("the DaemonSet to be deleted", func(ds *appsv1.DaemonSet) bool { return ds == nil })
+	h.waitState(fsm.StateDisabled)
 }
 
 // Defect 6: our DELETE timed out client-side but succeeded; the deletion event
@@ -313,72 +314,16 @@ func TestInvalidConfigAtStartLeavesPresentDaemonSetAsItIs(t *testing.T) {
 	}
 }
 
-// stubNotifier is a ConfigNotifier whose config and rejection the test sets.
-type stubNotifier struct {
-	mu  sync.Mutex
-	cfg *config.InsightsConfiguration
-	err error
-	ch  chan struct{}
-}
-
-func (s *stubNotifier) set(cfg *config.InsightsConfiguration, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cfg, s.err = cfg, err
-}
-
-func (s *stubNotifier) ConfigChanged() (<-chan struct{}, func()) { return s.ch, func() {} }
-
-func (s *stubNotifier) Config() *config.InsightsConfiguration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cfg.DeepCopy()
-}
-
-func (s *stubNotifier) LastError() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
-// runWith runs a controller over api with notifier n (and the host's updateCh,
-// if given) until the test ends.
-func runWith(t *testing.T, api *fakeapi.Server, n ConfigNotifier, updateCh ...chan struct{}) *Controller {
-	t.Helper()
-	var update chan struct{}
-	if len(updateCh) > 0 {
-		update = updateCh[0]
-	}
-	return runOver(t, api, api.Client, n, update)
-}
-
-// runOver runs a controller over api whose informer lists and watches
-// through client, until the test ends.
-func runOver(t *testing.T, api *fakeapi.Server, client kubernetes.Interface, n ConfigNotifier, updateCh chan struct{}) *Controller {
-	t.Helper()
-	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(resources.Namespace))
-	ri, err := NewResourceInformer(rec, factory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := NewRuntimeExtractorController(n, updateCh, nil, api.Client, rec, ri,
-		WithImages(resources.DefaultImages()), WithVersionSource(newSettableVersion("4.21.0")))
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); ri.Run(ctx, 1) }()
-	go func() { defer wg.Done(); c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); wg.Wait(); factory.Shutdown() })
-	return c
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitFor polls cond until it holds, for up to 10 s; then the test fails,
+// naming what it waited for and, from each of more, what the situation was.
+func waitFor(t *testing.T, what string, cond func() bool, more ...func() string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
 		func(context.Context) (bool, error) { return cond(), nil })
 	if err != nil {
+		for _, m := range more {
+			what += " (" + m() + ")"
+		}
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }

@@ -2,6 +2,7 @@ package runtimeextractor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -15,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
@@ -56,6 +57,64 @@ func (s *settableVersion) set(v string) {
 	}
 }
 
+// fakeConfig is a ConfigNotifier the test sets by hand: the last good
+// config's DisableRuntimeExtractor, whether the current content is rejected
+// (the last good value stays), and whether a good config was seen since the
+// process started. It is a configKnower, and one whose HasGoodConfig is false
+// makes the controller hold: newFakeConfig starts with good set, so the
+// controller acts as on a notifier that is no configKnower.
+//
+// Tests that run the controller on its goroutines change it with set, under
+// mu; the simulation, on one goroutine, writes the fields directly.
+type fakeConfig struct {
+	mu       sync.Mutex
+	ch       chan struct{} // ConfigChanged's; nil in the simulation, which wakes the loop itself
+	disabled bool          // the last good config's
+	invalid  bool          // the current content is rejected
+	good     bool          // a good config was seen since the process started
+}
+
+// newFakeConfig is an enabled, valid config with a notification channel of
+// buffer 1, as the host's.
+func newFakeConfig() *fakeConfig {
+	return &fakeConfig{ch: make(chan struct{}, 1), good: true}
+}
+
+func (f *fakeConfig) set(disabled, invalid bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.disabled, f.invalid = disabled, invalid
+}
+
+func (f *fakeConfig) ConfigChanged() (<-chan struct{}, func()) { return f.ch, func() {} }
+
+func (f *fakeConfig) Config() *config.InsightsConfiguration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &config.InsightsConfiguration{DataReporting: config.DataReporting{DisableRuntimeExtractor: f.disabled}}
+}
+
+func (f *fakeConfig) HasGoodConfig() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.good
+}
+
+func (f *fakeConfig) LastError() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.invalid {
+		return errors.New("config.yaml: mapping expected (injected)")
+	}
+	return nil
+}
+
+// String is what the model's fingerprint prints: the fields that make the
+// state, not the lock or the channel.
+func (f *fakeConfig) String() string {
+	return fmt.Sprintf("{disabled:%v invalid:%v good:%v}", f.disabled, f.invalid, f.good)
+}
+
 // recordingLimiter records every backoff the controller asks for.
 type recordingLimiter struct {
 	workqueue.TypedRateLimiter[string]
@@ -89,8 +148,15 @@ type harness struct {
 	limiter  *recordingLimiter
 	// limiterOverride, set by a prepare func, replaces the recording limiter.
 	limiterOverride workqueue.TypedRateLimiter[string]
-	cancel          context.CancelFunc
-	done            chan struct{}
+	// notifier, set by a prepare func, is the host's config in place of a
+	// config.Source over the fake API (which the harness then also runs).
+	notifier ConfigNotifier
+	// informerClient, set by a prepare func, is what the informer lists and
+	// watches through in place of api.Client (the controller still writes
+	// through api.Client).
+	informerClient kubernetes.Interface
+	cancel         context.CancelFunc
+	done           chan struct{}
 }
 
 // start runs the whole controller, as the seed's Usage wires it, against the
@@ -100,7 +166,11 @@ func start(t *testing.T, objs ...metav1.Object) *harness {
 	return startWith(t, nil, objs...)
 }
 
-// startWith lets the test install reactors on the fake API before anything runs.
+// startWith lets the test, in prepare, install reactors on the fake API before
+// anything runs and set the harness's options (the config notifier, the
+// informer's client, the rate limiter, the host's updateCh, more Options).
+// The controller stops in a Cleanup registered here: a Cleanup the test
+// registers after startWith returns runs before it.
 func startWith(t *testing.T, prepare func(*harness), objs ...metav1.Object) *harness {
 	t.Helper()
 	h := &harness{
@@ -130,12 +200,20 @@ func startWith(t *testing.T, prepare func(*harness), objs ...metav1.Object) *har
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 
-	factory := informers.NewSharedInformerFactoryWithOptions(h.api.Client, 0, informers.WithNamespace(resources.Namespace))
+	informerClient := h.informerClient
+	if informerClient == nil {
+		informerClient = h.api.Client
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(informerClient, 0, informers.WithNamespace(resources.Namespace))
 	ri, err := NewResourceInformer(h.recorder, factory)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.NewSource(h.api.Client, h.recorder)
+	cfg, runConfig := h.notifier, func(context.Context) {} // a test's notifier needs no goroutine
+	if cfg == nil {
+		src := config.NewSource(h.api.Client, h.recorder)
+		cfg, runConfig = src, src.Run
+	}
 	var limiter workqueue.TypedRateLimiter[string] = h.limiter
 	if h.limiterOverride != nil {
 		limiter = h.limiterOverride
@@ -147,7 +225,7 @@ func startWith(t *testing.T, prepare func(*harness), objs ...metav1.Object) *har
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); cfg.Run(ctx) }()
+	go func() { defer wg.Done(); runConfig(ctx) }()
 	go func() { defer wg.Done(); ri.Run(ctx, 1) }()
 	go func() { defer wg.Done(); h.ctrl.Run(ctx) }()
 	go func() { wg.Wait(); factory.Shutdown(); close(h.done) }()
@@ -166,11 +244,7 @@ func (h *harness) stop() {
 
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		h.t.Fatalf("timed out waiting for %s (state %s)", what, h.ctrl.State())
-	}
+	waitFor(h.t, what, cond, func() string { return "state " + string(h.ctrl.State()) })
 }
 
 func (h *harness) waitState(want fsm.State) {

@@ -7,9 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
-
-	"github.com/insights-runtime-extractor/controller/pkg/config"
-	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 )
 
 // The host operator sends on updateCh and on its config channel (both with a
@@ -17,23 +14,25 @@ import (
 // server, every such send must still return at once: the controller drains
 // both channels off its control loop.
 func TestHostSendsNeverBlockWhileAnActionRuns(t *testing.T) {
-	api := fakeapi.New()
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	api.Client.PrependReactor("create", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		once.Do(func() { close(entered) })
-		<-release // the first apply hangs until the test lets it go
-		return false, nil, nil
+	hostConfig := newFakeConfig()
+	h := startWith(t, func(h *harness) {
+		h.api.Client.PrependReactor("create", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			once.Do(func() { close(entered) })
+			<-release // the first apply hangs until the test lets it go
+			return false, nil, nil
+		})
+		h.notifier = hostConfig
+		h.updateCh = make(chan struct{}, 1)
+		h.limiterOverride = defaultRateLimiter()
 	})
-	updateCh := make(chan struct{}, 1)
-	hostConfig := &stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)}
-	runWith(t, api, hostConfig, updateCh)
-	t.Cleanup(func() { close(release) }) // runs first: the held apply returns, then Run stops
+	t.Cleanup(func() { close(release) }) // runs before the harness's: the held apply returns, then Run stops
 
 	<-entered
 	var longest time.Duration
 	for i := 0; i < 20; i++ {
-		for _, ch := range []chan struct{}{updateCh, hostConfig.ch} {
+		for _, ch := range []chan struct{}{h.updateCh, hostConfig.ch} {
 			start := time.Now()
 			select {
 			case ch <- struct{}{}: // what a blocking send would do, bounded here

@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/insights-runtime-extractor/controller/pkg/config"
-	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
-	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
 // hostAggregator stands for a host operator's own config type and notifier: a
@@ -32,7 +30,6 @@ func (a *hostAggregator) set(off bool, tolerations ...corev1.Toleration) {
 }
 
 func TestConfigFromHost(t *testing.T) {
-	api := fakeapi.New()
 	host := &hostAggregator{ch: make(chan struct{}, 1)}
 	notifier := ConfigFrom(host.ConfigChanged, func() bool {
 		host.mu.Lock()
@@ -43,14 +40,15 @@ func TestConfigFromHost(t *testing.T) {
 		defer host.mu.Unlock()
 		return config.RuntimeExtractor{Tolerations: host.tolerations}
 	}))
-	runWith(t, api, notifier)
-	stored := func() *appsv1.DaemonSet { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds }
-	waitFor(t, "the DaemonSet", func() bool { return stored() != nil })
+	h := startWith(t, func(h *harness) {
+		h.notifier = notifier
+		h.limiterOverride = defaultRateLimiter()
+	})
+	h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil })
 
 	gpu := corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 	host.set(false, gpu)
-	waitFor(t, "the host's toleration on the pods", func() bool {
-		ds := stored()
+	h.waitStored("the host's toleration on the pods", func(ds *appsv1.DaemonSet) bool {
 		if ds == nil {
 			return false
 		}
@@ -62,5 +60,5 @@ func TestConfigFromHost(t *testing.T) {
 		return false
 	})
 	host.set(true)
-	waitFor(t, "the DaemonSet deleted by the host's switch", func() bool { return stored() == nil })
+	h.waitStored("the DaemonSet deleted by the host's switch", func(ds *appsv1.DaemonSet) bool { return ds == nil })
 }

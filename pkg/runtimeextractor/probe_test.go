@@ -19,20 +19,24 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// runHoldingRelists runs a controller over api, as runWith does, but its
-// informer's lists after the first wait until the test ends: only live reads
-// can then show a change, so a test that passes with it would pass however
-// long the reflector's backoff before it re-lists. (A reactor cannot wait:
-// the fake clientset runs reactors under its lock.)
-func runHoldingRelists(t *testing.T, api *fakeapi.Server) *Controller {
+// runHoldingRelists starts the harness, after prepare, with the fake config
+// and the production backoff, but its informer's lists after the first wait
+// until the test ends: only live reads can then show a change, so a test that
+// passes with it would pass however long the reflector's backoff before it
+// re-lists. (A reactor cannot wait: the fake clientset runs reactors under its
+// lock.)
+func runHoldingRelists(t *testing.T, prepare func(*harness)) *harness {
 	t.Helper()
-	held := &heldRelists{Clientset: api.Client}
-	return runOver(t, api, held, &stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)}, nil)
+	return startWith(t, func(h *harness) {
+		prepare(h)
+		h.informerClient = &heldRelists{Clientset: h.api.Client}
+		h.notifier = newFakeConfig()
+		h.limiterOverride = defaultRateLimiter()
+	})
 }
 
 // heldRelists is the fake clientset with DaemonSet lists after the first held
@@ -103,22 +107,20 @@ func TestBrokenWatchIsBridgedByLiveReads(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			api := fakeapi.New()
 			var watches atomic.Int32
-			api.Client.PrependWatchReactor("daemonsets", func(clienttesting.Action) (bool, watch.Interface, error) {
-				w, err := tc.watch(watches.Add(1))
-				return true, w, err
+			h := runHoldingRelists(t, func(h *harness) {
+				h.api.Client.PrependWatchReactor("daemonsets", func(clienttesting.Action) (bool, watch.Interface, error) {
+					w, err := tc.watch(watches.Add(1))
+					return true, w, err
+				})
 			})
-			c := runHoldingRelists(t, api)
-			stored := func() *appsv1.DaemonSet { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds }
-			waitFor(t, "the DaemonSet", func() bool { return stored() != nil })
-			first := stored()
-			waitFor(t, "a live read to show the created DaemonSet", func() bool { ds, ok := c.informer.current(); return ok && ds.UID == first.UID })
+			first := h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+			h.eventually("a live read to show the created DaemonSet", func() bool { ds, ok := h.ctrl.informer.current(); return ok && ds.UID == first.UID })
 
-			if err := api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName); err != nil {
+			if err := h.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the DaemonSet to be recreated without a watch", func() bool { ds := stored(); return ds != nil && ds.UID != first.UID })
+			h.waitStored("the DaemonSet to be recreated without a watch", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != first.UID })
 		})
 	}
 }
@@ -126,22 +128,24 @@ func TestBrokenWatchIsBridgedByLiveReads(t *testing.T) {
 // A working watch costs no request: the live reads that bridged a broken one
 // stop once its successor has stayed open, quiet, for establishGrace.
 func TestWorkingWatchCostsNoLiveReads(t *testing.T) {
-	api := fakeapi.New()
 	var watches atomic.Int32
-	api.Client.PrependWatchReactor("daemonsets", func(clienttesting.Action) (bool, watch.Interface, error) {
-		if watches.Add(1) == 1 {
-			return true, watch.NewEmptyWatch(), nil // a lost connection
-		}
-		return false, nil, nil // the fake API server's watch
+	h := startWith(t, func(h *harness) {
+		h.api.Client.PrependWatchReactor("daemonsets", func(clienttesting.Action) (bool, watch.Interface, error) {
+			if watches.Add(1) == 1 {
+				return true, watch.NewEmptyWatch(), nil // a lost connection
+			}
+			return false, nil, nil // the fake API server's watch
+		})
+		h.notifier = newFakeConfig()
+		h.limiterOverride = defaultRateLimiter()
 	})
-	c := runWith(t, api, &stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)})
-	waitFor(t, "the watch to count as broken", func() bool { return c.informer.watch.broken.Load() })
-	waitFor(t, "a live read", func() bool { return liveReads(api) > 0 })
-	waitFor(t, "the watch to work again", func() bool { return !c.informer.watch.broken.Load() })
+	h.eventually("the watch to count as broken", func() bool { return h.ctrl.informer.watch.broken.Load() })
+	h.eventually("a live read", func() bool { return liveReads(h.api) > 0 })
+	h.eventually("the watch to work again", func() bool { return !h.ctrl.informer.watch.broken.Load() })
 	time.Sleep(probeInterval + probeTimeout) // a read already under way may finish
-	api.Client.ClearActions()
+	h.api.Client.ClearActions()
 	time.Sleep(3 * probeInterval)
-	if n := liveReads(api); n != 0 {
+	if n := liveReads(h.api); n != 0 {
 		t.Fatalf("%d live read(s) of the DaemonSet while the watch works, want none", n)
 	}
 }
@@ -163,31 +167,31 @@ func liveReads(api *fakeapi.Server) int {
 // (until the 10-minute resync). Live reads fail here, so only the re-list can
 // tell.
 func TestRelistShowingTheDaemonSetGoneRepairsIt(t *testing.T) {
-	api := fakeapi.New()
-	api.Client.PrependReactor("get", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("connection reset by peer")
-	})
 	first := watch.NewFake() // quiet: the cache never hears of the created DaemonSet
 	var watches atomic.Int32
-	api.Client.PrependWatchReactor("daemonsets", func(clienttesting.Action) (bool, watch.Interface, error) {
-		if watches.Add(1) == 1 {
-			return true, first, nil
-		}
-		return true, watch.NewFake(), nil
+	h := startWith(t, func(h *harness) {
+		h.api.Client.PrependReactor("get", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("connection reset by peer")
+		})
+		h.api.Client.PrependWatchReactor("daemonsets", func(clienttesting.Action) (bool, watch.Interface, error) {
+			if watches.Add(1) == 1 {
+				return true, first, nil
+			}
+			return true, watch.NewFake(), nil
+		})
+		h.notifier = newFakeConfig()
+		h.limiterOverride = defaultRateLimiter()
 	})
-	c := runWith(t, api, &stubNotifier{cfg: config.Default(), ch: make(chan struct{}, 1)})
-	stored := func() *appsv1.DaemonSet { ds, _ := api.Stored(resources.Namespace, resources.DaemonSetName); return ds }
-	waitFor(t, "the DaemonSet", func() bool { return stored() != nil })
-	created := stored()
-	if _, ok := c.informer.current(); ok {
+	created := h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	if _, ok := h.ctrl.informer.current(); ok {
 		t.Fatal("the informer saw the created DaemonSet; the test needs a cache that did not")
 	}
 
-	if err := api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName); err != nil {
+	if err := h.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName); err != nil {
 		t.Fatal(err)
 	}
 	first.Error(&apierrors.NewResourceExpired("too old resource version").ErrStatus)
-	waitFor(t, "the DaemonSet to be recreated after the re-list", func() bool { ds := stored(); return ds != nil && ds.UID != created.UID })
+	h.waitStored("the DaemonSet to be recreated after the re-list", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != created.UID })
 }
 
 // newTestHealth is a watchHealth without a client: nothing probes, the test

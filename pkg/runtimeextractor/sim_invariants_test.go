@@ -244,7 +244,7 @@ func gatherGauge(reg prometheus.Gatherer, name, label, value string) (float64, e
 func (s *propSim) checkFreshAgrees() {
 	f := &propSim{
 		t: s.t, abort: s.abort, seed: s.seed, rng: rand.New(rand.NewPCG(uint64(s.seed), 0xf7e5)), ctx: s.ctx, rec: s.rec,
-		api: s.api, cfg: &flipConfig{disabled: s.cfg.disabled, invalid: s.cfg.invalid, good: !s.cfg.invalid},
+		api: s.api, cfg: &fakeConfig{disabled: s.cfg.disabled, invalid: s.cfg.invalid, good: !s.cfg.invalid},
 		ver: newSettableVersion(s.ver.Version()), refused: map[string]bool{}, nodes: s.nodes, held: s.held,
 		clock: clocktesting.NewFakeClock(s.clock.Now()),
 	}

@@ -6,7 +6,6 @@ package runtimeextractor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -29,7 +28,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
-	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -119,7 +117,7 @@ type propSim struct {
 	watcher watch.Interface
 	rec     events.Recorder
 	clock   *clocktesting.FakeClock // every timer of the controller
-	cfg     *flipConfig
+	cfg     *fakeConfig
 	ver     *settableVersion
 	c       *Controller
 	ri      *daemonSetInformer
@@ -167,7 +165,7 @@ func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
 		rng:     rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
 		ctx:     context.Background(),
 		rec:     newHostRecorder("property"),
-		cfg:     &flipConfig{good: true},
+		cfg:     &fakeConfig{good: true},
 		ver:     newSettableVersion("4.21.0"),
 		refused: map[string]bool{},
 		nodes:   simNodes,
@@ -241,30 +239,6 @@ func newPropAPI() *fakeapi.Server {
 	})
 	api.Client.PrependReactor("delete", "daemonsets", api.DeleteReactor)
 	return api
-}
-
-// flipConfig is a ConfigNotifier whose DisableRuntimeExtractor the test sets.
-// It can turn invalid: the last good value stays, and a process that has seen
-// no good config since it started holds (HasGoodConfig).
-type flipConfig struct {
-	disabled bool // the last good config's
-	invalid  bool // the current content is rejected
-	good     bool // a good config was seen since the process started
-}
-
-func (f *flipConfig) ConfigChanged() (<-chan struct{}, func()) { return nil, func() {} }
-
-func (f *flipConfig) Config() *config.InsightsConfiguration {
-	return &config.InsightsConfiguration{DataReporting: config.DataReporting{DisableRuntimeExtractor: f.disabled}}
-}
-
-func (f *flipConfig) HasGoodConfig() bool { return f.good }
-
-func (f *flipConfig) LastError() error {
-	if f.invalid {
-		return errors.New("config.yaml: mapping expected (injected)")
-	}
-	return nil
 }
 
 func (s *propSim) refuse(a clienttesting.Action) (bool, runtime.Object, error) {
