@@ -29,9 +29,6 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		}
 	}
 	ds, present := c.informer.current()
-	if !present {
-		ds = nil
-	}
 	d := classifyDrain(obs, ds, c.manager, c.machine.State(), c.deletedByUs)
 	if c.metrics != nil {
 		for _, k := range d.kinds {
