@@ -13,6 +13,7 @@ package metrics
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -367,26 +368,37 @@ const MaxManagers = 10
 // maxManagerBytes bounds a label value; the API server allows 128 characters.
 const maxManagerBytes = 128
 
-// ObserveRepair counts one repair of a change made by manager. The first
-// MaxManagers distinct values get their own series (created on first use),
-// later ones count as OtherManager.
-func (m *Metrics) ObserveRepair(manager string) {
-	// A label value must be valid UTF-8, or the collector panics.
-	manager = strings.ToValidUTF8(manager, "?")
-	if len(manager) > maxManagerBytes {
-		manager = strings.ToValidUTF8(manager[:maxManagerBytes], "")
-	}
+// ObserveRepair counts one repair of a change made by managers (pass every
+// manager of the repair in one call). The first MaxManagers distinct values
+// get their own series (created on first use); the others of this repair
+// count once together as OtherManager: one repair adds at most one to
+// "other", however many managers a crafted managedFields names. A manager
+// named twice counts once.
+func (m *Metrics) ObserveRepair(managers ...string) {
+	counted := make([]string, 0, len(managers))
 	m.managersMu.Lock()
-	if !m.managers[manager] {
-		if m.managers == nil {
-			m.managers = map[string]bool{}
+	for _, manager := range managers {
+		// A label value must be valid UTF-8, or the collector panics.
+		manager = strings.ToValidUTF8(manager, "?")
+		if len(manager) > maxManagerBytes {
+			manager = strings.ToValidUTF8(manager[:maxManagerBytes], "")
 		}
-		if len(m.managers) < MaxManagers && manager != OtherManager {
-			m.managers[manager] = true
-		} else {
-			manager = OtherManager
+		if !m.managers[manager] {
+			if m.managers == nil {
+				m.managers = map[string]bool{}
+			}
+			if len(m.managers) < MaxManagers && manager != OtherManager {
+				m.managers[manager] = true
+			} else {
+				manager = OtherManager
+			}
+		}
+		if !slices.Contains(counted, manager) {
+			counted = append(counted, manager)
 		}
 	}
 	m.managersMu.Unlock()
-	m.repairs.WithLabelValues(manager).Inc()
+	for _, manager := range counted {
+		m.repairs.WithLabelValues(manager).Inc()
+	}
 }

@@ -368,6 +368,26 @@ func TestRepairsManagerCardinalityIsCapped(t *testing.T) {
 	assert.Equal(t, 991.0, testutil.ToFloat64(m.repairs.WithLabelValues(OtherManager)))
 }
 
+// One repair of a change many managers made (managedFields is the client's
+// to write) adds at most one to "other", and one to each named manager,
+// however often the repair names it.
+func TestOneRepairCountsOtherOnce(t *testing.T) {
+	m := New()
+	for i := range MaxManagers - 1 {
+		m.ObserveRepair(fmt.Sprintf("earlier-%d", i))
+	}
+	many := []string{"kubectl-patch", "kubectl-patch"}
+	for i := range 40 {
+		many = append(many, fmt.Sprintf("crafted-%02d", i))
+	}
+	m.ObserveRepair(many...)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.repairs.WithLabelValues("kubectl-patch")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.repairs.WithLabelValues(OtherManager)))
+	m.ObserveRepair(OtherManager, "crafted-00")
+	assert.Equal(t, 2.0, testutil.ToFloat64(m.repairs.WithLabelValues(OtherManager)))
+	assert.Equal(t, MaxManagers+1, testutil.CollectAndCount(m.repairs))
+}
+
 func TestSetDegradedMarksOneReason(t *testing.T) {
 	m := New()
 	want := func(current string) string {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -92,31 +91,74 @@ func (w editor) String() string {
 	return fmt.Sprintf("%s (%s at %s)", w.manager, w.operation, w.time.UTC().Format(time.RFC3339))
 }
 
+// maxTiedEditors bounds the editors one change names when their entries tie
+// on time: a client may write managedFields itself, and thousands of entries
+// with one crafted time would otherwise all be named, each an editor of the
+// streak and of repairs_total. The first ones, in managedFields order, are
+// kept.
+const maxTiedEditors = 3
+
+// entryKey is what tells two managedFields entries apart, as comparable
+// values: an entry of old with the same key is the same entry. The raw
+// FieldsV1 bytes stand for the fields; hasTime and hasFields tell a missing
+// time or field set from a zero one.
+type entryKey struct {
+	manager, operation, subresource, apiVersion, fieldsType string
+	hasTime                                                 bool
+	time                                                    int64
+	hasFields                                               bool
+	fields                                                  string
+}
+
+func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
+	k := entryKey{manager: e.Manager, operation: string(e.Operation), subresource: e.Subresource,
+		apiVersion: e.APIVersion, fieldsType: e.FieldsType}
+	if e.Time != nil {
+		k.hasTime, k.time = true, e.Time.UnixNano()
+	}
+	if e.FieldsV1 != nil {
+		k.hasFields, k.fields = true, string(e.FieldsV1.Raw)
+	}
+	return k
+}
+
 // changedBy returns who made the change from old to cur: among cur's
 // managedFields entries that are not ours and not on the status subresource
-// (the DaemonSet controller's counters), the newest, all of them on a tie.
-// An entry old already had as it is did not record this change (a removal
-// under Update leaves the remover no entry), so it names no one: better
-// unnamed than a wrong name. old is nil for an object seen for the first time.
-// It reads only the watch event's objects: no request.
+// (the DaemonSet controller's counters), the newest, the first
+// maxTiedEditors of them on a tie. An entry old already had as it is did not
+// record this change (a removal under Update leaves the remover no entry), so
+// it names no one: better unnamed than a wrong name. old is nil for an object
+// seen for the first time. It reads only the watch event's objects, on the
+// informer's goroutine, for objects that may carry some 10,000 entries: old's
+// entries are looked up in a set, not searched.
 func changedBy(old, cur *appsv1.DaemonSet) []editor {
+	var had map[entryKey]struct{}
+	if old != nil && old.UID == cur.UID {
+		had = make(map[entryKey]struct{}, len(old.ManagedFields))
+		for i := range old.ManagedFields {
+			had[keyOf(&old.ManagedFields[i])] = struct{}{}
+		}
+	}
 	var newest []editor
-	for _, e := range cur.ManagedFields {
+	for i := range cur.ManagedFields {
+		e := &cur.ManagedFields[i]
 		if e.Manager == resources.FieldManager || e.Subresource == "status" || e.Time == nil {
 			continue
 		}
-		if old != nil && old.UID == cur.UID && slices.ContainsFunc(old.ManagedFields, func(o metav1.ManagedFieldsEntry) bool {
-			return apiequality.Semantic.DeepEqual(o, e)
-		}) {
+		switch {
+		case len(newest) > 0 && e.Time.Time.Before(newest[0].time):
+			continue // decides as much as the lookup, for less
+		case len(newest) >= maxTiedEditors && e.Time.Time.Equal(newest[0].time):
+			continue
+		}
+		if _, ok := had[keyOf(e)]; ok {
 			continue
 		}
 		w := editor{manager: resources.PrintableName(e.Manager), operation: resources.PrintableName(string(e.Operation)), time: e.Time.Time}
-		switch {
-		case len(newest) == 0 || w.time.After(newest[0].time):
-			newest = []editor{w}
-		case w.time.Equal(newest[0].time):
-			newest = append(newest, w)
+		if len(newest) == 0 || w.time.After(newest[0].time) {
+			newest = newest[:0]
 		}
+		newest = append(newest, w)
 	}
 	return newest
 }

@@ -3,6 +3,7 @@ package runtimeextractor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -205,4 +206,99 @@ func TestRestoredWords(t *testing.T) {
 func extractorOf(ds *appsv1.DaemonSet) *corev1.Container {
 	c := ds.Spec.Template.Spec.Containers
 	return &c[slices.IndexFunc(c, func(c corev1.Container) bool { return c.Name == resources.ContainerExtractor })]
+}
+
+// Naming the writers runs on the informer's goroutine, for objects that can
+// carry about 10,000 managedFields entries: its work grows with the entries,
+// not with their square (a search of old's entries for each of cur's).
+// Allocations are the deterministic measure of that work.
+func TestChangedByWorkIsLinearInTheEntries(t *testing.T) {
+	const n = 2000
+	old := managed(3, withFields(manyApplyEntries(n, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) })...))
+	cur := managed(4, withFields(append(old.DeepCopy().ManagedFields,
+		entry("kubectl-patch", metav1.ManagedFieldsOperationUpdate, t0.Add(n*time.Second), ""))...))
+	var ws []editor
+	allocs := testing.AllocsPerRun(1, func() { ws = changedBy(old, cur) })
+	if len(ws) != 1 || ws[0].manager != "kubectl-patch" {
+		t.Fatalf("writers %+v, want kubectl-patch alone", ws)
+	}
+	if allocs > 4*n {
+		t.Fatalf("changedBy made %.0f allocations for %d entries, want at most %d", allocs, n, 4*n)
+	}
+}
+
+// Entries with a crafted time all tie: a tie names the first few writers,
+// in managedFields order, not every entry.
+func TestTiedWritersAreCapped(t *testing.T) {
+	const n = 50
+	future := t0.AddDate(100, 0, 0)
+	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
+	ri.onUpdate(managed(3, withFields(manyApplyEntries(n, func(int) time.Time { return t0 })...)),
+		managed(4, withFields(manyApplyEntries(n, func(int) time.Time { return future })...)))
+	obs := ri.drainDrift()
+	if len(obs) != 1 {
+		t.Fatalf("observed %+v, want one observation", obs)
+	}
+	var got []string
+	for _, w := range obs[0].editors {
+		got = append(got, w.manager)
+	}
+	if want := []string{"applier-00000", "applier-00001", "applier-00002"}; !slices.Equal(got, want) {
+		t.Fatalf("writers %q, want %q", got, want)
+	}
+}
+
+// One repair of a change that many managers wrote adds at most one to
+// repairs_total{manager="other"} once the ten named series are taken: the
+// counter counts repairs, not managedFields entries.
+func TestOneRepairCountsOtherOnce(t *testing.T) {
+	m := metrics.New()
+	for i := range metrics.MaxManagers {
+		m.ObserveRepair(fmt.Sprintf("earlier-%d", i))
+	}
+	reg := prometheus.NewRegistry()
+	m.MustRegister(reg)
+	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithMetrics(m)) })
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	ds := h.stored().DeepCopy()
+	want := extractorOf(ds).Image
+	extractorOf(ds).Image = "quay.io/someone/else:latest"
+	future := time.Now().AddDate(100, 0, 0)
+	ds.ManagedFields = append(ds.ManagedFields, manyApplyEntries(40, func(int) time.Time { return future })...)
+	if _, err := h.api.Client.AppsV1().DaemonSets(resources.Namespace).Update(context.Background(), ds, metav1.UpdateOptions{FieldManager: "kubectl-patch"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.stored().ManagedFields); n < 40 {
+		t.Fatalf("the fake API kept %d managedFields entries, want the 40 crafted ones", n)
+	}
+	h.waitStored("the image to be restored", func(ds *appsv1.DaemonSet) bool { return extractorOf(ds).Image == want })
+	h.eventually("the repair's Event", func() bool { return len(h.changes.with(ReasonUpdated)) > 0 })
+	h.stop()
+	if got := repairsOf(t, reg, metrics.OtherManager); got != 1 {
+		t.Fatalf("repairs_total{manager=%q} = %v after one repair, want 1", metrics.OtherManager, got)
+	}
+}
+
+// repairsOf reads repairs_total{manager=manager} from reg; 0 without that series.
+func repairsOf(t *testing.T, reg *prometheus.Registry, manager string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "runtime_extractor_repairs_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "manager" && l.GetValue() == manager {
+					return s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

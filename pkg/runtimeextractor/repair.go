@@ -92,9 +92,7 @@ func (c *Controller) onGateDue(ctx context.Context) {
 // Warning Event, gauge.
 func (c *Controller) repairMade(ds *appsv1.DaemonSet) {
 	if c.metrics != nil {
-		for _, m := range repairManagers(c.gate.pending.editors) {
-			c.metrics.ObserveRepair(m)
-		}
+		c.metrics.ObserveRepair(repairManagers(c.gate.pending.editors)...) // one repair: "other" once
 	}
 	started, ended := c.gate.repaired()
 	if ended {
