@@ -197,9 +197,10 @@ func (s *Source) reject(content string, err error) {
 	if repeated {
 		return
 	}
+	// Capped, the log line as the Event: the rejected value is the admin's,
+	// of any size, and an Event must stay small.
 	klog.InfoS("Rejected runtime extractor configuration, keeping the last good one",
-		"configMap", klog.KRef(Namespace, ConfigMapName), "err", err)
-	// Capped: the rejected value is the admin's, of any size, and an Event must stay small.
+		"configMap", klog.KRef(Namespace, ConfigMapName), "err", status.CapMessage(err.Error()))
 	s.recorder.Warning(ReasonInvalidConfig, status.CapMessage(fmt.Sprintf("%v; keeping the last good configuration", err)))
 }
 

@@ -19,6 +19,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
+	"github.com/insights-runtime-extractor/controller/pkg/internal/logcapture"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -340,4 +341,22 @@ func TestHugeInvalidValueGivesACappedWarning(t *testing.T) {
 	assert.Equal(t, ReasonInvalidConfig, warnings[0].Reason)
 	assert.LessOrEqual(t, len(warnings[0].Message), status.MaxMessageBytes, "the Event carries the rejected value whole")
 	assert.True(t, f.source.Config().DataReporting.DisableRuntimeExtractor, "the last good config is kept")
+}
+
+// The log line of a rejection is capped as its Event is: a 700 KB invalid
+// value gives a line of about 1 KiB that still says what was rejected.
+func TestHugeInvalidValueGivesACappedLogLine(t *testing.T) {
+	logged := logcapture.Klog(t)
+	f := startSource(t, insightsConfig("dataReporting:\n  disableRuntimeExtractor: true\n"))
+	f.write("dataReporting:\n  disableRuntimeExtractor: "+strings.Repeat("x", 700*1024)+"\n", nil)
+	var lines []string
+	for _, l := range strings.Split(logged(), "\n") {
+		if strings.Contains(l, "Rejected runtime extractor configuration") {
+			lines = append(lines, l)
+		}
+	}
+	require.Len(t, lines, 1, "one log line for one rejection")
+	assert.Contains(t, lines[0], "disableRuntimeExtractor")
+	// klog's header and the line's own words come on top of the capped error.
+	assert.LessOrEqual(t, len(lines[0]), status.MaxMessageBytes+300, "the log line carries the rejected value whole")
 }

@@ -14,6 +14,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/insights-runtime-extractor/controller/pkg/internal/logcapture"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -31,7 +32,7 @@ func forbiddenList(resource string) error {
 // and one log line per read, not one per diagnosis or per lookup of names.
 func TestForbiddenDiagnosisReadsAreAskedOnceAndSaid(t *testing.T) {
 	const deadline = 300 * time.Millisecond
-	logged := captureLog(t)
+	logged := logcapture.Klog(t)
 	h := startWith(t, func(h *harness) {
 		h.opts = append(h.opts, WithRolloutDeadline(deadline))
 		for _, res := range []string{"pods", "events"} {
@@ -94,7 +95,7 @@ func TestForbiddenDiagnosisReadsAreAskedOnceAndSaid(t *testing.T) {
 // when it is allowed again, not at each recheck. Other errors are not
 // remembered.
 func TestDeniedReadIsAskedAgainAfterTheRecheck(t *testing.T) {
-	logged := captureLog(t)
+	logged := logcapture.Klog(t)
 	clk := testingclock.NewFakePassiveClock(time.Now())
 	d := newDenials(clk)
 	calls := 0

@@ -1,14 +1,10 @@
 package runtimeextractor
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode"
@@ -20,9 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/internal/logcapture"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -121,7 +117,7 @@ func TestWriterNamesAreSanitized(t *testing.T) {
 // server does) is repaired, and the Event, the log line and the per-manager counter name
 // kubectl-patch.
 func TestRepairNamesTheWriterInEventLogAndMetric(t *testing.T) {
-	logged := captureLog(t)
+	logged := logcapture.Klog(t)
 	m := metrics.New()
 	reg := prometheus.NewRegistry()
 	m.MustRegister(reg)
@@ -161,38 +157,6 @@ runtime_extractor_repairs_total{manager="kubectl-patch"} 1
 	if strings.Contains(out, "&Event{") || strings.Contains(out, resources.EventReasonCreated) {
 		t.Errorf("the log carries library-go's Events:\n%s", out)
 	}
-}
-
-// captureLog sends klog's output to a buffer until the test ends, and
-// returns a function reading what was logged so far.
-func captureLog(t *testing.T) func() string {
-	t.Helper()
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	klog.LogToStderr(false)
-	klog.SetOutput(lockedWriter{mu: &mu, w: &buf})
-	t.Cleanup(func() {
-		klog.Flush()
-		klog.SetOutput(os.Stderr)
-		klog.LogToStderr(true)
-	})
-	return func() string {
-		klog.Flush()
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.String()
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // restoredWords words what a repair put back (resources.Result.Restored).

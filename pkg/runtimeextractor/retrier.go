@@ -1,6 +1,7 @@
 package runtimeextractor
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 // retryKey is the rate limiter's only item: the controller manages one object.
@@ -56,7 +58,9 @@ func (r *retrier) schedule() {
 	if r.metrics != nil {
 		r.metrics.SetBackoff(d)
 	}
-	klog.Infof("retrying in %s after %d failure(s): %v", d.Round(time.Millisecond), r.failures, r.lastErr)
+	// Capped as conditions and Events are: the error may quote a refused
+	// RELATED_IMAGE_* value at any length, and this line repeats per retry.
+	klog.Infof("retrying in %s after %d failure(s): %s", d.Round(time.Millisecond), r.failures, status.CapMessage(fmt.Sprint(r.lastErr)))
 }
 
 // pending: a retry is armed.
