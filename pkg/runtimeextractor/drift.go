@@ -46,13 +46,14 @@ type observation struct {
 }
 
 // classifyUpdate decides whether an update is someone else's change. Status-only
-// updates keep the generation and the owned metadata, and are ignored; so are
-// the controller's own writes (own is true for them).
+// updates keep the generation and the owned metadata, and are ignored; so is
+// a spec at a generation the controller wrote (own is true for it). One
+// update can fold the controller's spec write and someone's metadata change
+// at the same generation (a re-list, a live read while the watch is broken),
+// so the owned metadata is checked on that path too; the drain tells an own
+// write's new metadata apart (Manager.IsOwnMetadata).
 func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
-	if old.UID != cur.UID || cur.Generation != old.Generation {
-		if own {
-			return "", false
-		}
+	if (old.UID != cur.UID || cur.Generation != old.Generation) && !own {
 		return DriftModified, true
 	}
 	if ownedMetadataDamaged(old, cur) {
@@ -63,7 +64,7 @@ func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
 
 // ownedMetadataDamaged: an ownership label that is no longer right, or an owned
 // annotation that was there and is now gone or different. The controller's own
-// metadata writes (a new version) look the same here; it tells them apart when
+// writes (a new version, a new spec's hash) look the same here; it tells them apart when
 // it drains (Manager.IsOwnMetadata).
 func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 	for k, v := range resources.OwnedLabels() {

@@ -2,19 +2,28 @@ package runtimeextractor
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
@@ -67,6 +76,15 @@ func TestInformerFiltering(t *testing.T) {
 		}, map[DriftKind]int{DriftMetadata: 1}},
 		{"owned annotation changed counts", ownUpTo(3), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { ds.Annotations[resources.VersionAnnotation] = "1.0" }))
+		}, map[DriftKind]int{DriftMetadata: 1}},
+		{"own spec write with a new spec hash is left to the drain", ownUpTo(4), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(4, func(ds *appsv1.DaemonSet) { ds.Annotations[resources.SpecHashAnnotation] = "def" }))
+		}, map[DriftKind]int{DriftMetadata: 1}},
+		{"own spec write coalesced with an owned label removed counts", ownUpTo(4), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(4, func(ds *appsv1.DaemonSet) { delete(ds.Labels, resources.LabelManagedBy) }))
+		}, map[DriftKind]int{DriftMetadata: 1}},
+		{"own spec write coalesced with an owned annotation removed counts", ownUpTo(4), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(4, func(ds *appsv1.DaemonSet) { delete(ds.Annotations, resources.VersionAnnotation) }))
 		}, map[DriftKind]int{DriftMetadata: 1}},
 		{"restoring owned metadata is not drift", ownUpTo(3), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3, func(ds *appsv1.DaemonSet) { delete(ds.Labels, resources.LabelManagedBy) }), managed(3))
@@ -222,5 +240,138 @@ func TestFirstLiveReadAfterAGapReportsAbsence(t *testing.T) {
 	ri.probe(context.Background(), false)
 	if got := ri.drainDrift(); len(got) != 0 {
 		t.Fatalf("a later read observed %+v, want nothing", got)
+	}
+}
+
+// holdingWatch serves the informer's DaemonSet watches from the fake API
+// server's, but drops their events while holding; expire then ends the
+// current watch with 410 Expired, as an API server restart does, so that the
+// reflector re-lists (and live reads bridge the gap). What was dropped reaches
+// the informer as one update, from the cache's object to the server's.
+type holdingWatch struct {
+	api     *fakeapi.Server
+	holding atomic.Bool
+	mu      sync.Mutex
+	expired chan struct{} // closed to expire the current watch
+}
+
+func (hw *holdingWatch) react(a clienttesting.Action) (bool, watch.Interface, error) {
+	inner, err := hw.api.Client.Tracker().Watch(a.GetResource(), a.GetNamespace())
+	if err != nil {
+		return true, nil, err
+	}
+	expired := make(chan struct{})
+	hw.mu.Lock()
+	hw.expired = expired
+	hw.mu.Unlock()
+	ch := make(chan watch.Event)
+	out := watch.NewProxyWatcher(ch)
+	go func() {
+		defer inner.Stop()
+		send := func(e watch.Event) bool {
+			select {
+			case ch <- e:
+				return true
+			case <-out.StopChan():
+				return false
+			}
+		}
+		for {
+			select {
+			case e, ok := <-inner.ResultChan():
+				if !ok {
+					close(ch)
+					return
+				}
+				if !hw.holding.Load() && !send(e) {
+					return
+				}
+			case <-expired:
+				send(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired("too old resource version").ErrStatus})
+				return
+			case <-out.StopChan():
+				return
+			}
+		}
+	}()
+	return true, out, nil
+}
+
+// expire stops holding and ends the current watch with 410 Expired.
+func (hw *holdingWatch) expire() {
+	hw.holding.Store(false)
+	hw.mu.Lock()
+	defer hw.mu.Unlock()
+	close(hw.expired)
+}
+
+// daemonSetGets counts the live reads of the DaemonSet.
+func (h *harness) daemonSetGets() int {
+	n := 0
+	for _, a := range h.api.Client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "daemonsets" {
+			n++
+		}
+	}
+	return n
+}
+
+// Issue 26, defect 7: the controller's spec write and someone's removal of an
+// owned label at the same generation, seen as one update (a re-list, or a
+// live read while the watch is broken), were taken for the controller's own
+// write. Made while the write was still expected, the label came back at the
+// expectation's re-assert, unreported; made after it, only at the next
+// resync, 10 minutes later. Either way it is a repair of someone else's
+// change, reported as one.
+func TestCoalescedOwnWriteAndLabelRemovalIsRepaired(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// afterExpectation: the label is removed after the expectation of the
+		// write ended with a live read (the cache never showed the write).
+		afterExpectation bool
+	}{
+		{"while the write is expected", false},
+		{"after the expectation ended", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newSettableTLS(nil, nil)
+			var hw *holdingWatch
+			h := startWith(t, func(h *harness) {
+				hw = &holdingWatch{api: h.api}
+				h.api.Client.PrependWatchReactor("daemonsets", hw.react)
+				withTLS(src)(h)
+			})
+			h.rollOut()
+			h.waitState(fsm.StateRunning)
+
+			hw.holding.Store(true)
+			gets := h.daemonSetGets()
+			h.signalTLS(src, modernProfile, nil) // the controller's spec write
+			ours := h.waitStored("Modern's arguments", func(ds *appsv1.DaemonSet) bool {
+				return slices.Equal(proxyTLSArgs(t, ds), []string{"--tls-min-version=VersionTLS13"})
+			})
+			if tc.afterExpectation {
+				// resources.ExpectationTimeout after the write, the controller
+				// re-asserts, reading the server: the cache is behind.
+				h.eventually("the re-assert's live read", func() bool { return h.daemonSetGets() > gets })
+			}
+			removed := ours.DeepCopy()
+			delete(removed.Labels, resources.LabelManagedBy)
+			if _, err := h.api.Update(removed); err != nil {
+				t.Fatal(err)
+			}
+			if h.stored().Generation != ours.Generation {
+				t.Fatal("the label's removal moved the generation")
+			}
+			hw.expire()
+			h.waitStored("the managed-by label to be restored", func(ds *appsv1.DaemonSet) bool {
+				return ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
+			})
+			h.eventually("an Event saying the label was repaired", func() bool {
+				return slices.ContainsFunc(h.changes.with(ReasonUpdated), func(e loggedEvent) bool {
+					return strings.Contains(e.text, "repaired a change made by someone else (owned label or annotation changed")
+				})
+			})
+		})
 	}
 }
