@@ -2,11 +2,13 @@ package resources
 
 import (
 	"crypto/tls"
+	"fmt"
 	"slices"
 	"strings"
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/crypto"
+	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
 	appsv1 "k8s.io/api/apps/v1"
 )
 
@@ -149,4 +151,47 @@ func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 		args = append(args, arg)
 	}
 	return args, true
+}
+
+// predefinedTLSProfiles are the profiles whose arguments a DaemonSet may keep
+// while the cluster's profile is unknown, whoever wrote them.
+var predefinedTLSProfiles = []configv1.TLSProfileType{
+	configv1.TLSProfileOldType, configv1.TLSProfileIntermediateType, configv1.TLSProfileModernType,
+}
+
+// PredefinedTLSArgs reports whether args are kube-rbac-proxy's arguments for
+// a predefined TLS profile (Old, Intermediate or Modern) as
+// KubeRBACProxyTLSArgs renders them, the flags in any order. Arguments that
+// library-go's crypto accepts but no profile has (TLS 1.0 with RC4 suites
+// only, say) are not.
+func PredefinedTLSArgs(args []string) bool {
+	have := slices.Sorted(slices.Values(args))
+	for _, t := range predefinedTLSProfiles {
+		want := KubeRBACProxyTLSArgs(&configv1.TLSSecurityProfile{Type: t})
+		if slices.Equal(have, slices.Sorted(slices.Values(want))) {
+			return true
+		}
+	}
+	return false
+}
+
+// WroteTLSArgs reports whether ds is the DaemonSet this controller wrote for
+// d with kube-rbac-proxy's TLS arguments args: its spec-hash annotation
+// (library-go's, recorded with each write) is the hash of that desired spec.
+// Someone who edits the arguments leaves the hash of the spec before the
+// edit; one who restores them restores its match too.
+func WroteTLSArgs(ds *appsv1.DaemonSet, d Desired, args []string) (bool, error) {
+	have := ds.Annotations[SpecHashAnnotation]
+	if have == "" {
+		return false, nil
+	}
+	d.KubeRBACProxyTLSArgs = append([]string{}, args...) // empty, not nil: no arguments
+	want, err := DesiredDaemonSet(d)
+	if err != nil {
+		return false, fmt.Errorf("desired daemonset with the kept TLS arguments: %w", err)
+	}
+	if err := resourceapply.SetSpecHashAnnotation(&want.ObjectMeta, want.Spec); err != nil {
+		return false, fmt.Errorf("hash the desired spec with the kept TLS arguments: %w", err)
+	}
+	return want.Annotations[SpecHashAnnotation] == have, nil
 }

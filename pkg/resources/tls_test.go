@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -174,5 +175,64 @@ func TestDesiredKeptTLSArgsWinOverTheProfile(t *testing.T) {
 				t.Errorf("DaemonSet has %q, TLSArgs %q; want %q", got, tc.d.TLSArgs(), tc.want)
 			}
 		})
+	}
+}
+
+// TestPredefinedTLSArgs: the predefined profiles' arguments, the flags in any
+// order, and nothing else: not a weaker version, an extra suite, or none.
+func TestPredefinedTLSArgs(t *testing.T) {
+	for i, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{oldArgs, true},
+		{intermediateArgs, true},
+		{modernArgs, true},
+		{[]string{intermediateArgs[1], intermediateArgs[0]}, true},
+		{[]string{"--tls-min-version=VersionTLS10", intermediateArgs[1]}, false},
+		{[]string{"--tls-min-version=VersionTLS10", "--tls-cipher-suites=TLS_RSA_WITH_RC4_128_SHA"}, false},
+		{[]string{intermediateArgs[0], intermediateArgs[1] + ",TLS_RSA_WITH_RC4_128_SHA"}, false},
+		{[]string{intermediateArgs[0]}, false},
+		{[]string{}, false},
+	} {
+		if got := PredefinedTLSArgs(tc.args); got != tc.want {
+			t.Errorf("#%d %q: got %v, want %v", i, tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestWroteTLSArgs: the spec-hash annotation of a DaemonSet written for d with
+// some arguments matches d with those, and with no others; no annotation, or
+// another spec's, matches nothing.
+func TestWroteTLSArgs(t *testing.T) {
+	custom := []string{"--tls-min-version=VersionTLS12", "--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}
+	d := Desired{Images: DefaultImages(), Version: "4.21.0"}
+	written := withProxyArgs(t, custom...)
+	if err := resourceapply.SetSpecHashAnnotation(&written.ObjectMeta, written.Spec); err != nil {
+		t.Fatal(err)
+	}
+	unhashed := withProxyArgs(t, custom...)
+	otherImages := d
+	otherImages.Images.KubeRBACProxy += "-other"
+	for i, tc := range []struct {
+		ds   *appsv1.DaemonSet
+		d    Desired
+		args []string
+		want bool
+	}{
+		{written, d, custom, true},
+		{written, d, []string{custom[1], custom[0]}, false}, // not as written
+		{written, d, []string{"--tls-min-version=VersionTLS10"}, false},
+		{written, d, []string{}, false},
+		{written, otherImages, custom, false},
+		{unhashed, d, custom, false},
+	} {
+		got, err := WroteTLSArgs(tc.ds, tc.d, tc.args)
+		if err != nil || got != tc.want {
+			t.Errorf("#%d %q: got %v, %v; want %v", i, tc.args, got, err, tc.want)
+		}
+	}
+	if _, err := WroteTLSArgs(written, Desired{}, custom); err == nil {
+		t.Error("no images: want an error")
 	}
 }

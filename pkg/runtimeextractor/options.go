@@ -66,8 +66,9 @@ func WithVersionSource(src VersionSource) Option { return func(c *Controller) { 
 // constructor's tlsProfile, which a host that restarts itself on a change
 // passes: a change re-asserts the level, so kube-rbac-proxy rolls once. While
 // src cannot tell the profile, kube-rbac-proxy keeps the TLS arguments the
-// DaemonSet had then (Intermediate when there is none), and every apply
-// records a RuntimeExtractorTLSProfileUnknown Warning saying why.
+// DaemonSet had then when they are a predefined profile's or this
+// controller's own (Intermediate otherwise), and every apply records a
+// RuntimeExtractorTLSProfileUnknown Warning saying why.
 func WithTLSProfileSource(src TLSProfileSource) Option { return func(c *Controller) { c.tls = src } }
 
 // WithImages sets the container images (default: resources.ImagesFromEnv).

@@ -1,30 +1,67 @@
 package runtimeextractor
 
 import (
+	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
 
 // keptTLS is what the DaemonSet's kube-rbac-proxy had when the TLS profile
-// became unknown; ok is false when there was nothing to keep.
+// became unknown; ok is false when there was nothing to keep, and not then
+// says why.
 type keptTLS struct {
 	args []string
 	ok   bool
+	not  string
+}
+
+// keepTLS decides what kube-rbac-proxy keeps of ds's TLS arguments while the
+// profile is unknown; d is what the controller wants otherwise. Only
+// arguments that are a predefined profile's, or that this controller wrote
+// (ds's spec hash is that of d with them), are kept: an edit made while the
+// controller was down, to a version or suite library-go accepts but no
+// profile has, is not adopted.
+func keepTLS(ds *appsv1.DaemonSet, d resources.Desired) keptTLS {
+	args, ok := resources.KubeRBACProxyTLSArgsOf(ds)
+	if !ok {
+		return keptTLS{not: "no DaemonSet TLS arguments to keep"}
+	}
+	if resources.PredefinedTLSArgs(args) {
+		return keptTLS{args: args, ok: true}
+	}
+	wrote, err := resources.WroteTLSArgs(ds, d, args)
+	switch {
+	case err != nil:
+		return keptTLS{not: fmt.Sprintf("the DaemonSet's TLS arguments (%s) are not a predefined profile's, and whether this controller wrote them is unknown (%v)",
+			tlsArgsText(args), err)}
+	case !wrote:
+		return keptTLS{not: "the DaemonSet's TLS arguments (" + tlsArgsText(args) + ") are neither a predefined profile's nor this controller's"}
+	}
+	return keptTLS{args: args, ok: true}
+}
+
+// tlsArgsText shows TLS arguments in a message; "no TLS arguments" for none.
+func tlsArgsText(args []string) string {
+	if len(args) == 0 {
+		return "no TLS arguments"
+	}
+	return strings.Join(args, " ")
 }
 
 // desiredTLS completes d's TLS part from the TLS profile source. While the
 // source cannot tell the profile, kube-rbac-proxy keeps the arguments the
 // DaemonSet had when that began, so that a slow or denied read never rolls
 // every node to another profile (and back once read); a drift of them is
-// still repaired. Only with nothing to keep is it Intermediate: nothing is
-// downgraded then. Each apply meanwhile records a Warning, which the
-// recorder aggregates into one Event whose count shows it lasts. ds is the
-// DaemonSet now (nil: none).
+// still repaired. Only a predefined profile's arguments, or those this
+// controller wrote, are kept (keepTLS); otherwise it is Intermediate. Each
+// apply meanwhile records a Warning, which the recorder aggregates into one
+// Event whose count shows it lasts. ds is the DaemonSet now (nil: none).
 func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 	if c.tls == nil {
 		return
@@ -39,8 +76,7 @@ func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 		return
 	}
 	if c.tlsKept == nil {
-		var kept keptTLS
-		kept.args, kept.ok = resources.KubeRBACProxyTLSArgsOf(ds)
+		kept := keepTLS(ds, *d)
 		c.tlsKept = &kept
 	}
 	msg := err.Error() + "; "
@@ -53,8 +89,9 @@ func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 		msg += "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + strings.Join(c.tlsKept.args, " ") + ") until it is read"
 	default:
 		d.TLSProfile = nil
-		msg += "no DaemonSet TLS arguments to keep: kube-rbac-proxy gets the Intermediate profile until it is read"
+		msg += c.tlsKept.not + ": kube-rbac-proxy gets the Intermediate profile until it is read"
 	}
+	msg = status.CapMessage(msg) // the arguments may repeat a suite at any length
 	klog.Warning(msg)
 	c.events.tlsUnknown(ds, msg)
 }

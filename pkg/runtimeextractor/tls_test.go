@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -207,17 +208,41 @@ func TestUnknownTLSProfileWithoutDaemonSetDeploysIntermediate(t *testing.T) {
 	}
 }
 
-// TestUnknownTLSProfileKeepsNoArguments: a DaemonSet whose kube-rbac-proxy
-// has no TLS arguments (its own defaults) keeps none.
+// TestUnknownTLSProfileKeepsNoArguments: a DaemonSet this controller wrote
+// with no TLS arguments for kube-rbac-proxy (its own defaults) keeps none;
+// one it did not write (no spec-hash of its own) gets Intermediate's.
 func TestUnknownTLSProfileKeepsNoArguments(t *testing.T) {
-	ds, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), KubeRBACProxyTLSArgs: []string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := startWith(t, withTLS(newSettableTLS(nil, errUnreadable)), ds)
-	h.waitState(fsm.StateDeploying)
-	if args := proxyTLSArgs(t, h.stored()); len(args) != 0 || h.stored().Generation != 1 {
-		t.Fatalf("args %q generation %d; want none kept, generation 1", args, h.stored().Generation)
+	for _, tc := range []struct {
+		name  string
+		wrote bool
+		want  []string
+	}{
+		{"written by the controller", true, []string{}},
+		{"written by someone else", false, resources.KubeRBACProxyTLSArgs(nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), KubeRBACProxyTLSArgs: []string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wrote {
+				if err := resourceapply.SetSpecHashAnnotation(&ds.ObjectMeta, ds.Spec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := startWith(t, withTLS(newSettableTLS(nil, errUnreadable)), ds)
+			uid := h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil }).UID
+			h.eventually("the first apply to adopt the DaemonSet", func() bool {
+				ds := h.stored()
+				return ds.UID == uid && h.ctrl.manager.IsOwnWrite(uid, ds.Generation)
+			})
+			if args := proxyTLSArgs(t, h.stored()); !slices.Equal(args, tc.want) {
+				t.Fatalf("args %q; want %q", args, tc.want)
+			}
+			if gen := h.stored().Generation; tc.wrote && gen != 1 {
+				t.Fatalf("generation %d; want 1: nothing to change", gen)
+			}
+		})
 	}
 }
 
@@ -238,5 +263,86 @@ func TestStartWaitsForTheTLSProfileSource(t *testing.T) {
 	ds := h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil })
 	if got := proxyTLSArgs(t, ds); !slices.Equal(got, []string{"--tls-min-version=VersionTLS13"}) {
 		t.Fatalf("deployed with %q, want Modern's", got)
+	}
+}
+
+// tamperTLS replaces ds's kube-rbac-proxy TLS arguments with args, as an
+// edit made while the controller is down would.
+func tamperTLS(ds *appsv1.DaemonSet, args ...string) *appsv1.DaemonSet {
+	ds = ds.DeepCopy()
+	for i := range ds.Spec.Template.Spec.Containers {
+		if c := &ds.Spec.Template.Spec.Containers[i]; c.Name == resources.ContainerKubeRBACProxy {
+			c.Args = slices.DeleteFunc(c.Args, func(a string) bool {
+				return strings.HasPrefix(a, "--tls-min-version=") || strings.HasPrefix(a, "--tls-cipher-suites=")
+			})
+			c.Args = append(c.Args, args...)
+		}
+	}
+	return ds
+}
+
+// weakTLSArgs are arguments library-go's crypto accepts, and no predefined
+// profile has: TLS 1.0 and an RC4 suite.
+var weakTLSArgs = []string{"--tls-min-version=VersionTLS10", "--tls-cipher-suites=TLS_RSA_WITH_RC4_128_SHA"}
+
+// Issue 26, defect 4: TLS arguments someone else set while the controller
+// was down are not kept when the profile cannot be read at the start: they
+// are neither a predefined profile's nor this controller's (the spec-hash
+// annotation is that of the spec it wrote), so kube-rbac-proxy gets
+// Intermediate, a Warning saying so; a later edit is repaired to
+// Intermediate, not to the tampered arguments.
+func TestUnknownTLSProfileReplacesTamperedArguments(t *testing.T) {
+	first := startWith(t, withTLS(newSettableTLS(nil, nil)))
+	first.rollOut()
+	first.waitState(fsm.StateRunning)
+	existing := tamperTLS(first.stored(), weakTLSArgs...)
+	first.stop()
+
+	h := startWith(t, withTLS(newSettableTLS(nil, errUnreadable)), existing)
+	intermediate := resources.KubeRBACProxyTLSArgs(nil)
+	h.waitStored("Intermediate's arguments", func(ds *appsv1.DaemonSet) bool {
+		return slices.Equal(proxyTLSArgs(t, ds), intermediate)
+	})
+	warnings := h.changes.with(ReasonTLSProfileUnknown)
+	if len(warnings) == 0 || !strings.Contains(warnings[0].text, "the cluster TLS profile is unknown") ||
+		!strings.Contains(warnings[0].text, "neither a predefined profile's nor this controller's") ||
+		!strings.Contains(warnings[0].text, "kube-rbac-proxy gets the Intermediate profile until it is read") {
+		t.Fatalf("TLS Warnings %+v, want one saying the profile is unknown and the arguments were replaced by Intermediate's", warnings)
+	}
+	t.Logf("Warning: %s", warnings[0].text)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+
+	if _, err := h.api.Update(tamperTLS(h.stored(), weakTLSArgs...)); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStored("Intermediate's arguments back", func(ds *appsv1.DaemonSet) bool {
+		return slices.Equal(proxyTLSArgs(t, ds), intermediate)
+	})
+}
+
+// Arguments this controller wrote (a Custom profile's) are kept while the
+// profile is unknown at the start: the spec-hash annotation matches.
+func TestUnknownTLSProfileKeepsArgumentsItWrote(t *testing.T) {
+	custom := &configv1.TLSSecurityProfile{Type: configv1.TLSProfileCustomType, Custom: &configv1.CustomTLSProfile{
+		TLSProfileSpec: configv1.TLSProfileSpec{MinTLSVersion: configv1.VersionTLS12, Ciphers: []string{"ECDHE-ECDSA-AES128-GCM-SHA256"}},
+	}}
+	first := startWith(t, withTLS(newSettableTLS(custom, nil)))
+	first.rollOut()
+	first.waitState(fsm.StateRunning)
+	existing := first.stored()
+	first.stop()
+	want := proxyTLSArgs(t, existing)
+	if resources.PredefinedTLSArgs(want) {
+		t.Fatalf("the Custom profile's arguments %q are a predefined profile's", want)
+	}
+
+	h := startWith(t, withTLS(newSettableTLS(nil, errUnreadable)), existing)
+	h.waitState(fsm.StateRunning)
+	if cur := h.stored(); cur.Generation != 1 || !slices.Equal(proxyTLSArgs(t, cur), want) {
+		t.Fatalf("generation %d, args %q; want the DaemonSet unchanged", cur.Generation, proxyTLSArgs(t, cur))
+	}
+	if w := h.changes.with(ReasonTLSProfileUnknown); len(w) == 0 || !strings.Contains(w[0].text, "keeps the DaemonSet's TLS arguments ("+strings.Join(want, " ")+")") {
+		t.Fatalf("TLS Warnings %+v, want one saying what is kept", w)
 	}
 }
