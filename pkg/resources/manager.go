@@ -3,6 +3,7 @@ package resources
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // applyBackoff bounds the in-call retries of an apply that lost a race
@@ -57,6 +59,11 @@ type Result struct {
 	// they stay, when the apply created the object or changed nothing, or
 	// when the replaced object's arguments were unreadable.
 	TLSMoved string
+	// Replaced is the UID of an object someone else created that the apply
+	// deleted before it created the DaemonSet, because it could not be
+	// updated into the desired one; ReplacedBecause says why.
+	Replaced        types.UID
+	ReplacedBecause string
 }
 
 // Manager creates, updates and deletes the runtime extractor DaemonSet.
@@ -174,6 +181,15 @@ func (m *Manager) SetClock(c clock.PassiveClock) {
 // manager's name, and an object first written by another manager (the host
 // operator's own controller) could never be adopted.
 //
+// An object someone else created with another selector cannot be adopted:
+// spec.selector is immutable, and the UPDATE gets 422 Invalid on that field
+// alone. That object is deleted, with a precondition on its UID and
+// background propagation (the garbage collector removes its pods, which the
+// new selector would not match), and the DaemonSet is created anew. If a
+// finalizer holds the old object, the create runs into it (AlreadyExists), a
+// fresh read shows it being deleted, and the apply after its deletion event
+// creates. An object this manager wrote is never deleted this way.
+//
 // The first attempt reads the lister; a retry after a Conflict, NotFound or
 // AlreadyExists (a stale cache) waits for the cache to show what the write ran
 // into, and reads the API server only if it does not within cacheCatchUp.
@@ -189,6 +205,10 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		result Result
 		tried  *appsv1.DaemonSet // what the last attempt found; nil before it, or none
 		first  = true
+		// replaced is the object deleted to be replaced (deleteReplaced),
+		// because why; reported only with the create that follows.
+		replaced types.UID
+		because  string
 	)
 	err = retry.OnError(m.backoff, isLostRace, func() error {
 		var existing *appsv1.DaemonSet
@@ -217,6 +237,18 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		// ApplyDaemonSet is SetSpecHashAnnotation and then this; required
 		// carries the annotation already (requiredFor).
 		actual, changed, err := resourceapply.ApplyDaemonSetWithForce(ctx, client, writeEventsOnly{m.recorder}, required, expected, false)
+		if adopting && isImmutableSelector(err) {
+			// Someone else's object, with another selector: no update makes
+			// it ours. Delete exactly it, then create.
+			if err := m.deleteReplaced(ctx, existing); err != nil {
+				return err
+			}
+			replaced = existing.UID
+			because = fmt.Sprintf("the selector %s is immutable and not ours (%s)",
+				metav1.FormatLabelSelector(existing.Spec.Selector), metav1.FormatLabelSelector(required.Spec.Selector))
+			existing, client.existing = nil, nil
+			actual, changed, err = resourceapply.ApplyDaemonSetWithForce(ctx, client, writeEventsOnly{m.recorder}, required, 0, false)
+		}
 		if err != nil {
 			return err
 		}
@@ -237,6 +269,9 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 			// is the re-read object, which the caller never saw.
 			result.Restored = restoredFields(existing, actual)
 			result.TLSMoved = tlsMove(existing, &d)
+		}
+		if created && replaced != "" {
+			result.Replaced, result.ReplacedBecause = replaced, because
 		}
 		return nil
 	})
@@ -552,6 +587,47 @@ func (m *Manager) disown() {
 	m.retire()
 	m.owned = ownedObject{}
 	m.expected = nil
+}
+
+// deleteReplaced deletes ds, an object someone else created that cannot be
+// updated into the desired one, and only it: by UID precondition (a Conflict
+// means another object holds the name, a lost race that the retry re-reads),
+// letting the garbage collector delete its pods in the background. NotFound
+// means it is gone already.
+func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) error {
+	uid := ds.UID
+	err := m.client.AppsV1().DaemonSets(Namespace).Delete(ctx, DaemonSetName, metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: &uid},
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("replace object %s with another selector: delete: %w", uid, err)
+	}
+	resourcehelper.ReportDeleteEvent(m.recorder, ds, nil)
+	return nil
+}
+
+// isImmutableSelector reports whether err is the API server's 422 Invalid
+// for an update that changes spec.selector, and for nothing else: only then
+// does a replace cure it.
+func isImmutableSelector(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	if details == nil || len(details.Causes) == 0 {
+		return false
+	}
+	for _, c := range details.Causes {
+		if c.Field != "spec.selector" {
+			return false
+		}
+	}
+	return true
 }
 
 // isLostRace reports the errors a fresh read fixes: Conflict (the object

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -850,5 +851,204 @@ func TestRevertedVersionAnnotationIsNotOwn(t *testing.T) {
 	reverted := fc.stored()
 	if m.IsOwnMetadata(reverted.UID, reverted.ResourceVersion, OwnedMetadata(reverted)) {
 		t.Error("the version annotation set back to 4.21.0 by someone else is taken for the manager's own write")
+	}
+}
+
+// foreignSelector is the selector (and pod labels) of a DaemonSet someone
+// else put in place of ours.
+var foreignSelector = map[string]string{"app": "someone-else"}
+
+// replaceWithForeign deletes the stored DaemonSet and creates one of the same
+// name whose selector, labels and image are someone else's (`oc replace
+// --force`, a GitOps prune and create), then syncs the cache. It returns the
+// new object.
+func replaceWithForeign(t *testing.T, fc *fakeCluster) *appsv1.DaemonSet {
+	t.Helper()
+	theirs := fc.stored().DeepCopy()
+	theirs.ResourceVersion, theirs.UID = "", ""
+	theirs.Labels = foreignSelector
+	theirs.Spec.Selector = &metav1.LabelSelector{MatchLabels: foreignSelector}
+	theirs.Spec.Template.Labels = foreignSelector
+	findContainer(&theirs.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/evil/extractor:latest"
+	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
+		t.Fatal(err)
+	}
+	created, err := fc.srv.Create(theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc.sync()
+	fc.client.ClearActions()
+	return created
+}
+
+// Defect 3 of issue 26: a DaemonSet someone else created with another
+// selector cannot be updated into ours (spec.selector is immutable: 422
+// Invalid), so the adoption failed for good. It is deleted, with a UID
+// precondition and its pods left to the garbage collector, and created anew.
+func TestApplyReplacesForeignObjectWithAnotherSelector(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	want := fc.stored().Spec.DeepCopy()
+	theirs := replaceWithForeign(t, fc)
+
+	res, err := m.Apply(context.Background(), defaultDesired())
+	if err != nil {
+		t.Fatalf("Apply over a foreign selector: %v", err)
+	}
+	got := fc.requests()
+	expectRequests(t, fc, "apply over a foreign selector", 0, 3)
+	if want := []string{"update", "delete", "create"}; !slices.Equal(got.Verbs, want) {
+		t.Errorf("requests %v, want %v", got.Verbs, want)
+	}
+	stored := fc.stored()
+	if stored == nil || stored.UID == theirs.UID || !equality.Semantic.DeepEqual(*want, stored.Spec) {
+		t.Fatalf("the foreign DaemonSet was not replaced by ours: stored %v", stored)
+	}
+	if !res.Changed || !res.Created || !res.Rolls || res.Object.UID != stored.UID {
+		t.Errorf("result %s (created %v, rolls %v), want a create that rolls", summary(res), res.Created, res.Rolls)
+	}
+	if res.Replaced != theirs.UID || !strings.Contains(res.ReplacedBecause, "app=someone-else") || !strings.Contains(res.ReplacedBecause, "immutable") {
+		t.Errorf("Replaced = %q because %q; want %q, naming the selector and why", res.Replaced, res.ReplacedBecause, theirs.UID)
+	}
+	if m.ownedUID() != stored.UID || !m.IsOwnWrite(stored.UID, stored.Generation) || m.IsOwnWrite(theirs.UID, theirs.Generation) {
+		t.Errorf("owned %q, want the new object %q only", m.ownedUID(), stored.UID)
+	}
+	expectEvents(t, fc, "replace", EventReasonCreated, EventReasonDeleted, EventReasonCreated)
+
+	fc.sync()
+	apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply after the replace", 0, 0)
+}
+
+// The replacing delete names the foreign object by UID (never one created
+// since) and lets the garbage collector remove its pods in the background:
+// the name is free at once, and the pods of the foreign selector go.
+func TestReplaceDeletesOnlyTheForeignObject(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	theirs := replaceWithForeign(t, fc)
+
+	apply(t, m, defaultDesired())
+	var del clienttesting.DeleteAction
+	for _, a := range fc.client.Actions() {
+		if d, ok := a.(clienttesting.DeleteAction); ok {
+			del = d
+		}
+	}
+	if del == nil {
+		t.Fatal("no delete sent")
+	}
+	opts := del.GetDeleteOptions()
+	if opts.Preconditions == nil || opts.Preconditions.UID == nil || *opts.Preconditions.UID != theirs.UID {
+		t.Errorf("delete preconditions %v, want UID %q", opts.Preconditions, theirs.UID)
+	}
+	if opts.PropagationPolicy == nil || *opts.PropagationPolicy != metav1.DeletePropagationBackground {
+		t.Errorf("delete propagation %v, want Background", opts.PropagationPolicy)
+	}
+}
+
+// A replacement whose delete a finalizer holds: the create meets the old
+// object (AlreadyExists), a fresh read shows it being deleted, and the apply
+// ends without a write or an error. Its deletion event brings the next apply,
+// which creates; nothing spins meanwhile.
+func TestReplaceHeldByAFinalizerWaitsForTheDeletion(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	m.SetCacheCatchUp(0)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	theirs := replaceWithForeign(t, fc)
+	fc.client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		held := fc.stored().DeepCopy()
+		now := metav1.Now()
+		held.DeletionTimestamp = &now
+		held.Finalizers = []string{"example.com/someone-else"}
+		if _, err := fc.srv.Update(held); err != nil {
+			return true, nil, err
+		}
+		return true, nil, nil
+	})
+
+	res, err := m.Apply(context.Background(), defaultDesired())
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	expectRequests(t, fc, "replace held by a finalizer", 1, 3) // update (422), delete, create (AlreadyExists), GET
+	if res.Changed || res.Replaced != "" || res.Object.UID != theirs.UID {
+		t.Errorf("result %s (replaced %q), want no write while %q is being deleted", summary(res), res.Replaced, theirs.UID)
+	}
+
+	// The finalizer goes and the object with it: the next apply creates.
+	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
+		t.Fatal(err)
+	}
+	fc.sync()
+	fc.client.ClearActions()
+	res = apply(t, m, defaultDesired())
+	expectRequests(t, fc, "apply after the deletion", 0, 1)
+	if !res.Created || fc.stored().Spec.Selector.MatchLabels["app"] != "" {
+		t.Errorf("result %s, selector %v; want ours created", summary(res), fc.stored().Spec.Selector)
+	}
+}
+
+// An update invalid for more than the selector is not cured by a replace:
+// the foreign object stays and the error is returned.
+func TestApplyDoesNotReplaceOnOtherInvalidUpdates(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	replaceWithForeign(t, fc)
+	fc.client.PrependReactor("update", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(appsv1.SchemeGroupVersion.WithKind("DaemonSet").GroupKind(), DaemonSetName, field.ErrorList{
+			field.Invalid(field.NewPath("spec", "selector"), nil, "field is immutable"),
+			field.Invalid(field.NewPath("spec", "template", "spec", "containers").Index(0).Child("image"), "", "required"),
+		})
+	})
+	if _, err := m.Apply(context.Background(), defaultDesired()); !apierrors.IsInvalid(err) {
+		t.Fatalf("Apply error = %v, want the wrapped Invalid", err)
+	}
+	expectRequests(t, fc, "invalid update", 0, 1)
+}
+
+// Someone replaces the foreign object again between the manager's read and
+// its delete: the UID precondition fails (Conflict), so the newer object is
+// not deleted blindly; a fresh read names it, and it is the one replaced.
+func TestReplaceNeverDeletesAnUnreadObject(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	m.SetCacheCatchUp(0)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	first := replaceWithForeign(t, fc)
+	var second *appsv1.DaemonSet
+	fc.client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if second != nil {
+			return false, nil, nil
+		}
+		again := fc.stored().DeepCopy()
+		again.ResourceVersion, again.UID = "", ""
+		if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
+			return true, nil, err
+		}
+		var err error
+		if second, err = fc.srv.Create(again); err != nil {
+			return true, nil, err
+		}
+		return false, nil, nil // the server's precondition check runs next
+	})
+
+	res, err := m.Apply(context.Background(), defaultDesired())
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	expectRequests(t, fc, "replace raced by another replace", 1, 5) // update, delete (Conflict), GET, update, delete, create
+	if second == nil || res.Replaced != second.UID || res.Replaced == first.UID || !res.Created {
+		t.Errorf("result %s, replaced %q; want %q replaced by a create", summary(res), res.Replaced, second.UID)
 	}
 }

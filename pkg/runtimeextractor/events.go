@@ -26,8 +26,9 @@ import (
 // insights-runtime-extractor` shows its history; the delete Event goes on the
 // Namespace, as the DaemonSet is gone.
 const (
-	// ReasonCreated: the DaemonSet was created: first deploy, re-enabled, or
-	// recreated after someone deleted it (Normal).
+	// ReasonCreated: the DaemonSet was created: first deploy, re-enabled,
+	// recreated after someone deleted it, or in place of someone else's with
+	// another (immutable) selector (Normal).
 	ReasonCreated = "RuntimeExtractorCreated"
 	// ReasonUpdated: the DaemonSet was updated: a drift repaired, the version
 	// moved, or insights-config changed (Normal).

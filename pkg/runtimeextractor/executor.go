@@ -71,7 +71,12 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 		if repair {
 			cause.restored = res.Restored
 		}
-		c.events.applied(res.Object, res.Created, cause.String(res.Created))
+		why := cause.String(res.Created)
+		if res.Replaced != "" {
+			c.rememberDeleted(res.Replaced) // its delete event is this write, not drift
+			why = fmt.Sprintf("replaced %s, which someone else created: %s", res.Replaced, res.ReplacedBecause)
+		}
+		c.events.applied(res.Object, res.Created, why)
 		if repair {
 			c.repairMade(res.Object)
 		}

@@ -1,7 +1,8 @@
 // Package fakeapi gives client-go's fake clientset the API server behaviour the
 // controller depends on for DaemonSets: UIDs, resourceVersion conflicts, a
-// generation that moves only when the spec changes, a status subresource that
-// never touches the spec, and the defaults the server adds. Tests only.
+// generation that moves only when the spec changes, an immutable selector, a
+// status subresource that never touches the spec, and the defaults the server
+// adds. Tests only.
 package fakeapi
 
 import (
@@ -13,9 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -82,6 +85,9 @@ func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, erro
 		ds = old.DeepCopy()
 		ds.Status = status
 	} else {
+		if err := validateUpdate(old, ds); err != nil {
+			return true, nil, err
+		}
 		ApplyDefaults(ds)
 		ds.UID, ds.Generation, ds.Status = old.UID, old.Generation, old.Status
 		if !equality.Semantic.DeepEqual(old.Spec, ds.Spec) {
@@ -107,6 +113,18 @@ func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, erro
 		return true, nil, err
 	}
 	return true, ds.DeepCopy(), nil
+}
+
+// validateUpdate rejects what the API server's DaemonSet validation rejects
+// on an update and a test may provoke: a selector change, 422 Invalid with
+// the cause on field spec.selector.
+func validateUpdate(old, ds *appsv1.DaemonSet) error {
+	if equality.Semantic.DeepEqual(old.Spec.Selector, ds.Spec.Selector) {
+		return nil
+	}
+	return apierrors.NewInvalid(appsv1.SchemeGroupVersion.WithKind("DaemonSet").GroupKind(), ds.Name, field.ErrorList{
+		field.Invalid(field.NewPath("spec", "selector"), ds.Spec.Selector, apimachineryvalidation.FieldImmutableErrorMsg),
+	})
 }
 
 // DeleteReactor honours a UID precondition, as the API server does (the tracker
