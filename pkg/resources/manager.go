@@ -61,7 +61,8 @@ type Result struct {
 	TLSMoved string
 	// Replaced is the UID of an object someone else created that the apply
 	// deleted before it created the DaemonSet, because it could not be
-	// updated into the desired one; ReplacedBecause says why.
+	// updated into the desired one; ReplacedBecause says why. It is set on
+	// error too, when the delete went through and the create did not.
 	Replaced        types.UID
 	ReplacedBecause string
 }
@@ -276,7 +277,9 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		return nil
 	})
 	if err != nil {
-		return Result{}, fmt.Errorf("apply daemonset %s/%s: %w", Namespace, DaemonSetName, err)
+		// The delete of a replaced object may have gone through before the
+		// create failed: the caller must still know that it deleted it.
+		return Result{Replaced: replaced, ReplacedBecause: because}, fmt.Errorf("apply daemonset %s/%s: %w", Namespace, DaemonSetName, err)
 	}
 	return result, nil
 }

@@ -72,6 +72,14 @@ func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string
 	return ok && (maps.Equal(o.meta, meta) || rv != "" && slices.Contains(o.versions, rv))
 }
 
+// Owns reports whether uid is the object this manager last wrote or adopted
+// and has not deleted since; uid "" (an object not known by name) asks
+// whether it owns one at all.
+func (m *Manager) Owns(uid types.UID) bool {
+	owned := m.ownedUID()
+	return owned != "" && (uid == "" || uid == owned)
+}
+
 // ownedUID returns the UID of the object this manager last wrote or adopted,
 // "" when none (before any write, and after a delete).
 func (m *Manager) ownedUID() types.UID {

@@ -407,8 +407,9 @@ func TestHoldingIsNotReportedAsDisabled(t *testing.T) {
 		t.Fatalf("while holding: state{Disabled}=%v, state{%s}=%v; want 0 and 1", state(string(fsm.StateDisabled)), metrics.StateHolding, state(metrics.StateHolding))
 	}
 	h.setConfig(enabledConfig)
+	// The fixture has no selector, so it is replaced: absent for a moment.
 	h.waitStored("the DaemonSet applied once a valid config arrives", func(ds *appsv1.DaemonSet) bool {
-		return ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
+		return ds != nil && ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
 	})
 	h.eventually("the holding series to clear", func() bool { return state(metrics.StateHolding) == 0 })
 }

@@ -80,6 +80,17 @@ func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 	return false
 }
 
+// ownedMetadataMissing: ds lacks an ownership label, or the version
+// annotation, that the controller writes on every object it writes.
+func ownedMetadataMissing(ds *appsv1.DaemonSet) bool {
+	for k, v := range resources.OwnedLabels() {
+		if ds.Labels[k] != v {
+			return true
+		}
+	}
+	return ds.Annotations[resources.VersionAnnotation] == ""
+}
+
 // editor is a field manager that changed the DaemonSet, as the object's
 // metadata.managedFields says: its name (sanitized), operation and time.
 type editor struct {
@@ -205,6 +216,7 @@ type drain struct {
 
 // ownership tells the controller's own writes apart (resources.Manager).
 type ownership interface {
+	Owns(uid types.UID) bool
 	IsOwnWrite(uid types.UID, generation int64) bool
 	IsOwnMetadata(uid types.UID, resourceVersion string, meta map[string]string) bool
 }
@@ -215,10 +227,13 @@ type ownership interface {
 // shows (nil: none); deletedByUs tells the controller's own deletes.
 //   - a spec change is drift unless it is an own generation;
 //   - a metadata change is drift unless it carries exactly the owned
-//     metadata last written (a removed label never does);
+//     metadata last written (a removed label never does), or the object
+//     the view shows carries the controller's own again;
 //   - a change of an object since gone, or being deleted, is not: its
 //     deletion is the drift;
-//   - a deletion is drift unless expected, own, or the state wants none.
+//   - a deletion is drift unless expected, own, of an object the
+//     controller no longer owns (replaced, deleted), or the state wants
+//     none.
 func classifyDrain(obs []observation, ds *appsv1.DaemonSet, own ownership, state fsm.State, deletedByUs func(types.UID) bool) drain {
 	var d drain
 	for _, o := range obs {
@@ -231,8 +246,16 @@ func classifyDrain(obs []observation, ds *appsv1.DaemonSet, own ownership, state
 				o.kind == DriftMetadata && own.IsOwnMetadata(o.uid, o.version, o.meta) {
 				continue
 			}
+			// A metadata change the object the view shows no longer carries
+			// was undone since, by a write of the controller's.
+			if o.kind == DriftMetadata && own.IsOwnMetadata(ds.UID, ds.ResourceVersion, resources.OwnedMetadata(ds)) {
+				continue
+			}
 		case DriftDeleted:
-			if o.expected || deletedByUs(o.uid) || !state.Enabled() {
+			// Only the deletion of the object the controller owns is
+			// outstanding: one it has since replaced, deleted or given up
+			// (a later own write or delete) needs no repair.
+			if o.expected || deletedByUs(o.uid) || !state.Enabled() || !own.Owns(o.uid) {
 				d.gone = true
 				continue
 			}

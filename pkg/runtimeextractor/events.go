@@ -144,6 +144,9 @@ func daemonSetRef(ds *appsv1.DaemonSet) *corev1.ObjectReference {
 // named it and what the controller knew then.
 type applyCause struct {
 	transition fsm.Transition
+	// repair: the apply undid someone else's change (repairGate.outstanding),
+	// whatever event led to it.
+	repair bool
 	// drift lists the kinds of the drift being repaired, if any.
 	drift []DriftKind
 	// upgradeFrom is the version before the current upgrade.
@@ -160,18 +163,6 @@ type applyCause struct {
 	restored []string
 }
 
-// repair: the apply undoes someone else's change.
-func (c applyCause) repair() bool {
-	if c.transition.To == fsm.StateDrifted {
-		return true
-	}
-	if c.transition.Event == nil {
-		return false
-	}
-	name := c.transition.Event.Name()
-	return name == fsm.EventModified || name == fsm.EventDeleted
-}
-
 func (c applyCause) String(created bool) string {
 	at := ""
 	if c.version != "" {
@@ -179,9 +170,9 @@ func (c applyCause) String(created bool) string {
 	}
 	state := c.transition.To
 	switch {
-	case c.repair() && created:
+	case c.repair && created:
 		return "recreated after it was deleted by someone else" + at
-	case c.repair():
+	case c.repair:
 		return "repaired a change made by someone else (" + driftWords(c.drift) + restoredWords(c.restored) + ")" + editorsWords(c.drift, c.editors, c.unnamed)
 	case state == fsm.StateUpgrading && c.upgradeFrom != "" && c.upgradeFrom != c.version:
 		return fmt.Sprintf("version moved from %s to %s", c.upgradeFrom, c.version)

@@ -52,13 +52,13 @@ func TestRepairEventNamesTheWriter(t *testing.T) {
 		created bool
 		want    string
 	}{
-		{"one writer", applyCause{transition: drifted, drift: []DriftKind{DriftModified}, editors: []editor{patch}}, false,
+		{"one writer", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, editors: []editor{patch}}, false,
 			"repaired a change made by someone else (spec changed), changed by kubectl-patch (Update at 2026-12-02T12:00:01Z)"},
-		{"a tie", applyCause{transition: drifted, drift: []DriftKind{DriftModified}, editors: []editor{patch, {manager: "helm", operation: "Apply", time: patch.time}}}, false,
+		{"a tie", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, editors: []editor{patch, {manager: "helm", operation: "Apply", time: patch.time}}}, false,
 			"changed by kubectl-patch (Update at 2026-12-02T12:00:01Z), helm (Apply at 2026-12-02T12:00:01Z)"},
-		{"no entry names one", applyCause{transition: drifted, drift: []DriftKind{DriftMetadata}, unnamed: true}, false,
+		{"no entry names one", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftMetadata}, unnamed: true}, false,
 			"repaired a change made by someone else (owned label or annotation changed), by a writer managedFields does not name"},
-		{"a deletion", applyCause{transition: drifted, drift: []DriftKind{DriftDeleted}}, true,
+		{"a deletion", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftDeleted}}, true,
 			"recreated after it was deleted by someone else"},
 	}
 	for _, tc := range cases {
@@ -67,7 +67,7 @@ func TestRepairEventNamesTheWriter(t *testing.T) {
 		}
 	}
 
-	many := applyCause{transition: drifted, drift: []DriftKind{DriftModified, DriftMetadata}}
+	many := applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified, DriftMetadata}}
 	for i := range 50 {
 		many.editors = append(many.editors, editor{manager: strings.Repeat(string(rune('a'+i%26)), resources.MaxNameBytes), operation: "Update", time: t0})
 	}

@@ -52,28 +52,33 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 }
 
 func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
+	// A write made while someone else's change is outstanding undoes it: it
+	// is a repair, whichever event led to it (a Modified, a retry, a config
+	// or TLS change), and no other write is.
+	repair := c.gate.outstanding()
 	start := c.clock.Now()
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	res, err := c.apply(actx)
 	cancel()
 	c.retry.record(t.Action, err, c.clock.Since(start))
+	if res.Replaced != "" {
+		c.rememberDeleted(res.Replaced) // its delete event is this apply's, not drift
+	}
 	if err != nil {
 		on, _ := c.informer.current()
 		c.events.failed(on, ReasonApplyFailed, err.Error()+"; retrying with backoff")
 		return fsm.ApplyFailed{Err: err}, false
 	}
-	repair := applyCause{transition: t}.repair()
 	switch {
 	case res.Changed:
 		p := c.gate.pending
-		cause := applyCause{transition: t, drift: p.kinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny,
+		cause := applyCause{transition: t, repair: repair, drift: p.kinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny,
 			tls: res.TLSMoved, editors: p.editors, unnamed: p.unnamed}
 		if repair {
 			cause.restored = res.Restored
 		}
 		why := cause.String(res.Created)
 		if res.Replaced != "" {
-			c.rememberDeleted(res.Replaced) // its delete event is this write, not drift
 			why = fmt.Sprintf("replaced %s, which someone else created: %s", res.Replaced, res.ReplacedBecause)
 		}
 		c.events.applied(res.Object, res.Created, why)
@@ -154,7 +159,7 @@ func (c *Controller) onRollout(ctx context.Context) {
 }
 
 // transitioned logs a transition and counts it; entering Running or
-// Disabled ends an upgrade and whatever repair was described.
+// Disabled ends an upgrade.
 func (c *Controller) transitioned(t fsm.Transition) {
 	if c.metrics != nil {
 		c.metrics.ObserveTransition(t)
@@ -169,6 +174,5 @@ func (c *Controller) transitioned(t fsm.Transition) {
 	klog.Infof("state %s -> %s on %s, action %s", t.From, t.To, fsm.Describe(t.Event), t.Action)
 	if t.To == fsm.StateRunning || t.To == fsm.StateDisabled {
 		c.upgradeFrom = ""
-		c.gate.forget()
 	}
 }

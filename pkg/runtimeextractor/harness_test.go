@@ -72,6 +72,7 @@ type fakeConfig struct {
 	disabled bool          // the last good config's
 	invalid  bool          // the current content is rejected
 	good     bool          // a good config was seen since the process started
+	priority string        // the last good config's runtimeExtractor.priorityClassName
 }
 
 // newFakeConfig is an enabled, valid config with a notification channel of
@@ -91,7 +92,8 @@ func (f *fakeConfig) ConfigChanged() (<-chan struct{}, func()) { return f.ch, fu
 func (f *fakeConfig) Config() *config.InsightsConfiguration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &config.InsightsConfiguration{DataReporting: config.DataReporting{DisableRuntimeExtractor: f.disabled}}
+	return &config.InsightsConfiguration{DataReporting: config.DataReporting{DisableRuntimeExtractor: f.disabled,
+		RuntimeExtractor: config.RuntimeExtractor{PriorityClassName: f.priority}}}
 }
 
 func (f *fakeConfig) HasGoodConfig() bool {
@@ -112,7 +114,7 @@ func (f *fakeConfig) LastError() error {
 // String is what the model's fingerprint prints: the fields that make the
 // state, not the lock or the channel.
 func (f *fakeConfig) String() string {
-	return fmt.Sprintf("{disabled:%v invalid:%v good:%v}", f.disabled, f.invalid, f.good)
+	return fmt.Sprintf("{disabled:%v invalid:%v good:%v priority:%q}", f.disabled, f.invalid, f.good, f.priority)
 }
 
 // recordingLimiter records every backoff the controller asks for.

@@ -201,9 +201,17 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 	}
 	notify(ri.rollout)
 	// Objects present at startup are the controller's first observation, not
-	// drift; a later Add it did not write (someone recreated it) is.
-	if !isInInitialList && !ri.isOwnWrite(ds) {
+	// drift; a later Add it did not write (someone recreated it) is. So is an
+	// Add of its own object that lacks owned metadata it always writes: a
+	// re-list can fold someone's removal of it into the first sight of the
+	// object (the drain tells an own write apart).
+	switch {
+	case isInInitialList:
+	case !ri.isOwnWrite(ds):
 		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation, editors: changedBy(nil, ds)})
+	case ownedMetadataMissing(ds):
+		ri.drift(observation{kind: DriftMetadata, uid: ds.UID, generation: ds.Generation, meta: resources.OwnedMetadata(ds), version: ds.ResourceVersion,
+			editors: changedBy(nil, ds)})
 	}
 }
 
@@ -305,6 +313,27 @@ func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 		return nil, false
 	}
 	return ds, true
+}
+
+// terminating reports whether the DaemonSet the cluster shows (the live
+// read while the watch is broken, else the cache; objects the view hides
+// included) is being deleted, and the finalizers it waits for, printable.
+func (ri *daemonSetInformer) terminating() (finalizers []string, ok bool) {
+	ri.mu.Lock()
+	defer ri.mu.Unlock()
+	var ds *appsv1.DaemonSet
+	if ri.probed != nil {
+		ds = ri.probed.ds
+	} else {
+		_, ds, _ = ri.cachedObject()
+	}
+	if ds == nil || ds.DeletionTimestamp == nil {
+		return nil, false
+	}
+	for _, f := range ds.Finalizers {
+		finalizers = append(finalizers, resources.PrintableName(f)) // a client's choice
+	}
+	return finalizers, true
 }
 
 // cachedObject reads the managed DaemonSet from the informer cache; ds is nil

@@ -104,6 +104,14 @@ func TestInformerFiltering(t *testing.T) {
 		{"own create is ignored", ownUpTo(1), func(ri *daemonSetInformer) {
 			ri.onAdd(managed(1), false)
 		}, map[DriftKind]int{}},
+		// A re-list that first shows the controller's object can fold
+		// someone's removal of an owned label into the Add.
+		{"own create without an owned label counts", ownUpTo(1), func(ri *daemonSetInformer) {
+			ri.onAdd(managed(1, func(ds *appsv1.DaemonSet) { delete(ds.Labels, resources.LabelManagedBy) }), false)
+		}, map[DriftKind]int{DriftMetadata: 1}},
+		{"own create without the version annotation counts", ownUpTo(1), func(ri *daemonSetInformer) {
+			ri.onAdd(managed(1, func(ds *appsv1.DaemonSet) { delete(ds.Annotations, resources.VersionAnnotation) }), false)
+		}, map[DriftKind]int{DriftMetadata: 1}},
 		{"other DaemonSets are ignored", notOwn, func(ri *daemonSetInformer) {
 			other := managed(2, func(ds *appsv1.DaemonSet) { ds.Name = "other" })
 			ri.onUpdate(managed(1, func(ds *appsv1.DaemonSet) { ds.Name = "other" }), other)

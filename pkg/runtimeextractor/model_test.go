@@ -28,21 +28,28 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-var modelDepth = flag.Int("model.depth", 5, "how long the sequences of TestModelExhaustive are")
+var (
+	modelDepth   = flag.Int("model.depth", 5, "how long the sequences of TestModelExhaustive/core are")
+	repairsDepth = flag.Int("model.repairs-depth", 3, "how long the sequences of TestModelExhaustive/repairs are")
+)
 
-// letter is one outside event of the exhaustive alphabet.
+// letter is one outside event of an exhaustive alphabet.
 type letter struct {
 	name string
 	do   func(*propSim)
 }
 
-// alphabet holds the events the defects of testdata/model-reverts need: a
-// restart, an addition by someone else with the annotations kept, an older
-// owned version written back, a pod that stays unavailable, deletes refused,
-// time passing, a controller that runs until it is quiet, and a short fight
-// (another writer's 4 changes, 2 s apart). (The random runs have more:
-// replacements, nodes dropping out, relists, partial deliveries.)
-var alphabet = []letter{
+// alphabet is a set of letters, each run as every sequence of up to its depth.
+type alphabet []letter
+
+// coreLetters hold the events the convergence defects of
+// testdata/model-reverts need: a restart, an addition by someone else with
+// the annotations kept, an older owned version written back, a pod that
+// stays unavailable, deletes refused, time passing, a controller that runs
+// until it is quiet, and a short fight (another writer's 4 changes, 2 s
+// apart). (The random runs have more: other replacements, nodes dropping out,
+// relists, partial deliveries.)
+var coreLetters = alphabet{
 	{"run", (*propSim).runToQuiet},
 	{"restart", (*propSim).restart},
 	{"flip config", (*propSim).flipConfig},
@@ -56,6 +63,25 @@ var alphabet = []letter{
 	{"fight", func(s *propSim) { s.fight(4) }},
 }
 
+// repairLetters hold what the repair and adoption defects need, with a few
+// core letters to reach the states they act in: a replacement with another
+// selector, the controller's write and someone's label removal folded into
+// one update by a re-list, a declared fight whose last repair fails and is
+// retried, an insights-config change that keeps the extractor enabled, and
+// another writer's first burst after a user's edits. Their sequences are
+// shorter: the fights and the burst are long already.
+var repairLetters = alphabet{
+	{"run", (*propSim).runToQuiet},
+	{"restart", (*propSim).restart},
+	{"sidecar added", func(s *propSim) { s.add(0) }},
+	{"pod unavailable", (*propSim).holdPod},
+	{"replaced with another selector", (*propSim).replaceWithAnotherSelector},
+	{"coalesced write and label removal", (*propSim).coalescedWriteAndLabelRemoval},
+	{"fight with a failed repair", (*propSim).fightWithAFailedRepair},
+	{"priority class changed", (*propSim).changePriorityClass},
+	{"burst after other edits", (*propSim).burstAfterOtherEdits},
+}
+
 // modelRun is one sequence's outcome.
 type modelRun struct {
 	seq   []int
@@ -64,25 +90,39 @@ type modelRun struct {
 	story string
 }
 
-// TestModelExhaustive runs every sequence up to -model.depth (pruned by
-// state) and reports how many it ran and how many distinct states they
-// reached; each kind of violation is reported with its shortest sequence.
+// TestModelExhaustive runs, for each alphabet, every sequence up to its
+// depth (pruned by state) and reports how many it ran and how many distinct
+// states they reached; each kind of violation is reported with its shortest
+// sequence.
 func TestModelExhaustive(t *testing.T) {
 	quietKlog(t)
+	for _, m := range []struct {
+		name    string
+		letters alphabet
+		depth   int
+	}{
+		{"core", coreLetters, *modelDepth},
+		{"repairs", repairLetters, *repairsDepth},
+	} {
+		t.Run(m.name, func(t *testing.T) { m.letters.explore(t, m.name, m.depth) })
+	}
+}
+
+func (a alphabet) explore(t *testing.T, name string, maxDepth int) {
 	start := time.Now()
 	seen := map[string]bool{}
 	frontier := [][]int{nil}
 	ran := 0
 	found := map[string]modelRun{}
-	for depth := 1; depth <= *modelDepth; depth++ {
+	for depth := 1; depth <= maxDepth; depth++ {
 		var next [][]int
 		var batch [][]int
 		for _, prefix := range frontier {
-			for l := range alphabet {
+			for l := range a {
 				batch = append(batch, append(slices.Clone(prefix), l))
 			}
 		}
-		for _, r := range runModel(t, batch) {
+		for _, r := range a.run(t, batch) {
 			ran++
 			if r.v != nil {
 				if prev, ok := found[r.v.kind]; !ok || len(r.seq) < len(prev.seq) {
@@ -99,25 +139,25 @@ func TestModelExhaustive(t *testing.T) {
 		frontier = next
 	}
 	// Printed for make test's summary: the coverage of this run.
-	fmt.Printf("model: depth %d, %d letters: %d sequences run, %d distinct states, %d violation kind(s), %s\n",
-		*modelDepth, len(alphabet), ran, len(seen), len(found), time.Since(start).Round(time.Second))
+	fmt.Printf("model: %s: depth %d, %d letters: %d sequences run, %d distinct states, %d violation kind(s), %s\n",
+		name, maxDepth, len(a), ran, len(seen), len(found), time.Since(start).Round(time.Second))
 	for _, kind := range slices.Sorted(maps.Keys(found)) {
 		r := found[kind]
-		t.Errorf("%s: shortest sequence [%s]: %s\n%s", kind, sequenceName(r.seq), r.v.msg, r.story)
+		t.Errorf("%s: shortest sequence [%s]: %s\n%s", kind, a.sequenceName(r.seq), r.v.msg, r.story)
 	}
 }
 
-func sequenceName(seq []int) string {
+func (a alphabet) sequenceName(seq []int) string {
 	names := make([]string, len(seq))
 	for i, l := range seq {
-		names[i] = alphabet[l].name
+		names[i] = a[l].name
 	}
 	return strings.Join(names, ", ")
 }
 
-// runModel runs the sequences on all cores; each one replays from the start
-// on a simulator of its own, then settles and checks.
-func runModel(t *testing.T, seqs [][]int) []modelRun {
+// run runs the sequences on all cores; each one replays from the start on a
+// simulator of its own, then settles and checks.
+func (a alphabet) run(t *testing.T, seqs [][]int) []modelRun {
 	out := make([]modelRun, len(seqs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -126,20 +166,20 @@ func runModel(t *testing.T, seqs [][]int) []modelRun {
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(len(seqs)); i = next.Add(1) - 1 {
-				out[i] = runSequence(t, seqs[i])
+				out[i] = a.runSequence(t, seqs[i])
 			}
 		}()
 	}
 	wg.Wait()
 	for _, r := range out {
 		if r.v != nil && r.v.kind == "aborted" {
-			t.Fatalf("simulation aborted on [%s]: %s", sequenceName(r.seq), r.v.msg)
+			t.Fatalf("simulation aborted on [%s]: %s", a.sequenceName(r.seq), r.v.msg)
 		}
 	}
 	return out
 }
 
-func runSequence(t testing.TB, seq []int) (r modelRun) {
+func (a alphabet) runSequence(t testing.TB, seq []int) (r modelRun) {
 	r.seq = seq
 	defer func() {
 		if p := recover(); p != nil {
@@ -151,7 +191,7 @@ func runSequence(t testing.TB, seq []int) (r modelRun) {
 	s.start(true, initialNone)
 	for _, l := range seq {
 		s.stimulus()
-		alphabet[l].do(s)
+		a[l].do(s)
 		if len(s.violations) > 0 {
 			break
 		}
@@ -218,9 +258,9 @@ func (s *propSim) fingerprint() string {
 		}
 		return "due"
 	}
-	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d deferred=%v failures=%d pending=%d config=%v version=%v drift=%v rollout=%v applied=%d\n",
+	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d deferred=%v undone=%v fight=%v foreign=%v failures=%d pending=%d config=%v version=%v drift=%v rollout=%v applied=%d\n",
 		ownsStored, ownsCached, expecting, due(&s.c.expect), due(&s.c.retry.timer), due(&s.c.gate.timer), due(&s.c.door.timer),
-		s.c.door.pending, s.c.gate.deferred, min(s.c.retry.failures, 2), len(s.ri.pending),
+		s.c.door.pending, s.c.gate.deferred, s.c.gate.outstanding(), s.c.gate.fighting(), s.foreignOutstanding, min(s.c.retry.failures, 2), len(s.ri.pending),
 		s.configPending, len(s.ver.changed) > 0, len(s.ri.modified) > 0, len(s.ri.rollout) > 0, min(len(s.applied), 2))
 	return b.String()
 }

@@ -53,6 +53,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
+	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -330,6 +331,62 @@ func TestPropertyFightIsBounded(t *testing.T) {
 	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 0 {
 		t.Errorf("conflicting_writer = %v after the fight, want 0", v)
 	}
+}
+
+// TestPropertyRetriedRepairEndsTheFight (issue 26, defect 1): a fight while
+// the controller is Deploying (never rolled out), then the repair of one more
+// change fails and is retried after the other writer stopped. The retry's
+// apply re-asserts the level, not a Modified event, and used not to count as
+// a repair: the streak kept its undone change, no timer was armed, and
+// Degraded ConflictingWriter stayed on with no one writing.
+func TestPropertyRetriedRepairEndsTheFight(t *testing.T) {
+	quietKlog(t)
+	s := newScriptedSim(t, true)
+	s.runToQuiet() // created, not rolled out: Deploying
+	s.fightWithAFailedRepair()
+	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 1 {
+		t.Fatalf("conflicting_writer = %v after the fight, want 1 (Degraded says the failing apply first)\n%s", v, s.story())
+	}
+	if !s.c.retry.pending() {
+		t.Fatalf("the repair's apply did not fail into a retry\n%s", s.story())
+	}
+	s.settleAndCheck()
+	s.report()
+	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 0 {
+		t.Errorf("conflicting_writer = %v once the other writer stopped, want 0", v)
+	}
+}
+
+// TestPropertyConfigApplyWhileDriftedIsNoRepair (issue 26, defect 2): a
+// repair leaves the controller Drifted until the repair's rollout is
+// observed. An insights-config change applied meanwhile undoes no one's
+// change, yet used to count as a repair of the earlier writer's.
+func TestPropertyConfigApplyWhileDriftedIsNoRepair(t *testing.T) {
+	quietKlog(t)
+	s := newScriptedSim(t, true)
+	s.runToQuiet()
+	s.rollOut()
+	s.runToQuiet()
+	s.changeSpecExternally()
+	s.runToQuiet()
+	if st := s.c.State(); st != fsm.StateDrifted {
+		t.Fatalf("state %s after the repair, want Drifted\n%s", st, s.story())
+	}
+	repairs := s.repairsCounted()
+	s.changePriorityClass()
+	s.runToQuiet()
+	for s.c.door.pending != 0 && len(s.violations) == 0 {
+		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
+		s.runToQuiet()
+	}
+	if got := s.stored().Spec.Template.Spec.PriorityClassName; got != s.cfg.priority {
+		t.Fatalf("priority class %q, want %q\n%s", got, s.cfg.priority, s.story())
+	}
+	if n := s.repairsCounted() - repairs; n != 0 {
+		t.Errorf("repairs_total rose by %v for insights-config's apply", n)
+	}
+	s.settleAndCheck()
+	s.report()
 }
 
 // TestPropertyRelistReplacesRolledOutObject (found by

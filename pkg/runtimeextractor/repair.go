@@ -43,7 +43,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		var ended bool
 		wait, ended = c.gate.changed(d)
 		if ended {
-			c.fightOver("the latest repair stood for " + c.gate.streak.backoff().Quiet.String())
+			c.fightOver("the latest repair stood for " + c.gate.backoff().Quiet.String())
 		}
 		if wait == 0 {
 			c.fireDrift(ctx)
@@ -56,9 +56,9 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	switch {
 	case len(d.kinds) == 0:
 	case wait > 0:
-		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair backoff: %d repairs undone since %s)",
+		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair backoff: %s)",
 			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.editors, d.unnamed),
-			wait.Round(time.Millisecond), c.gate.streak.repairs, c.gate.streak.first.UTC().Format(time.RFC3339))
+			wait.Round(time.Millisecond), c.gate.backoffNote())
 	default: // logged after the repair's write: act first, report after
 		klog.Infof("DaemonSet %s/%s was %s; acted on it, now %s",
 			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.editors, d.unnamed), c.machine.State())
@@ -81,7 +81,7 @@ func (c *Controller) fireDrift(ctx context.Context) {
 func (c *Controller) onGateDue(ctx context.Context) {
 	repair, ended := c.gate.due(c.level() == (fsm.Enabled{}))
 	if ended {
-		c.fightOver("the latest repair stood for " + c.gate.streak.backoff().Quiet.String())
+		c.fightOver("the latest repair stood for " + c.gate.backoff().Quiet.String())
 	}
 	if repair {
 		c.fireDrift(ctx)
@@ -96,7 +96,7 @@ func (c *Controller) repairMade(ds *appsv1.DaemonSet) {
 	}
 	started, ended := c.gate.repaired()
 	if ended {
-		c.fightOver("the latest repair stood for " + c.gate.streak.backoff().Quiet.String())
+		c.fightOver("the latest repair stood for " + c.gate.backoff().Quiet.String())
 	}
 	if !started {
 		return

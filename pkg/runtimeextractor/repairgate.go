@@ -2,6 +2,8 @@ package runtimeextractor
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -238,30 +240,56 @@ type pendingRepair struct {
 	unnamed bool // some of it no managedFields entry names
 }
 
+// maxStreaks bounds the writers with a streak of their own; the changes of
+// any further writer share one streak (otherWriters). A client chooses its
+// manager name, so one that churns names gets at most maxStreaks+1 streaks'
+// worth of immediate repairs, not one per name.
+const maxStreaks = maxFightWriters
+
+// otherWriters keys the streak that the writers beyond maxStreaks share.
+const otherWriters = "other writers"
+
 // repairGate decides when a repair of someone else's change is made: at
-// once, or when the streak's backoff allows. It owns the streak, the
+// once, or when the backoff allows. Each writer has a streak of its own
+// (one managedFields does not name, such as a deletion, counts as one
+// writer): a writer that keeps undoing the repairs backs off its own
+// repairs, and another writer's first change, or first burst, is repaired
+// at once, as if the first had never been. A change is repaired when every
+// one of its writers' streaks allows. The gate owns the streaks, the
 // deferred repair and its description, and the timer that wakes the loop
 // when either is due. It only answers; the loop logs, records Events and
 // sets gauges on the answers. Owned by the loop's goroutine.
 type repairGate struct {
 	clock    clock.Clock
-	streak   repairStreak
-	deferred bool // a repair waits for the streak's backoff
+	schedule RepairBackoff
+	streaks  map[string]*repairStreak // by writer (streakKey); none until one changes the DaemonSet
+	deferred bool                     // a repair waits for the backoff
 	pending  pendingRepair
 	timer    loopTimer
 }
 
 func newRepairGate(clk clock.Clock, schedule RepairBackoff) *repairGate {
-	return &repairGate{clock: clk, streak: repairStreak{schedule: schedule}, timer: loopTimer{clock: clk}}
+	return &repairGate{clock: clk, schedule: schedule, streaks: map[string]*repairStreak{}, timer: loopTimer{clock: clk}}
+}
+
+// backoff is the gate's schedule.
+func (g *repairGate) backoff() RepairBackoff { return (&repairStreak{schedule: g.schedule}).backoff() }
+
+// streakKey is the streak a change by manager counts in.
+func (g *repairGate) streakKey(manager string) string {
+	if _, ok := g.streaks[manager]; ok || len(g.streaks) < maxStreaks {
+		return manager
+	}
+	return otherWriters
 }
 
 // describe adds a drain's drift to the description of the repair to come:
-// what waits for the backoff adds up, so its repair's Event names it all;
+// what is outstanding adds up, so its repair's Event names it all;
 // otherwise the drain's drift replaces what an earlier repair undid.
 func (g *repairGate) describe(d drain) {
 	switch {
 	case len(d.kinds) == 0:
-	case g.deferred:
+	case g.outstanding():
 		for _, k := range d.kinds {
 			if !slices.Contains(g.pending.kinds, k) {
 				g.pending.kinds = append(g.pending.kinds, k)
@@ -274,18 +302,79 @@ func (g *repairGate) describe(d drain) {
 	}
 }
 
-// forget drops the description: nothing is being repaired any more.
-func (g *repairGate) forget() { g.pending = pendingRepair{} }
+// outstanding: someone else changed the DaemonSet, and no write of the
+// controller has undone it yet. The next write that changes the DaemonSet
+// is its repair, whatever led to it.
+func (g *repairGate) outstanding() bool {
+	for _, s := range g.streaks {
+		if s.undone {
+			return true
+		}
+	}
+	return false
+}
+
+// fighting: some writer's streak is a declared fight.
+func (g *repairGate) fighting() bool {
+	for _, s := range g.streaks {
+		if s.fight {
+			return true
+		}
+	}
+	return false
+}
+
+// settle ends the streaks whose latest repair stood for Quiet; ended
+// reports that this ended the last fight.
+func (g *repairGate) settle(now time.Time) (ended bool) {
+	was := g.fighting()
+	for k, s := range g.streaks {
+		s.settle(now)
+		if s.repairs == 0 && !s.undone {
+			delete(g.streaks, k)
+		}
+	}
+	return was && !g.fighting()
+}
+
+// wait is how long the outstanding changes' repair must wait now: until
+// every streak with an undone change allows it.
+func (g *repairGate) wait(now time.Time) time.Duration {
+	var wait time.Duration
+	for _, s := range g.streaks {
+		if s.undone {
+			wait = max(wait, s.wait(now))
+		}
+	}
+	return wait
+}
 
 // changed records someone else's change (d; a hint without observations
 // counts as an unnamed one) that the level wants repaired. wait is how long
-// its repair must wait (0: repair now); ended, that a fight over by now
-// ended first.
+// its repair must wait (0: repair now): until each of its writers' streaks
+// allows; ended, that a fight over by now ended first.
 func (g *repairGate) changed(d drain) (wait time.Duration, ended bool) {
 	now := g.clock.Now()
-	ended = g.streak.settle(now)
-	g.streak.changed(now, d.editors, d.unnamed || len(d.kinds) == 0)
-	wait = g.streak.wait(now)
+	ended = g.settle(now)
+	by := map[string][]editor{}
+	for _, e := range d.editors {
+		k := g.streakKey(e.manager)
+		by[k] = append(by[k], e)
+	}
+	if d.unnamed || len(d.kinds) == 0 || len(d.editors) == 0 {
+		by[unnamedWriter] = nil
+	}
+	for k, editors := range by {
+		s := g.streaks[k]
+		if s == nil {
+			s = &repairStreak{schedule: g.schedule}
+			g.streaks[k] = s
+		}
+		s.changed(now, editors, k == unnamedWriter)
+		wait = max(wait, s.wait(now))
+	}
+	// Only this change's writers decide: a repair now undoes the changes
+	// others wait with as well, and counts in their streaks.
 	g.deferred = wait > 0
 	return wait, ended
 }
@@ -293,66 +382,135 @@ func (g *repairGate) changed(d drain) (wait time.Duration, ended bool) {
 // repairing: a repair is made now; nothing waits any more.
 func (g *repairGate) repairing() { g.deferred = false }
 
+// backoffNote says, for the log, whose streak makes the repair wait longest:
+// its writer, how many of its changes were repaired, and since when.
+func (g *repairGate) backoffNote() string {
+	now := g.clock.Now()
+	var who string
+	var longest *repairStreak
+	for _, k := range slices.Sorted(maps.Keys(g.streaks)) {
+		if s := g.streaks[k]; s.undone && (longest == nil || s.wait(now) > longest.wait(now)) {
+			who, longest = k, s
+		}
+	}
+	if longest == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d repairs of changes by %s undone since %s", longest.repairs, who, longest.first.UTC().Format(time.RFC3339))
+}
+
 // holds: a repair waits for the backoff. Whatever re-asserts the level on a
 // timer (resync, expectation) must not make it early; the gate's own timer
 // makes it when due.
 func (g *repairGate) holds() bool { return g.deferred }
 
 // due answers the gate's timer: repair is true when the deferred repair is
-// due now and the level still wants it (enabled); ended, that the streak's
-// latest repair stood long enough to end a fight.
+// due now and the level still wants it (enabled); ended, that the last
+// fight ended, its latest repair having stood long enough.
 func (g *repairGate) due(enabled bool) (repair, ended bool) {
 	now := g.clock.Now()
-	ended = g.streak.settle(now)
+	ended = g.settle(now)
 	switch {
 	case !g.deferred:
 		return false, ended
 	case !enabled: // disabled since, or holding: no repair is due
 		g.deferred = false
 		return false, ended
-	case g.streak.wait(now) > 0:
-		return false, ended // the timer follows the streak; it fires again when due
+	case g.wait(now) > 0:
+		return false, ended // the timer follows the streaks; it fires again when due
 	}
 	g.deferred = false
 	return true, ended
 }
 
-// repaired records a repair that wrote; started, that it made the streak a
-// fight; ended, that an earlier fight had ended first.
+// repaired records a repair that wrote: it undid every outstanding change,
+// each in its writer's streak. started reports that it made a streak the
+// first fight; ended, that an earlier last fight had ended first.
 func (g *repairGate) repaired() (started, ended bool) {
 	now := g.clock.Now()
-	ended = g.streak.settle(now)
-	return g.streak.repaired(now), ended
+	g.deferred = false // whatever waited is undone now
+	ended = g.settle(now)
+	was := g.fighting()
+	for _, s := range g.streaks {
+		if s.undone {
+			s.repaired(now)
+		}
+	}
+	return !was && g.fighting(), ended
 }
 
-// stood records that a repair found nothing to undo: the other writer put
+// stood records that a repair found nothing to undo: the other writers put
 // back what the controller wants.
-func (g *repairGate) stood() { g.streak.stands(g.clock.Now()) }
+func (g *repairGate) stood() {
+	g.deferred = false
+	for _, s := range g.streaks {
+		s.stands(g.clock.Now())
+	}
+}
 
-// reset forgets the streak (Run ends, or the DaemonSet is deleted); it
+// reset forgets the streaks (Run ends, or the DaemonSet is deleted); it
 // reports whether that ended a fight.
 func (g *repairGate) reset() (ended bool) {
-	ended = g.streak.fight
-	g.streak.reset()
+	ended = g.fighting()
+	clear(g.streaks)
 	g.deferred = false
+	g.pending = pendingRepair{}
 	g.timer.stop()
 	return ended
 }
 
-// follow arms the timer for the streak's next instant, or disarms it.
+// follow arms the timer for the streaks' next instant, or disarms it: when
+// the deferred repair is due (every undone streak allows it), else when the
+// first streak may end.
 func (g *repairGate) follow() {
-	if at, ok := g.streak.next(g.deferred); ok {
-		g.timer.armAt(at)
-	} else {
-		g.timer.stop()
+	var next time.Time
+	for _, s := range g.streaks {
+		at, ok := s.next(g.deferred && s.undone)
+		switch {
+		case !ok:
+		case g.deferred && s.undone:
+			if at.After(next) {
+				next = at // every undone writer's wait
+			}
+		case !g.deferred && (next.IsZero() || at.Before(next)):
+			next = at
+		}
 	}
+	if next.IsZero() {
+		g.timer.stop()
+		return
+	}
+	g.timer.armAt(next)
 }
 
-// C fires when the deferred repair, or the end of the streak, may be due.
+// C fires when the deferred repair, or the end of a streak, may be due.
 func (g *repairGate) C() <-chan time.Time { return g.timer.C() }
 
 // fired records that C delivered.
 func (g *repairGate) fired() { g.timer.fired() }
 
-// conflict is the fight for status, nil when there is none.
-func (g *repairGate) conflict() *status.ConflictingWriter { return g.streak.conflict(g.clock.Now()) }
+// conflict is the fights for status, nil when there is none: the repairs of
+// every fighting writer, over the longest of their fights.
+func (g *repairGate) conflict() *status.ConflictingWriter {
+	now := g.clock.Now()
+	var out *status.ConflictingWriter
+	for _, k := range slices.Sorted(maps.Keys(g.streaks)) {
+		c := g.streaks[k].conflict(now)
+		if c == nil {
+			continue
+		}
+		if out == nil {
+			out = c
+			continue
+		}
+		out.Repairs += c.Repairs
+		out.For, out.RepairEvery = max(out.For, c.For), max(out.RepairEvery, c.RepairEvery)
+		out.Writers = append(out.Writers, c.Writers...)
+	}
+	if out != nil {
+		slices.SortFunc(out.Writers, func(a, b status.WriterCount) int {
+			return cmp.Or(cmp.Compare(b.Repairs, a.Repairs), cmp.Compare(a.Manager, b.Manager))
+		})
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/insights-runtime-extractor/controller/pkg/status"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // streakRun plays a repairStreak as the control loop drives it: each change
@@ -252,5 +253,114 @@ func TestWithRepairBackoffKeepsTheDefaultForAnInvalidSchedule(t *testing.T) {
 		if c.repairBackoff != DefaultRepairBackoff {
 			t.Errorf("WithRepairBackoff(%+v) set %+v", b, c.repairBackoff)
 		}
+	}
+}
+
+// gateRun plays the repair gate as the control loop drives it, on a fake
+// clock: each change by someone else is described and reported to the gate,
+// repaired at once unless the gate defers it, and the gate's timer is
+// followed after every step.
+type gateRun struct {
+	g       *repairGate
+	clk     *clocktesting.FakeClock
+	t0      time.Time
+	repairs []time.Duration // when the controller repaired, since the start
+}
+
+func newGateRun() *gateRun {
+	t0 := time.Unix(1_000_000, 0)
+	clk := clocktesting.NewFakeClock(t0)
+	return &gateRun{g: newRepairGate(clk, DefaultRepairBackoff), clk: clk, t0: t0}
+}
+
+func (r *gateRun) repair() {
+	r.g.repaired()
+	r.repairs = append(r.repairs, r.clk.Now().Sub(r.t0))
+}
+
+// advance runs the gate's timer up to (and including) t.
+func (r *gateRun) advance(t time.Duration) {
+	for {
+		r.g.follow()
+		if !r.g.timer.armed() || r.g.timer.at.Sub(r.t0) > t {
+			r.clk.SetTime(r.t0.Add(t))
+			return
+		}
+		r.clk.SetTime(r.g.timer.at)
+		r.g.fired()
+		if repair, _ := r.g.due(true); repair {
+			r.repair()
+		}
+	}
+}
+
+// change is a change at t by manager ("": one managedFields does not name).
+func (r *gateRun) change(t time.Duration, manager string) {
+	r.advance(t)
+	d := drain{kinds: []DriftKind{DriftModified}, unnamed: manager == ""}
+	if manager != "" {
+		d.editors = []editor{{manager: manager, operation: "Update", time: r.clk.Now()}}
+	}
+	r.g.describe(d)
+	if wait, _ := r.g.changed(d); wait == 0 {
+		r.repair()
+	}
+}
+
+// undoneAfter is how long after t the first repair at or after t came; -1
+// when none did.
+func (r *gateRun) undoneAfter(t time.Duration) time.Duration {
+	for _, at := range r.repairs {
+		if at >= t {
+			return at - t
+		}
+	}
+	return -1
+}
+
+// A user's few edits, a label removal by another client, and about 50 s
+// later a burst by a third client (issue 26, defect 8): the burst is another
+// writer's first, and has undone no repair, so it is repaired as if alone,
+// its last change within seconds of its end, not after the backoff the
+// earlier writers' streak had reached.
+func TestAnotherWritersFirstBurstIsRepairedSoon(t *testing.T) {
+	r := newGateRun()
+	for _, at := range []time.Duration{0, 500 * time.Millisecond, time.Second} {
+		r.change(at, "kubectl-set")
+	}
+	r.change(5*time.Second, "")
+	const burstStart, burstEnd = 55 * time.Second, 60 * time.Second
+	last := burstStart
+	for at := burstStart; at < burstEnd; at += 50 * time.Millisecond {
+		r.change(at, "kubectl-patch")
+		last = at
+	}
+	r.advance(2 * time.Minute)
+	alone := newGateRun()
+	for at := time.Duration(0); at < burstEnd-burstStart; at += 50 * time.Millisecond {
+		alone.change(at, "kubectl-patch")
+	}
+	alone.advance(time.Minute)
+	want := alone.undoneAfter(last - burstStart)
+	got := r.undoneAfter(last)
+	t.Logf("the burst's last change undone %s after it (alone: %s); repairs at %v", got, want, r.repairs)
+	if got < 0 || got > want {
+		t.Errorf("the burst's last change was undone %s after it, want %s as when the burst is alone", got, want)
+	}
+}
+
+// One writer that undoes every repair, every 2 s for 5 minutes, is bounded
+// by the gate as by its streak: at most 12 repairs against 150 changes.
+func TestGateBoundsAFightWithOneWriter(t *testing.T) {
+	r := newGateRun()
+	for at := time.Duration(0); at < 5*time.Minute; at += 2 * time.Second {
+		r.change(at, "gitops-fight")
+	}
+	r.advance(10 * time.Minute)
+	if n := len(r.repairs); n > 12 {
+		t.Errorf("%d repairs of 150 changes in a 5-minute fight, want at most 12: %v", n, r.repairs)
+	}
+	if r.g.conflict() != nil {
+		t.Errorf("the fight is still on 5 minutes after the writer stopped")
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -76,11 +78,13 @@ func (s *propSim) randomStep() {
 	}
 	steps := []step{
 		{3, s.flipConfig, false},
+		{1, s.changePriorityClass, false},
 		{2, s.bumpVersion, false},
 		{1, s.deleteExternally, false},
 		{1, s.changeSpecExternally, false},
 		{1, s.addExternally, false},
 		{1, s.replaceExternally, false},
+		{1, s.replaceWithAnotherSelector, false},
 		{1, s.revertMetadata, false},
 		{1, s.breakConfig, false},
 		{1, s.restart, false},
@@ -94,6 +98,7 @@ func (s *propSim) randomStep() {
 		}, false},
 		{1, s.createExternally, false},
 		{1, func() { s.fight(2 + s.rng.IntN(40)) }, false},
+		{1, s.burstAfterOtherEdits, false},
 		{2, s.toggleRefusal, false},
 		{2, s.rollOut, false},
 		{1, func() { s.statusNoise(s.rng.IntN(2) == 0) }, false},
@@ -144,6 +149,16 @@ func (s *propSim) flipConfig() {
 	s.cfg.invalid, s.cfg.good = false, true
 	s.configPending = true
 	s.logf("config: runtime extractor %s", map[bool]string{true: "disabled", false: "enabled"}[s.cfg.disabled])
+}
+
+// changePriorityClass is an insights-config change that keeps the runtime
+// extractor enabled and changes its pods' priority class: an apply that is
+// no repair.
+func (s *propSim) changePriorityClass() {
+	s.cfg.priority = map[string]string{"": "system-node-critical", "system-node-critical": ""}[s.cfg.priority]
+	s.cfg.invalid, s.cfg.good = false, true
+	s.configPending = true
+	s.logf("config: priority class %q", s.cfg.priority)
 }
 
 // breakConfig makes insights-config invalid: the last good value stays.
@@ -291,6 +306,99 @@ func (s *propSim) fight(rounds int) {
 	}
 }
 
+// fightRoundsToDeclare is a fight long enough for the controller to declare
+// it: fightMinRepairs repairs spanning fightMinSpan, at fightPeriod.
+const fightRoundsToDeclare = 17
+
+// fightWithAFailedRepair is a fight the controller declares, then one more
+// change whose repair's apply the API refuses: the repair is left to the
+// retry, and the other writer stops. (The refusal lasts until a later step
+// or the settling lifts it.)
+func (s *propSim) fightWithAFailedRepair() {
+	s.fight(fightRoundsToDeclare)
+	if len(s.violations) > 0 || s.stored() == nil {
+		return
+	}
+	s.setRefused("update", true)
+	s.fight(1)
+	for i := 0; i < 10 && !s.c.retry.pending() && len(s.violations) == 0 && s.timerDue(); i++ {
+		s.runToQuiet()
+	}
+}
+
+// writeImageAs changes the DaemonSet's image as manager, which
+// managedFields then names (one entry per manager, as the API server keeps).
+func (s *propSim) writeImageAs(manager, image string) {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	ds.Spec.Template.Spec.Containers[0].Image = image
+	at := metav1.NewTime(s.clock.Now())
+	ds.ManagedFields = slices.DeleteFunc(ds.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == manager })
+	ds.ManagedFields = append(ds.ManagedFields, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
+		APIVersion: "apps/v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{}}}`)}})
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.drainWatchAs(byOther)
+}
+
+// burstAfterOtherEdits is another writer's first burst after a user's
+// edits: one client changes the image three times, 100 ms apart, and 5 s
+// later another client changes it 10 times, 100 ms apart. The burst has
+// undone no repair of the first client's, so its last change must be undone
+// within burstRepairBound of the burst's end, as when the burst is alone.
+// The API answers throughout (refusals are lifted first).
+func (s *propSim) burstAfterOtherEdits() {
+	if s.stored() == nil || s.cfg.disabled || s.c.holding() {
+		return // nothing the controller repairs
+	}
+	for _, v := range []string{"create", "update", "delete"} {
+		s.setRefused(v, false) // the bound is the gate's: the API answers
+	}
+	s.runToQuiet()
+	for s.c.door.pending != 0 && len(s.violations) == 0 {
+		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
+		s.runToQuiet()
+	}
+	// Each burst is a new writer's first; the bound holds for writers that
+	// get a streak of their own (maxStreaks), which earlier bursts within
+	// the quiet period may have taken.
+	s.bursts++
+	own := len(s.c.gate.streaks)+2 <= maxStreaks
+	editor, burster := fmt.Sprintf("kubectl-set-%d", s.bursts), fmt.Sprintf("kubectl-patch-%d", s.bursts)
+	step := func(d time.Duration, manager, image string) {
+		s.clock.SetTime(s.clock.Now().Add(d))
+		s.stimulus()
+		s.writeImageAs(manager, image)
+		s.runToQuiet()
+	}
+	s.logf("%s changes the image 3 times, 100ms apart", editor)
+	for i := range 3 {
+		step(100*time.Millisecond, editor, fmt.Sprintf("quay.io/someone/set:%d", i))
+	}
+	s.logf("5s later, %s changes the image 10 times, 100ms apart", burster)
+	step(5*time.Second, burster, "quay.io/someone/patch:0")
+	for i := 1; i < 10; i++ {
+		step(100*time.Millisecond, burster, fmt.Sprintf("quay.io/someone/patch:%d", i))
+	}
+	end := s.clock.Now()
+	for own && len(s.violations) == 0 && s.stored() != nil && strings.Contains(s.stored().Spec.Template.Spec.Containers[0].Image, "someone") {
+		at, ok := s.nextTimer()
+		if !ok || at.Sub(end) > burstRepairBound {
+			s.violate("burst-repair-late", fmt.Sprintf("another writer's first burst was not undone within %s of its end (next timer: %v)", burstRepairBound, at.Sub(end)))
+			return
+		}
+		s.advanceTo(at, "the loop's next timer")
+		s.runToQuiet()
+	}
+}
+
+// burstRepairBound: a burst of 1 s by a writer with no streak is undone
+// within the backoff's second wait of its end.
+var burstRepairBound = DefaultRepairBackoff.delay(2)
+
 // repairsWithin is how many repairs a streak can make in d: the first at
 // once, then one after each wait of the schedule.
 func repairsWithin(d time.Duration) int {
@@ -355,6 +463,61 @@ func (s *propSim) replaceExternally() {
 	s.must(err)
 	s.logf("someone else replaces the DaemonSet with a copy that has a toleration more")
 	s.drainWatchAs(byOther)
+}
+
+// replaceWithAnotherSelector deletes the DaemonSet and creates one of the
+// same name whose selector and labels are someone else's (`oc replace
+// --force`, a GitOps prune and create): no update can make it the
+// controller's, as spec.selector is immutable.
+func (s *propSim) replaceWithAnotherSelector() {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	theirs := map[string]string{"app": "someone-else"}
+	ds.Labels = theirs
+	ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: theirs}
+	ds.Spec.Template.Labels = theirs
+	s.must(s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName))
+	ds.UID, ds.ResourceVersion, ds.Status = "", "", appsv1.DaemonSetStatus{}
+	_, err := s.api.Create(ds)
+	s.must(err)
+	s.logf("someone else replaces the DaemonSet with one whose selector and labels are app=someone-else")
+	s.drainWatchAs(byOther)
+}
+
+// coalescedWriteAndLabelRemoval folds the controller's spec write and
+// someone's removal of an owned label into one update: the version moves,
+// the controller writes while the watch holds its events, its expectation of
+// that write ends, someone removes a label at the write's generation, and the
+// watch re-lists. The update the informer gets carries the controller's
+// generation and someone else's metadata change.
+func (s *propSim) coalescedWriteAndLabelRemoval() {
+	if ds := s.stored(); ds == nil || missingOwnedLabel(ds) != "" {
+		return
+	}
+	s.bumpVersion()
+	writes := s.controllerWrites
+	for range 20 {
+		if s.controllerWrites != writes || len(s.violations) > 0 {
+			break
+		}
+		if r := s.ready(); len(r) > 0 {
+			s.dispatch(r[0])
+		} else if !s.timerDue() {
+			break
+		}
+	}
+	if s.controllerWrites == writes || s.stored() == nil {
+		return
+	}
+	s.expireExpectations()
+	for r := s.ready(); len(r) > 0 && len(s.violations) == 0; r = s.ready() {
+		s.dispatch(r[0])
+	}
+	s.removeLabel(resources.LabelManagedBy)
+	s.relist()
 }
 
 // revertMetadata writes back the version annotation the controller applied

@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -138,18 +139,24 @@ func (s *propSim) checkConverged(when string) bool {
 		s.violate("final-metadata-not-restored", fmt.Sprintf("%s: Running but the server's DaemonSet still lacks label %s", when, missingOwnedLabel(srv)))
 	case srv.Annotations[resources.VersionAnnotation] != want:
 		s.violate("final-version", fmt.Sprintf("%s: Running but the server's DaemonSet is at version %q, want %q", when, srv.Annotations[resources.VersionAnnotation], want))
-	case !specDesired(srv, want):
+	case !specDesired(srv, want, s.cfg.priority):
 		s.violate("final-spec", fmt.Sprintf("%s: Running but the server's DaemonSet spec is not exactly the desired one (%s)", when, describeDS(srv)))
 	case !resources.RolloutOf(srv).Complete():
 		s.violate("final-rollout", fmt.Sprintf("%s: Running but %s is not rolled out", when, describeDS(srv)))
+	case status.Conditions(s.c.snapshot())[2].Reason == status.ReasonConflictingWriter:
+		// settle ran every timer: a streak whose repair stood for the quiet
+		// period is over, and so is its fight.
+		s.violate("conflicting-writer-stays", fmt.Sprintf("%s: no one else writes, yet Degraded says %s", when, status.Conditions(s.c.snapshot())[2].Message))
 	}
 	return len(s.violations) == n
 }
 
-// specDesired: ds's spec is exactly the desired one as the server stores it
-// (with its defaults); an addition is a difference.
-func specDesired(ds *appsv1.DaemonSet, version string) bool {
-	want, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: version})
+// specDesired: ds's spec is exactly the desired one, at priority class
+// priority, as the server stores it (with its defaults); an addition is a
+// difference.
+func specDesired(ds *appsv1.DaemonSet, version, priority string) bool {
+	want, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: version,
+		Scheduling: config.RuntimeExtractor{PriorityClassName: priority}})
 	if err != nil {
 		return false
 	}
@@ -191,6 +198,21 @@ func (s *propSim) metric(name, label, value string) float64 {
 	v, err := gatherGauge(s.reg, name, label, value)
 	s.must(err)
 	return v
+}
+
+// repairsCounted sums repairs_total over its managers.
+func (s *propSim) repairsCounted() float64 {
+	families, err := s.reg.Gather()
+	s.must(err)
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() == metrics.Namespace+"_repairs_total" {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // gauge reads an unlabelled gauge from the simulator's registry.
@@ -244,7 +266,7 @@ func gatherGauge(reg prometheus.Gatherer, name, label, value string) (float64, e
 func (s *propSim) checkFreshAgrees() {
 	f := &propSim{
 		t: s.t, abort: s.abort, seed: s.seed, rng: rand.New(rand.NewPCG(uint64(s.seed), 0xf7e5)), ctx: s.ctx, rec: s.rec,
-		api: s.api, cfg: &fakeConfig{disabled: s.cfg.disabled, invalid: s.cfg.invalid, good: !s.cfg.invalid},
+		api: s.api, cfg: &fakeConfig{disabled: s.cfg.disabled, invalid: s.cfg.invalid, good: !s.cfg.invalid, priority: s.cfg.priority},
 		ver: newSettableVersion(s.ver.Version()), refused: map[string]bool{}, nodes: s.nodes, held: s.held,
 		clock: clocktesting.NewFakeClock(s.clock.Now()),
 	}

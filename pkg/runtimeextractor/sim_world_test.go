@@ -148,6 +148,11 @@ type propSim struct {
 	lossy                  bool
 	lastApply              *applyRecord
 	controllerWrites       int
+	// foreignOutstanding: someone else changed the DaemonSet since the
+	// controller last wrote it; only a write made then undoes a change, and
+	// only such a write may count in repairs_total.
+	foreignOutstanding bool
+	bursts             int // burstAfterOtherEdits so far: each names new writers
 
 	steps      int
 	lines      int
@@ -253,15 +258,19 @@ func (s *propSim) refuse(a clienttesting.Action) (bool, runtime.Object, error) {
 
 // drainWatchAs moves the server's new watch events in flight, tagged by.
 func (s *propSim) drainWatchAs(by actor) {
+	var prev watch.EventType
 	for _, e := range s.drainWatch() {
 		ds := e.Object.(*appsv1.DaemonSet)
 		s.inFlight = append(s.inFlight, watchEvent{e.Type, ds, by})
 		if by == byOther {
 			s.unseenOther++
 		}
-		if by == byController {
+		// A replacement (delete, then create) is one write of the template.
+		if by == byController && (e.Type != watch.Added || prev != watch.Deleted) {
 			s.controllerWrites++
 		}
+		prev = e.Type
+		s.foreignOutstanding = by == byOther || by == byDaemonSets && s.foreignOutstanding
 		s.logf("    server %s %s by %s", strings.ToLower(string(e.Type)), describeDS(ds), by)
 	}
 }
@@ -343,7 +352,10 @@ func (s *propSim) relist() {
 	// the cache never saw: no event will ever tell the controller; only the
 	// resync can. The expected deletion of an object the controller deleted
 	// itself is no trace either: the controller rightly ignores it.
-	if by == byOther && !slices.ContainsFunc(s.ri.pending[queued:], func(o observation) bool { return !o.expected }) {
+	// An owned label missing from the object re-listed is a trace, whatever
+	// else the jump folded in: the controller always writes them.
+	traced := srv != nil && missingOwnedLabel(srv) != ""
+	if by == byOther && !traced && !slices.ContainsFunc(s.ri.pending[queued:], func(o observation) bool { return !o.expected }) {
 		s.lossy = true
 		s.logf("    (someone else's change left no trace in the cache: lost until a resync)")
 	}
@@ -497,8 +509,12 @@ func (s *propSim) checkDrift(before map[DriftKind]float64) {
 // writes.
 func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
+	foreign, repairs := s.foreignOutstanding, s.repairsCounted()
 	f()
 	s.drainWatchAs(byController)
+	if n := s.repairsCounted() - repairs; n > 0 && !foreign {
+		s.violate("repair-without-foreign-change", fmt.Sprintf("repairs_total rose by %v for a write that undid no one's change", n))
+	}
 	s.handled++
 	switch {
 	case s.sinceStimulus > requestBudget:
@@ -680,7 +696,7 @@ func describeDS(ds *appsv1.DaemonSet) string {
 		notes = append(notes, fmt.Sprintf("minReadySeconds %d", ds.Spec.MinReadySeconds))
 	}
 	if len(ds.Spec.Template.Spec.Containers) > 0 && !strings.Contains(ds.Spec.Template.Spec.Containers[0].Image, "someone") &&
-		ds.Spec.MinReadySeconds == 0 && !specDesired(ds, "") {
+		ds.Spec.MinReadySeconds == 0 && !specDesired(ds, "", ds.Spec.Template.Spec.PriorityClassName) {
 		notes = append(notes, "spec differs")
 	}
 	if n := ds.Status.NumberUnavailable; n > 0 {

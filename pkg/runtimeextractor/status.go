@@ -81,6 +81,7 @@ func (c *Controller) snapshot() status.Snapshot {
 		s.UnavailableNodes = c.rollouts.unavailableNodes()
 		s.UnavailableNodesDenied = c.rollouts.unavailableNodesDenied()
 	}
+	s.Finalizers, s.Terminating = c.informer.terminating()
 	if r, ok := c.configNotifier.(configErrorReporter); ok {
 		s.ConfigError = r.LastError()
 	}

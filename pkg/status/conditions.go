@@ -208,6 +208,10 @@ type Snapshot struct {
 	// UnavailableNodesDenied: those nodes cannot be named, as RBAC forbids
 	// listing pods (DeniedPodsList).
 	UnavailableNodesDenied bool
+	// Terminating: the DaemonSet the cluster shows is being deleted (it has
+	// a deletionTimestamp); Finalizers are what its deletion waits for.
+	Terminating bool
+	Finalizers  []string
 }
 
 // Equal reports whether s and o say the same (errors compare by message).
@@ -219,7 +223,7 @@ func (s Snapshot) Equal(o Snapshot) bool {
 		s.Stuck.equal(o.Stuck) && s.Conflict.equal(o.Conflict) &&
 		s.Holding == o.Holding && s.Present == o.Present && s.AppliedVersion == o.AppliedVersion &&
 		s.RolledOut == o.RolledOut && s.MaxUnavailable == o.MaxUnavailable && slices.Equal(s.UnavailableNodes, o.UnavailableNodes) &&
-		s.UnavailableNodesDenied == o.UnavailableNodesDenied
+		s.UnavailableNodesDenied == o.UnavailableNodesDenied && s.Terminating == o.Terminating && slices.Equal(s.Finalizers, o.Finalizers)
 }
 
 func errorText(err error) string {
@@ -241,6 +245,7 @@ func errorText(err error) string {
 //	holding (invalid config since the start)   pods>0 Holding [1]      False Holding
 //	Disabled                                   True   Disabled         False Disabled
 //	Deleting                                   True   Deleting         True  Deleting
+//	Disabled or Deleting, DaemonSet terminating True  Deleting [4]     True  Deleting [4]
 //	enabled [2], DaemonSet absent              False  RollingOut       True  RollingOut
 //	enabled, not at the target version         pods>0 Upgrading        True  Upgrading
 //	enabled, rolled out, every pod available   True   AsExpected       False AsExpected
@@ -256,7 +261,9 @@ func errorText(err error) string {
 // still to update is named after the state that started it: RollingOut
 // (Deploying, Running), Upgrading, Restoring (Drifted). In the rows that are
 // not rolled out, when no pod is available and an action is failing,
-// Available=False names the failure (ApplyFailed) instead.
+// Available=False names the failure (ApplyFailed) instead. [4] The DELETE
+// returned, but the object, and its pods, are still there: the message names
+// the finalizers its deletion waits for, until it is gone.
 //
 // Disabled is a healthy state the admin asked for, so it is Available, not
 // Progressing and not Degraded. Deleting converges on it, so it stays Available
@@ -304,6 +311,8 @@ func available(s Snapshot) configv1.ClusterOperatorStatusCondition {
 		}
 		c.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes%s, left as it is until insights-config is valid",
 			s.Available, s.Desired, atVersion(s.AppliedVersion)) + unavailableMessage(s)
+	case removing(s) && s.Terminating:
+		c.Reason, c.Message = ReasonDeleting, terminatingMessage(s)
 	case s.State == fsm.StateDisabled:
 		c.Reason, c.Message = ReasonDisabled, disabledMessage
 	case s.State == fsm.StateDeleting:
@@ -348,6 +357,8 @@ func progressing(s Snapshot) configv1.ClusterOperatorStatusCondition {
 		} else {
 			c.Message += "nothing is deployed"
 		}
+	case removing(s) && s.Terminating:
+		c.Reason, c.Message = ReasonDeleting, terminatingMessage(s)
 	case s.State == fsm.StateDisabled:
 		c.Status, c.Reason, c.Message = configv1.ConditionFalse, ReasonDisabled, disabledMessage
 	case s.State == fsm.StateDeleting:
@@ -360,6 +371,20 @@ func progressing(s Snapshot) configv1.ClusterOperatorStatusCondition {
 		}
 	}
 	return c
+}
+
+// removing: the state wants no DaemonSet.
+func removing(s Snapshot) bool { return s.State == fsm.StateDisabled || s.State == fsm.StateDeleting }
+
+// terminatingMessage says that the DaemonSet is being deleted and what its
+// deletion waits for: a DELETE that returned is not an object gone.
+func terminatingMessage(s Snapshot) string {
+	msg := "removing the runtime extractor, as insights-config disables it: the DaemonSet is being deleted"
+	if len(s.Finalizers) == 0 {
+		return msg + "; its pods run until it is gone"
+	}
+	return fmt.Sprintf("%s and waits for %s %s to be removed; its pods run until then",
+		msg, map[bool]string{true: "finalizer", false: "finalizers"}[len(s.Finalizers) == 1], strings.Join(s.Finalizers, ", "))
 }
 
 // rollout is what the cluster says of an enabled runtime extractor: whether

@@ -439,3 +439,24 @@ func TestConditionsConflictingWriter(t *testing.T) {
 	later.Conflict = nil
 	assert.False(t, s.Equal(later), "the fight's end is news")
 }
+
+// A DELETE that returned is not an object gone: while a finalizer holds the
+// DaemonSet, its pods run, and Available and Progressing say it is being
+// deleted and name what it waits for, in Disabled as in Deleting.
+func TestConditionsTerminatingDaemonSetNamesItsFinalizers(t *testing.T) {
+	for _, state := range []fsm.State{fsm.StateDisabled, fsm.StateDeleting} {
+		s := Snapshot{State: state, Terminating: true, Finalizers: []string{"example.com/backup"}}
+		conds := Conditions(s)
+		for _, c := range conds[:2] {
+			assert.Equal(t, "True Deleting", summary(c), "%s in %s", c.Type, state)
+			assert.Contains(t, c.Message, "waits for finalizer example.com/backup to be removed", "%s in %s", c.Type, state)
+		}
+		assert.Equal(t, "False AsExpected", summary(conds[2]))
+		gone := s
+		gone.Terminating, gone.Finalizers = false, nil
+		assert.False(t, s.Equal(gone), "the object's end is news")
+	}
+	s := Snapshot{State: fsm.StateDisabled, Terminating: true, Finalizers: []string{"a", "b"}}
+	assert.Contains(t, Conditions(s)[1].Message, "waits for finalizers a, b to be removed")
+	assert.Equal(t, "False Disabled", summary(Conditions(Snapshot{State: fsm.StateDisabled})[1]))
+}

@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+// heldBy is the foreign finalizer that holds the DaemonSet's deletion.
+const heldBy = "e2e.example.com/hold"
+
+// setFinalizers sets the DaemonSet's finalizers, as another controller
+// (a backup tool, a policy engine) does.
+func (e *env) setFinalizers(finalizers ...string) {
+	e.t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": finalizers}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, err = e.kube.AppsV1().DaemonSets(ns).Patch(context.Background(), name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: "e2e-finalizer-owner"})
+	if err != nil {
+		e.t.Fatalf("set the DaemonSet's finalizers to %v: %v", finalizers, err)
+	}
+}
+
+// TestFinalizerHeldDeleteIsReportedUntilGone: insights-config disables the
+// runtime extractor while someone else's finalizer holds the DaemonSet. The
+// controller sends one DELETE and no more over 30 s (the object is being
+// deleted; another DELETE changes nothing), and Available and Progressing say
+// Deleting and name the finalizer for as long as the object, and its
+// privileged pods, remain: a DELETE that returned is not an object gone. Once
+// the finalizer is removed, the object goes and the conditions say Disabled.
+func TestFinalizerHeldDeleteIsReportedUntilGone(t *testing.T) {
+	const watchFor = 30 * time.Second
+	e := newEnv(t)
+	e.deployed(controllerOpts{})
+	e.setFinalizers(heldBy)
+	t.Cleanup(func() {
+		if e.daemonSet() != nil {
+			e.setFinalizers()
+		}
+	})
+	log := e.requestLog()
+	from := time.Now()
+	e.setConfig(disabledConfig)
+	e.waitDaemonSet("the DaemonSet being deleted", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.DeletionTimestamp != nil })
+	avail := e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonDeleting)
+	prog := e.waitCondition(status.ConditionProgressing, configv1.ConditionTrue, status.ReasonDeleting)
+	for _, c := range []*configv1.ClusterOperatorStatusCondition{avail, prog} {
+		if !strings.Contains(c.Message, heldBy) {
+			t.Errorf("%s=%s [%s] %q does not name the finalizer %s", c.Type, c.Status, c.Reason, c.Message, heldBy)
+		}
+	}
+	t.Logf("while held: %s=%s [%s] %q", prog.Type, prog.Status, prog.Reason, prog.Message)
+
+	time.Sleep(time.Until(from.Add(watchFor))) // a fixed window to count requests in, not a wait for a condition
+	for _, typ := range []configv1.ClusterStatusConditionType{status.ConditionAvailable, status.ConditionProgressing} {
+		if c := e.condition(typ); c == nil || c.Reason != status.ReasonDeleting {
+			t.Errorf("%s after %s: %+v; want Deleting while the finalizer holds the DaemonSet", typ, watchFor, c)
+		}
+	}
+	log.flush()
+	var deletes []string
+	for _, w := range log.writes(testcluster.ServiceAccountUser(ns, controllerAccount), from, time.Now()) {
+		if strings.HasPrefix(w, "delete daemonsets/") {
+			deletes = append(deletes, w)
+		}
+	}
+	t.Logf("DELETEs of the DaemonSet in %s: %s", watchFor, joinOrNone(deletes))
+	if len(deletes) != 1 {
+		t.Errorf("%d DELETEs of the DaemonSet in %s (%s), want 1", len(deletes), watchFor, joinOrNone(deletes))
+	}
+
+	e.setFinalizers()
+	e.waitDaemonSet("the DaemonSet gone", func(ds *appsv1.DaemonSet) bool { return ds == nil })
+	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonDisabled)
+	e.waitCondition(status.ConditionProgressing, configv1.ConditionFalse, status.ReasonDisabled)
+}
