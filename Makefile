@@ -33,15 +33,17 @@ tools:
 test: tools build model schema rules
 	$(GO) test -count=1 -timeout 45m -skip '^TestModelExhaustive$$' ./...
 
-# Every sequence of up to 5 outside events over the model's alphabet, states
-# pruned (TestModelExhaustive); about 30 s on 2 cores. MODEL_DEPTH=<n> changes it.
+# Every sequence of up to 5 outside events over the model's core alphabet,
+# and of up to 3 over its repairs alphabet, states pruned
+# (TestModelExhaustive); about 1.5 min on 2 cores. MODEL_DEPTH=<n> changes the
+# core depth.
 MODEL_DEPTH ?= 5
 model:
 	$(GO) test -count=1 -run '^TestModelExhaustive$$' -v ./pkg/runtimeextractor -model.depth=$(MODEL_DEPTH)
 
 # The model finds each defect of testdata/model-reverts with its fix undone
 # (testdata/model-reverts/*.patch, each applied to a scratch worktree of HEAD);
-# prints each shortest failing sequence. About 6 min on 2 cores (7 patches).
+# prints each shortest failing sequence. About 11 min on 2 cores (12 patches).
 model-reverts:
 	./hack/model-reverts.sh
 

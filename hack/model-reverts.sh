@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Shows that the convergence model finds each defect it guards: every patch
 # under testdata/model-reverts undoes one defect's fix. For each, the model's
-# exhaustive mode runs in a scratch worktree of HEAD with that patch applied
-# and must fail; its coverage line and shortest failing sequence are printed.
+# exhaustive mode runs in a scratch worktree of HEAD with that patch applied,
+# over the alphabet the patch names in a "model: <name>" line before its diff
+# (core when none), and must fail; its coverage line and shortest failing
+# sequence are printed.
 # Exits 1 when a patch no longer applies or the model misses a defect.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
@@ -14,13 +16,22 @@ cleanup() {
 trap cleanup EXIT
 git -C "$root" worktree add --detach -q "$scratch/tree" HEAD
 status=0
-for patch in "$root"/testdata/model-reverts/*.patch; do
+# Arguments name patches to run (default: all of them).
+patches=("$@")
+if [[ ${#patches[@]} -eq 0 ]]; then
+  patches=("$root"/testdata/model-reverts/*.patch)
+fi
+for patch in "${patches[@]}"; do
+  patch=$(realpath "$patch")
   name=$(basename "$patch" .patch)
   git -C "$scratch/tree" checkout -q -- .
   if ! git -C "$scratch/tree" apply "$patch"; then
     echo "$name: the patch no longer applies"; status=1; continue
   fi
-  out=$(cd "$scratch/tree" && go test -count=1 -run '^TestModelExhaustive$' ./pkg/runtimeextractor -v 2>&1 || true)
+  # The alphabet the patch names ("model: repairs" before its diff), else core.
+  alphabet=$(sed -n '/^diff --git/q; s/^model: *\([a-z]*\)$/\1/p' "$patch")
+  alphabet=${alphabet:-core}
+  out=$(cd "$scratch/tree" && go test -count=1 -run "^TestModelExhaustive\$/^$alphabet\$" ./pkg/runtimeextractor -v 2>&1 || true)
   echo "$name: $(grep -m1 '^model:' <<<"$out" || echo 'no coverage line')"
   found=$(grep -m1 'shortest sequence' <<<"$out" || true)
   if [[ -z "$found" ]]; then
