@@ -64,6 +64,7 @@ type options struct {
 	clutter         int
 	resyncWait      time.Duration
 	repairQuiet     time.Duration // the controller's --repair-quiet
+	fightFor        time.Duration // how long the fight step's other writer writes
 	outages         int
 	outage          time.Duration
 	scaleNodes      int
@@ -95,6 +96,7 @@ func main() {
 	flag.IntVar(&o.clutter, "clutter", 1000, "unrelated DaemonSets, and ConfigMaps, created in openshift-insights")
 	flag.DurationVar(&o.resyncWait, "resync-window", 20*time.Second, "quiet window over which resyncs (every 2s) are counted")
 	flag.DurationVar(&o.repairQuiet, "repair-quiet", 0, "the controller's --repair-quiet: drift trials follow one another within seconds, so at its default (1m) they would form one streak of repairs and time the repair gate's backoff; 0 makes each trial's repair start a streak")
+	flag.DurationVar(&o.fightFor, "fight", 2*time.Minute, "how long another writer fights the controller (at the default repair schedule) in the fight step")
 	flag.IntVar(&o.outages, "outages", 5, "API server outages after which the first correction is timed")
 	flag.DurationVar(&o.outage, "outage", 15*time.Second, "how long kube-apiserver stays down in each outage")
 	flag.IntVar(&o.scaleNodes, "scale-nodes", 1000, "kwok nodes of the large cluster in the scale group (0 skips the group)")
@@ -226,6 +228,7 @@ func selectSteps(b *bench, only string) ([]step, error) {
 		{"memory", b.memory, true},
 		{"restart and resync", b.restartAndResync, true},
 		{"leader election", b.leaderElection, true},
+		{"fight", b.fight, true},
 		{"outage recovery", b.outageRecovery, false},
 		{"fsm Fire", b.fsmFire, false},
 		// Last: it stops the main cluster to give the machine to its own.

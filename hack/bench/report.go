@@ -40,6 +40,7 @@ type results struct {
 	Requests   []requests  `json:"requestsPerAction"`
 	Storm      storm       `json:"eventStorm"`
 	Burst      burst       `json:"configBurst"`
+	Fight      fightRow    `json:"fight"`
 	Rollout    rollout     `json:"longRollout"`
 	Memory     []memory    `json:"memory"`
 	Fire       fire        `json:"fsmFire"`
@@ -72,6 +73,7 @@ type optionsJSON struct {
 	Nodes        int    `json:"nodes"`
 	Trials       int    `json:"driftTrials"`
 	RepairQuiet  string `json:"repairQuiet"`
+	Fight        string `json:"fight"`
 	Blocks       int    `json:"driftBlocks"`
 	ImageTrials  int    `json:"imageTrials"`
 	Toggles      int    `json:"toggleTrials"`
@@ -213,7 +215,7 @@ func newResults(o options) *results {
 		Timestamp: time.Now().UTC().Format(time.RFC3339),
 		Machine:   thisMachine(),
 		Excluded:  "tokenreviews/subjectaccessreviews (authentication of the bench's /metrics scrapes); lease requests (leader election) are counted apart",
-		Options: optionsJSON{Nodes: o.nodes, Trials: o.trials, RepairQuiet: o.repairQuiet.String(), Blocks: o.blocks, ImageTrials: o.imageTrials, Toggles: o.toggles,
+		Options: optionsJSON{Nodes: o.nodes, Trials: o.trials, RepairQuiet: o.repairQuiet.String(), Fight: o.fightFor.String(), Blocks: o.blocks, ImageTrials: o.imageTrials, Toggles: o.toggles,
 			Noops: o.noops, Storm: o.storm, Burst: o.burst, RolloutNodes: o.rolloutNodes, Clutter: o.clutter,
 			Outages: o.outages, Outage: o.outage.String(), Only: o.only,
 			ScaleNodes: o.scaleNodes, ScaleSmall: o.scaleSmall, ScaleTrials: o.scaleTrials, ScaleQPS: o.scaleQPS},
@@ -464,6 +466,9 @@ func (r *results) print(out io.Writer, ref *results) {
 	}
 	if len(r.Requests) > 0 {
 		r.printRequests(w, ref)
+	}
+	if r.Fight.Seconds > 0 {
+		r.printFight(w)
 	}
 	if s := r.Storm; s.Updates > 0 {
 		fmt.Fprintf(w, "\nEvent storm: %d status-only DaemonSet updates in %.1f s (%d conflicts)\n", s.Updates, s.Seconds, s.Conflicts)
