@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,13 @@ func (e *env) setFinalizers(finalizers ...string) {
 func TestFinalizerHeldDeleteIsReportedUntilGone(t *testing.T) {
 	const watchFor = 30 * time.Second
 	e := newEnv(t)
-	e.deployed(controllerOpts{})
+	// As the shipped ServiceAccount, so that the audit log names its requests.
+	e.installRBAC()
+	kubeconfig := filepath.Join(t.TempDir(), "controller.kubeconfig")
+	if _, err := cluster.ServiceAccountKubeconfig(context.Background(), ns, controllerAccount, kubeconfig, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	e.deployed(controllerOpts{kubeconfig: kubeconfig})
 	e.setFinalizers(heldBy)
 	t.Cleanup(func() {
 		if e.daemonSet() != nil {
