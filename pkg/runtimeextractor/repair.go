@@ -43,7 +43,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		var ended bool
 		wait, ended = c.gate.changed(d)
 		if ended {
-			c.fightOver("the latest repair stood for " + c.gate.backoff().Quiet.String())
+			c.fightStood()
 		}
 		if wait == 0 {
 			c.fireDrift(ctx)
@@ -81,7 +81,7 @@ func (c *Controller) fireDrift(ctx context.Context) {
 func (c *Controller) onGateDue(ctx context.Context) {
 	repair, ended := c.gate.due(c.level() == (fsm.Enabled{}))
 	if ended {
-		c.fightOver("the latest repair stood for " + c.gate.backoff().Quiet.String())
+		c.fightStood()
 	}
 	if repair {
 		c.fireDrift(ctx)
@@ -96,7 +96,7 @@ func (c *Controller) repairMade(ds *appsv1.DaemonSet) {
 	}
 	started, ended := c.gate.repaired()
 	if ended {
-		c.fightOver("the latest repair stood for " + c.gate.backoff().Quiet.String())
+		c.fightStood()
 	}
 	if !started {
 		return
@@ -115,6 +115,11 @@ func (c *Controller) endFight(why string) {
 	if c.gate.reset() {
 		c.fightOver(why)
 	}
+}
+
+// fightStood reports the end of the last fight: its latest repair stood.
+func (c *Controller) fightStood() {
+	c.fightOver("the latest repair stood for " + c.gate.backoff().Quiet.String())
 }
 
 func (c *Controller) fightOver(why string) {
