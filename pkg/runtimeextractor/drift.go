@@ -43,6 +43,11 @@ type observation struct {
 	// editors made the change, from the event's managedFields (changedBy);
 	// none for a deletion, which leaves nothing to read.
 	editors []editor
+	// likely is the object's newest manager other than the controller
+	// (newestOtherManager), for a change no entry records: the API server
+	// keeps managedFields times to the second, so a writer's second write
+	// within a second leaves its entry as it was.
+	likely string
 }
 
 // classifyUpdate decides whether an update is someone else's change. Status-only
@@ -175,6 +180,26 @@ func changedBy(old, cur *appsv1.DaemonSet) []editor {
 	return newest
 }
 
+// newestOtherManager is the manager of ds's newest managedFields entry that
+// is not the controller's nor on the status subresource (the first on a
+// tie), printable; "" when none.
+func newestOtherManager(ds *appsv1.DaemonSet) string {
+	var newest *metav1.ManagedFieldsEntry
+	for i := range ds.ManagedFields {
+		e := &ds.ManagedFields[i]
+		if e.Manager == resources.FieldManager || e.Subresource == "status" || e.Time == nil {
+			continue
+		}
+		if newest == nil || e.Time.After(newest.Time.Time) {
+			newest = e
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	return resources.PrintableName(newest.Manager)
+}
+
 // mergeEditors adds ws to the editors of one repair, one per manager and
 // operation at its newest time, newest first.
 func mergeEditors(into, ws []editor) []editor {
@@ -211,7 +236,11 @@ type drain struct {
 	kinds   []DriftKind // someone else's drift, each kind once, in order seen
 	editors []editor    // who made it, from managedFields
 	unnamed bool        // some of it no managedFields entry names
-	gone    bool        // an expected deletion (own, or in a state without the DaemonSet)
+	// likely are, for the unnamed part, the newest other manager of each
+	// object changed ("" for none, and for a deletion): the repair gate's
+	// guess of whose streak it continues, never a name shown.
+	likely []string
+	gone   bool // an expected deletion (own, or in a state without the DaemonSet)
 }
 
 // ownership tells the controller's own writes apart (resources.Manager).
@@ -262,8 +291,10 @@ func classifyDrain(obs []observation, ds *appsv1.DaemonSet, own ownership, state
 		}
 		switch {
 		case o.kind == DriftDeleted: // nothing to read: no one is named, no one guessed
+			d.likely = append(d.likely, "")
 		case len(o.editors) == 0:
 			d.unnamed = true
+			d.likely = append(d.likely, o.likely)
 		default:
 			d.editors = mergeEditors(d.editors, o.editors)
 		}

@@ -208,10 +208,10 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 	switch {
 	case isInInitialList:
 	case !ri.isOwnWrite(ds):
-		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation, editors: changedBy(nil, ds)})
+		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation, editors: changedBy(nil, ds), likely: newestOtherManager(ds)})
 	case ownedMetadataMissing(ds):
 		ri.drift(observation{kind: DriftMetadata, uid: ds.UID, generation: ds.Generation, meta: resources.OwnedMetadata(ds), version: ds.ResourceVersion,
-			editors: changedBy(nil, ds)})
+			editors: changedBy(nil, ds), likely: newestOtherManager(ds)})
 	}
 }
 
@@ -232,7 +232,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 	}
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
 		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur), version: cur.ResourceVersion,
-			editors: changedBy(old, cur)})
+			editors: changedBy(old, cur), likely: newestOtherManager(cur)})
 	}
 }
 

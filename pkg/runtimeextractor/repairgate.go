@@ -97,6 +97,9 @@ const maxStreaks = maxFightWriters
 // otherWriters keys the streak that the writers beyond maxStreaks share.
 const otherWriters = "other writers"
 
+// maxSharedNames bounds the names remembered as sharing that streak.
+const maxSharedNames = 100
+
 // repairGate decides when a repair of someone else's change is made: at
 // once, or when the backoff allows. Each writer has a streak of its own
 // (one managedFields does not name, such as a deletion, counts as one
@@ -111,6 +114,7 @@ type repairGate struct {
 	clock    clock.Clock
 	schedule RepairBackoff
 	streaks  map[string]*repairStreak // by writer (streakKey); none until one changes the DaemonSet
+	shared   map[string]bool          // writers whose changes count in the shared streak while it lasts
 	deferred bool                     // a repair waits for the backoff
 	pending  pendingRepair
 	timer    loopTimer
@@ -123,10 +127,24 @@ func newRepairGate(clk clock.Clock, schedule RepairBackoff) *repairGate {
 // backoff is the gate's schedule.
 func (g *repairGate) backoff() RepairBackoff { return (&repairStreak{schedule: g.schedule}).backoff() }
 
-// streakKey is the streak a change by manager counts in.
+// streakKey is the streak a change by manager counts in. A writer sent to
+// the shared streak stays there while it lasts: a streak of its own, opened
+// once others ended, would start its backoff afresh.
 func (g *repairGate) streakKey(manager string) string {
-	if _, ok := g.streaks[manager]; ok || len(g.streaks) < maxStreaks {
+	if _, ok := g.streaks[manager]; ok {
 		return manager
+	}
+	if _, ok := g.streaks[otherWriters]; ok && g.shared[manager] {
+		return otherWriters
+	}
+	if len(g.streaks) < maxStreaks {
+		return manager
+	}
+	if g.shared == nil {
+		g.shared = map[string]bool{}
+	}
+	if len(g.shared) < maxSharedNames { // beyond, a churning name is shared anyway
+		g.shared[manager] = true
 	}
 	return otherWriters
 }
@@ -180,6 +198,9 @@ func (g *repairGate) settle(now time.Time) (ended bool) {
 		s.settle(now)
 		if s.repairs == 0 && !s.undone {
 			delete(g.streaks, k)
+			if k == otherWriters {
+				clear(g.shared)
+			}
 		}
 	}
 	return was && !g.fighting()
@@ -205,12 +226,27 @@ func (g *repairGate) changed(d drain) (wait time.Duration, ended bool) {
 	now := g.clock.Now()
 	ended = g.settle(now)
 	by := map[string][]editor{}
+	unnamed := map[string]bool{}
 	for _, e := range d.editors {
 		k := g.streakKey(e.manager)
 		by[k] = append(by[k], e)
 	}
-	if d.unnamed || len(d.kinds) == 0 || len(d.editors) == 0 {
-		by[unnamedWriter] = nil
+	// A change no entry records continues the streak of the object's newest
+	// other manager, the likely writer (a writer's second write within a
+	// second leaves its entry as it was); without one, the unnamed writer's.
+	likely := d.likely
+	if len(d.kinds) == 0 || len(d.editors) == 0 && len(likely) == 0 {
+		likely = append(likely, "")
+	}
+	for _, m := range likely {
+		k := unnamedWriter
+		if m != "" {
+			k = g.streakKey(m)
+		}
+		if _, ok := by[k]; !ok {
+			by[k] = nil
+		}
+		unnamed[k] = true
 	}
 	for k, editors := range by {
 		s := g.streaks[k]
@@ -218,7 +254,7 @@ func (g *repairGate) changed(d drain) (wait time.Duration, ended bool) {
 			s = &repairStreak{schedule: g.schedule}
 			g.streaks[k] = s
 		}
-		s.changed(now, editors, k == unnamedWriter)
+		s.changed(now, editors, unnamed[k] && len(editors) == 0)
 		wait = max(wait, s.wait(now))
 	}
 	// Only this change's writers decide: a repair now undoes the changes
@@ -301,6 +337,7 @@ func (g *repairGate) stood() {
 func (g *repairGate) reset() (ended bool) {
 	ended = g.fighting()
 	clear(g.streaks)
+	clear(g.shared)
 	g.deferred = false
 	g.pending = pendingRepair{}
 	g.timer.stop()

@@ -296,11 +296,22 @@ func (r *gateRun) advance(t time.Duration) {
 
 // change is a change at t by manager ("": one managedFields does not name).
 func (r *gateRun) change(t time.Duration, manager string) {
-	r.advance(t)
 	d := drain{kinds: []DriftKind{DriftModified}, unnamed: manager == ""}
 	if manager != "" {
-		d.editors = []editor{{manager: manager, operation: "Update", time: r.clk.Now()}}
+		d.editors = []editor{{manager: manager, operation: "Update", time: r.t0.Add(t)}}
 	}
+	r.changeBy(t, d)
+}
+
+// unrecorded is a change at t by manager that its managedFields entry does
+// not record (a second write within the same second): manager is only the
+// object's newest other manager.
+func (r *gateRun) unrecorded(t time.Duration, manager string) {
+	r.changeBy(t, drain{kinds: []DriftKind{DriftModified}, unnamed: true, likely: []string{manager}})
+}
+
+func (r *gateRun) changeBy(t time.Duration, d drain) {
+	r.advance(t)
 	r.g.describe(d)
 	if wait, _ := r.g.changed(d); wait == 0 {
 		r.repair()
@@ -363,4 +374,27 @@ func TestGateBoundsAFightWithOneWriter(t *testing.T) {
 	if r.g.conflict() != nil {
 		t.Errorf("the fight is still on 5 minutes after the writer stopped")
 	}
+}
+
+// A storm by one writer at 20 writes a second: the API server keeps
+// managedFields times to the second, so only the first write of each second
+// names the writer, and the others change nothing it records. They are the
+// same writer's streak: repaired at 0, 1, 3 and 7 s as when each is named,
+// the last 2 s after the storm.
+func TestStormNamedOnceASecondIsOneStreak(t *testing.T) {
+	named, partly := newGateRun(), newGateRun()
+	for at := time.Duration(0); at < 5*time.Second; at += 50 * time.Millisecond {
+		named.change(at, "e2e.test")
+		if at%time.Second == 0 {
+			partly.change(at, "e2e.test")
+		} else {
+			partly.unrecorded(at, "e2e.test")
+		}
+	}
+	named.advance(time.Minute)
+	partly.advance(time.Minute)
+	if fmt.Sprint(partly.repairs) != fmt.Sprint(named.repairs) {
+		t.Errorf("repairs at %v, want %v as when every write is named", partly.repairs, named.repairs)
+	}
+	t.Logf("repairs at %v", partly.repairs)
 }

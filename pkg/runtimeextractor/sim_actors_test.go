@@ -335,7 +335,7 @@ func (s *propSim) writeImageAs(manager, image string) {
 	}
 	ds = ds.DeepCopy()
 	ds.Spec.Template.Spec.Containers[0].Image = image
-	at := metav1.NewTime(s.clock.Now())
+	at := metav1.NewTime(s.clock.Now().Truncate(time.Second)) // the API server keeps seconds
 	ds.ManagedFields = slices.DeleteFunc(ds.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == manager })
 	ds.ManagedFields = append(ds.ManagedFields, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
 		APIVersion: "apps/v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{}}}`)}})
