@@ -159,7 +159,7 @@ func changedBy(old, cur *appsv1.DaemonSet) []editor {
 	var newest []editor
 	for i := range cur.ManagedFields {
 		e := &cur.ManagedFields[i]
-		if e.Manager == resources.FieldManager || e.Subresource == "status" || e.Time == nil {
+		if !byOtherWriter(e) {
 			continue
 		}
 		switch {
@@ -180,6 +180,12 @@ func changedBy(old, cur *appsv1.DaemonSet) []editor {
 	return newest
 }
 
+// byOtherWriter: e is an entry of someone other than the controller, not on
+// the status subresource (the DaemonSet controller's counters), with a time.
+func byOtherWriter(e *metav1.ManagedFieldsEntry) bool {
+	return e.Manager != resources.FieldManager && e.Subresource != "status" && e.Time != nil
+}
+
 // newestOtherManager is the manager of ds's newest managedFields entry that
 // is not the controller's nor on the status subresource (the first on a
 // tie), printable; "" when none.
@@ -187,7 +193,7 @@ func newestOtherManager(ds *appsv1.DaemonSet) string {
 	var newest *metav1.ManagedFieldsEntry
 	for i := range ds.ManagedFields {
 		e := &ds.ManagedFields[i]
-		if e.Manager == resources.FieldManager || e.Subresource == "status" || e.Time == nil {
+		if !byOtherWriter(e) {
 			continue
 		}
 		if newest == nil || e.Time.After(newest.Time.Time) {

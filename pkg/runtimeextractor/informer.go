@@ -303,16 +303,22 @@ func (ri *daemonSetInformer) markGoneLocked(uid types.UID) {
 func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
-	var ds *appsv1.DaemonSet
-	if ri.probed != nil {
-		ds = ri.probed.ds
-	} else {
-		_, ds, _ = ri.cachedObject()
-	}
+	ds := ri.shownLocked()
 	if ds == nil || ri.gone[ds.UID] {
 		return nil, false
 	}
 	return ds, true
+}
+
+// shownLocked is the DaemonSet the cluster shows: the live read while the
+// watch is broken, else the cache (nil: none), gone or not; the caller holds
+// ri.mu.
+func (ri *daemonSetInformer) shownLocked() *appsv1.DaemonSet {
+	if ri.probed != nil {
+		return ri.probed.ds
+	}
+	_, ds, _ := ri.cachedObject()
+	return ds
 }
 
 // terminating reports whether the DaemonSet the cluster shows (the live
@@ -321,12 +327,7 @@ func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 func (ri *daemonSetInformer) terminating() (finalizers []string, ok bool) {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
-	var ds *appsv1.DaemonSet
-	if ri.probed != nil {
-		ds = ri.probed.ds
-	} else {
-		_, ds, _ = ri.cachedObject()
-	}
+	ds := ri.shownLocked()
 	if ds == nil || ds.DeletionTimestamp == nil {
 		return nil, false
 	}
