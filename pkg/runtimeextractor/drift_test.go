@@ -119,11 +119,7 @@ func TestWriterNamesAreSanitized(t *testing.T) {
 func TestRepairNamesTheWriterInEventLogAndMetric(t *testing.T) {
 	logged := logcapture.Klog(t)
 	m := metrics.New()
-	reg := prometheus.NewRegistry()
-	m.MustRegister(reg)
-	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithMetrics(m)) })
-	h.rollOut()
-	h.waitState(fsm.StateRunning)
+	h, reg := runningWithMetrics(t, m)
 
 	ds := h.stored().DeepCopy()
 	want := extractorOf(ds).Image
@@ -220,11 +216,7 @@ func TestOneRepairCountsOtherOnce(t *testing.T) {
 	for i := range metrics.MaxManagers {
 		m.ObserveRepair(fmt.Sprintf("earlier-%d", i))
 	}
-	reg := prometheus.NewRegistry()
-	m.MustRegister(reg)
-	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithMetrics(m)) })
-	h.rollOut()
-	h.waitState(fsm.StateRunning)
+	h, reg := runningWithMetrics(t, m)
 
 	ds := h.stored().DeepCopy()
 	want := extractorOf(ds).Image
@@ -265,4 +257,17 @@ func repairsOf(t *testing.T, reg *prometheus.Registry, manager string) float64 {
 		}
 	}
 	return 0
+}
+
+// runningWithMetrics starts a controller recording into m, registered in
+// the returned registry, and waits until its DaemonSet is rolled out and
+// Running.
+func runningWithMetrics(t *testing.T, m *metrics.Metrics) (*harness, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m.MustRegister(reg)
+	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithMetrics(m)) })
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	return h, reg
 }

@@ -374,11 +374,7 @@ func TestPropertyConfigApplyWhileDriftedIsNoRepair(t *testing.T) {
 	}
 	repairs := s.repairsCounted()
 	s.changePriorityClass()
-	s.runToQuiet()
-	for s.c.door.pending != 0 && len(s.violations) == 0 {
-		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
-		s.runToQuiet()
-	}
+	s.runThroughDoor()
 	if got := s.stored().Spec.Template.Spec.PriorityClassName; got != s.cfg.priority {
 		t.Fatalf("priority class %q, want %q\n%s", got, s.cfg.priority, s.story())
 	}

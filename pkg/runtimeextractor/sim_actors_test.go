@@ -276,11 +276,7 @@ func (s *propSim) fight(rounds int) {
 	if s.stored() == nil {
 		return
 	}
-	s.runToQuiet() // what came before plays out first, signals the front door holds too
-	for s.c.door.pending != 0 && len(s.violations) == 0 {
-		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
-		s.runToQuiet()
-	}
+	s.runThroughDoor() // what came before plays out first
 	start, writes := s.clock.Now(), s.controllerWrites
 	s.logf("someone else fights: %d changes, one every %s", rounds, fightPeriod)
 	for i := range rounds {
@@ -357,11 +353,7 @@ func (s *propSim) burstAfterOtherEdits() {
 	for _, v := range []string{"create", "update", "delete"} {
 		s.setRefused(v, false) // the bound is the gate's: the API answers
 	}
-	s.runToQuiet()
-	for s.c.door.pending != 0 && len(s.violations) == 0 {
-		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
-		s.runToQuiet()
-	}
+	s.runThroughDoor()
 	// Each burst is a new writer's first; the bound holds for writers that
 	// get a streak of their own (maxStreaks), which earlier bursts within
 	// the quiet period may have taken.

@@ -545,6 +545,16 @@ func (s *propSim) runToQuiet() {
 	}
 }
 
+// runThroughDoor runs to quiet, then lets the signals the front door holds
+// play out at its trailing edge, until it holds none.
+func (s *propSim) runThroughDoor() {
+	s.runToQuiet()
+	for s.c.door.pending != 0 && len(s.violations) == 0 {
+		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
+		s.runToQuiet()
+	}
+}
+
 // viewNote tells, for the story, when the controller's view differs from the
 // cache: it hides a cached object known to be gone.
 func (s *propSim) viewNote() string {

@@ -132,11 +132,7 @@ func TestTLSProfileChangeRollsOnce(t *testing.T) {
 // a Warning says why; a drift of the arguments is repaired back to the kept
 // ones; once read (Modern), nothing is written.
 func TestUnknownTLSProfileKeepsTheDaemonSetsArguments(t *testing.T) {
-	first := startWith(t, withTLS(newSettableTLS(modernProfile, nil)))
-	first.rollOut()
-	first.waitState(fsm.StateRunning)
-	existing := first.stored()
-	first.stop()
+	existing := deployedAt(t, modernProfile)
 
 	src := newSettableTLS(nil, errUnreadable)
 	h := startWith(t, withTLS(src), existing)
@@ -292,11 +288,7 @@ var weakTLSArgs = []string{"--tls-min-version=VersionTLS10", "--tls-cipher-suite
 // Intermediate, a Warning saying so; a later edit is repaired to
 // Intermediate, not to the tampered arguments.
 func TestUnknownTLSProfileReplacesTamperedArguments(t *testing.T) {
-	first := startWith(t, withTLS(newSettableTLS(nil, nil)))
-	first.rollOut()
-	first.waitState(fsm.StateRunning)
-	existing := tamperTLS(first.stored(), weakTLSArgs...)
-	first.stop()
+	existing := tamperTLS(deployedAt(t, nil), weakTLSArgs...)
 
 	h := startWith(t, withTLS(newSettableTLS(nil, errUnreadable)), existing)
 	intermediate := resources.KubeRBACProxyTLSArgs(nil)
@@ -327,11 +319,7 @@ func TestUnknownTLSProfileKeepsArgumentsItWrote(t *testing.T) {
 	custom := &configv1.TLSSecurityProfile{Type: configv1.TLSProfileCustomType, Custom: &configv1.CustomTLSProfile{
 		TLSProfileSpec: configv1.TLSProfileSpec{MinTLSVersion: configv1.VersionTLS12, Ciphers: []string{"ECDHE-ECDSA-AES128-GCM-SHA256"}},
 	}}
-	first := startWith(t, withTLS(newSettableTLS(custom, nil)))
-	first.rollOut()
-	first.waitState(fsm.StateRunning)
-	existing := first.stored()
-	first.stop()
+	existing := deployedAt(t, custom)
 	want := proxyTLSArgs(t, existing)
 	if resources.PredefinedTLSArgs(want) {
 		t.Fatalf("the Custom profile's arguments %q are a predefined profile's", want)
@@ -345,4 +333,16 @@ func TestUnknownTLSProfileKeepsArgumentsItWrote(t *testing.T) {
 	if w := h.changes.with(ReasonTLSProfileUnknown); len(w) == 0 || !strings.Contains(w[0].text, "keeps the DaemonSet's TLS arguments ("+strings.Join(want, " ")+")") {
 		t.Fatalf("TLS Warnings %+v, want one saying what is kept", w)
 	}
+}
+
+// deployedAt is the DaemonSet a controller that read TLS profile p (nil:
+// unset) deployed and rolled out, that controller stopped since.
+func deployedAt(t *testing.T, p *configv1.TLSSecurityProfile) *appsv1.DaemonSet {
+	t.Helper()
+	first := startWith(t, withTLS(newSettableTLS(p, nil)))
+	first.rollOut()
+	first.waitState(fsm.StateRunning)
+	existing := first.stored()
+	first.stop()
+	return existing
 }
