@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 )
 
 // fightManager is the field manager of the writer the fight step plays.
@@ -17,25 +19,14 @@ const fightManager = "bench-fight"
 // fightRow is a tug-of-war against a controller at the default repair
 // schedule: another writer sets one of two images every Period for Seconds.
 // Ours and Theirs count the DaemonSet template writes of each (the
-// controller's from the audit log); Allowed is what the schedule (1 s
-// doubling to 1 minute) allows in that time.
+// controller's from the audit log); Allowed is what the default repair
+// schedule allows in that time (RepairBackoff.RepairsWithin).
 type fightRow struct {
 	Seconds float64 `json:"seconds"`
 	Period  float64 `json:"periodSeconds"`
 	Theirs  int     `json:"theirWrites"`
 	Ours    int     `json:"controllerWrites"`
 	Allowed int     `json:"allowedBySchedule"`
-}
-
-// repairsAllowed is how many repairs the default schedule makes in d: the
-// first at once, then after waits of 1 s, 2 s, 4 s, ... up to 1 minute.
-func repairsAllowed(d time.Duration) int {
-	n, wait := 1, time.Second
-	for t := wait; t <= d; t += wait {
-		n++
-		wait = min(2*wait, time.Minute)
-	}
-	return n
 }
 
 // fight runs the tug-of-war against a controller started for it at the
@@ -81,7 +72,7 @@ func (b *bench) fight(ctx context.Context) error {
 		}
 	}
 	b.res.Fight = fightRow{Seconds: end.Sub(start).Seconds(), Period: period.Seconds(), Theirs: theirs, Ours: ours,
-		Allowed: repairsAllowed(end.Sub(start))}
+		Allowed: runtimeextractor.DefaultRepairBackoff.RepairsWithin(end.Sub(start))}
 	logf("fight: controller %d writes, the other writer %d, over %.0f s (the schedule allows %d)", ours, theirs, end.Sub(start).Seconds(), b.res.Fight.Allowed)
 
 	b.ctrl.stop()

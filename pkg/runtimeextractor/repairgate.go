@@ -71,6 +71,17 @@ type RepairBackoff struct {
 // once its latest repair stood for 1 minute.
 var DefaultRepairBackoff = RepairBackoff{Base: repairBackoffBase, Max: repairBackoffMax, Quiet: repairQuiet}
 
+// RepairsWithin is how many repairs one streak can make in d on schedule b:
+// the first at once, then one after each wait (the bound a fight's writes
+// are held to, in the model and the bench).
+func (b RepairBackoff) RepairsWithin(d time.Duration) int {
+	n := 1
+	for t := b.delay(1); t <= d; t += b.delay(n) {
+		n++
+	}
+	return n
+}
+
 // delay is the wait after a streak's n-th repair.
 func (b RepairBackoff) delay(n int) time.Duration {
 	d := b.Base

@@ -297,7 +297,7 @@ func (s *propSim) fight(rounds int) {
 		s.runToQuiet()
 	}
 	elapsed := s.clock.Now().Sub(start)
-	if got, bound := s.controllerWrites-writes, repairsWithin(elapsed); got > bound {
+	if got, bound := s.controllerWrites-writes, DefaultRepairBackoff.RepairsWithin(elapsed); got > bound {
 		s.violate("fight-writes", fmt.Sprintf("%d controller writes in a fight of %d changes over %s; the repair backoff allows %d", got, rounds, elapsed, bound))
 	}
 }
@@ -390,16 +390,6 @@ func (s *propSim) burstAfterOtherEdits() {
 // burstRepairBound: a burst of 1 s by a writer with no streak is undone
 // within the backoff's second wait of its end.
 var burstRepairBound = DefaultRepairBackoff.delay(2)
-
-// repairsWithin is how many repairs a streak can make in d: the first at
-// once, then one after each wait of the schedule.
-func repairsWithin(d time.Duration) int {
-	n := 1
-	for t := DefaultRepairBackoff.delay(1); t <= d; t += DefaultRepairBackoff.delay(n) {
-		n++
-	}
-	return n
-}
 
 // addExternally adds to the spec and keeps every annotation, as a patch
 // does: a sidecar container, a toleration or a kube-rbac-proxy argument.
