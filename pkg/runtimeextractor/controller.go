@@ -70,6 +70,7 @@ type Controller struct {
 	version     string      // the target version last read
 	upgradeFrom string      // the version before the current upgrade, for its Event
 	tlsKept     *keptTLS    // while tls cannot tell the profile: what the DaemonSet had
+	tlsUnknown  string      // while tls cannot tell the profile: why, and what kube-rbac-proxy gets
 	deleted     []types.UID // objects this controller deleted, newest last
 	deletedAny  bool        // this controller has deleted the DaemonSet before
 

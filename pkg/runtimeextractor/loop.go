@@ -112,7 +112,7 @@ func (c *Controller) start(ctx context.Context) {
 // of this one's repairs, held signals, rollouts or TLS arguments.
 func (c *Controller) stop() {
 	c.endFight("the controller stopped")
-	c.tlsKept = nil
+	c.tlsKept, c.tlsUnknown = nil, ""
 	c.rollouts.reset()
 	c.door.reset()
 	c.expect.stop()

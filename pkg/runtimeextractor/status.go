@@ -87,6 +87,7 @@ func (c *Controller) snapshot() status.Snapshot {
 	}
 	s.Stuck = c.rollouts.stuck
 	s.Conflict = c.gate.conflict()
+	s.TLSProfileUnknown = c.tlsUnknown
 	return s
 }
 

@@ -70,7 +70,7 @@ func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 	if err == nil {
 		if c.tlsKept != nil {
 			klog.Infof("cluster TLS profile known again (%s): kube-rbac-proxy follows it", tlsprofile.Describe(p))
-			c.tlsKept = nil
+			c.tlsKept, c.tlsUnknown = nil, ""
 		}
 		d.TLSProfile = p
 		return
@@ -92,6 +92,7 @@ func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 		msg += c.tlsKept.not + ": kube-rbac-proxy gets the Intermediate profile until it is read"
 	}
 	msg = status.CapMessage(msg) // the arguments may repeat a suite at any length
+	c.tlsUnknown = msg
 	klog.Warning(msg)
 	c.events.tlsUnknown(ds, msg)
 }

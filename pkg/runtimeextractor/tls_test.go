@@ -15,6 +15,7 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 // settableTLS is a TLSProfileSource the test moves by hand. It counts the
@@ -146,6 +147,11 @@ func TestUnknownTLSProfileKeepsTheDaemonSetsArguments(t *testing.T) {
 		t.Fatalf("TLS Warnings %+v, want one on the DaemonSet saying forbidden and what is kept", warnings)
 	}
 	t.Logf("Warning: %s", warnings[0].text)
+	// Status says so too, for as long as it lasts.
+	if available := status.Conditions(h.ctrl.Status())[0]; !strings.Contains(available.Message, "the cluster TLS profile is unknown") ||
+		!strings.Contains(available.Message, "keeps the DaemonSet's TLS arguments (--tls-min-version=VersionTLS13)") {
+		t.Fatalf("Available message %q, want it to say the TLS profile is unknown and what is kept", available.Message)
+	}
 
 	// Someone changes the arguments meanwhile: repaired to the kept ones.
 	drifted := h.stored().DeepCopy()
@@ -174,6 +180,9 @@ func TestUnknownTLSProfileKeepsTheDaemonSetsArguments(t *testing.T) {
 	if h.daemonSetWrites() != writes || h.stored().Generation != gen {
 		t.Fatalf("the profile read as the DaemonSet has it wrote %d times", h.daemonSetWrites()-writes)
 	}
+	h.eventually("status to stop saying the TLS profile is unknown", func() bool {
+		return h.ctrl.Status().TLSProfileUnknown == "" && !strings.Contains(status.Conditions(h.ctrl.Status())[0].Message, "TLS profile")
+	})
 }
 
 // TestUnknownTLSProfileWithoutDaemonSetDeploysIntermediate: nothing to keep,

@@ -212,6 +212,9 @@ type Snapshot struct {
 	// a deletionTimestamp); Finalizers are what its deletion waits for.
 	Terminating bool
 	Finalizers  []string
+	// TLSProfileUnknown says, while the cluster TLS profile cannot be read,
+	// why and what kube-rbac-proxy gets meanwhile; "" when it is known.
+	TLSProfileUnknown string
 }
 
 // Equal reports whether s and o say the same (errors compare by message).
@@ -223,7 +226,8 @@ func (s Snapshot) Equal(o Snapshot) bool {
 		s.Stuck.equal(o.Stuck) && s.Conflict.equal(o.Conflict) &&
 		s.Holding == o.Holding && s.Present == o.Present && s.AppliedVersion == o.AppliedVersion &&
 		s.RolledOut == o.RolledOut && s.MaxUnavailable == o.MaxUnavailable && slices.Equal(s.UnavailableNodes, o.UnavailableNodes) &&
-		s.UnavailableNodesDenied == o.UnavailableNodesDenied && s.Terminating == o.Terminating && slices.Equal(s.Finalizers, o.Finalizers)
+		s.UnavailableNodesDenied == o.UnavailableNodesDenied && s.Terminating == o.Terminating && slices.Equal(s.Finalizers, o.Finalizers) &&
+		s.TLSProfileUnknown == o.TLSProfileUnknown
 }
 
 func errorText(err error) string {
@@ -276,11 +280,18 @@ func errorText(err error) string {
 // progress for the rollout deadline, else True [InvalidConfig] when
 // insights-config was rejected, else False [AsExpected]. A failing action and
 // a rejected config together report the action's reason and both messages.
+//
+// While the cluster TLS profile is unknown (TLSProfileUnknown), Available's
+// message ends with why and what kube-rbac-proxy gets meanwhile, unless the
+// runtime extractor is being removed or is disabled.
 func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	if s.State == "" {
 		return starting()
 	}
 	out := []configv1.ClusterOperatorStatusCondition{available(s), progressing(s), degraded(s)}
+	if s.TLSProfileUnknown != "" && !removing(s) {
+		out[0].Message += "; " + s.TLSProfileUnknown
+	}
 	for i := range out {
 		out[i].Message = CapMessage(out[i].Message)
 	}

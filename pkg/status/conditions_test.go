@@ -460,3 +460,21 @@ func TestConditionsTerminatingDaemonSetNamesItsFinalizers(t *testing.T) {
 	assert.Contains(t, Conditions(s)[1].Message, "waits for finalizers a, b to be removed")
 	assert.Equal(t, "False Disabled", summary(Conditions(Snapshot{State: fsm.StateDisabled})[1]))
 }
+
+// While the cluster TLS profile cannot be read, Available says so, and what
+// kube-rbac-proxy gets meanwhile, without changing its status or reason; not
+// while nothing is deployed on purpose.
+func TestConditionsSayTheTLSProfileIsUnknown(t *testing.T) {
+	const why = "the cluster TLS profile is unknown (apiservers.config.openshift.io \"cluster\" is forbidden); kube-rbac-proxy gets the Intermediate profile until it is read"
+	known := Snapshot{State: fsm.StateRunning, Present: true, Desired: 2, Updated: 2, Available: 2, RolledOut: true}
+	unknown := known
+	unknown.TLSProfileUnknown = why
+	assert.False(t, known.Equal(unknown), "the profile becoming unknown is news")
+	got, was := Conditions(unknown), Conditions(known)
+	assert.Equal(t, summary(was[0]), summary(got[0]))
+	assert.Equal(t, was[0].Message+"; "+why, got[0].Message)
+	assert.Equal(t, was[1:], got[1:], "Progressing and Degraded do not change")
+
+	disabled := Snapshot{State: fsm.StateDisabled, TLSProfileUnknown: why}
+	assert.NotContains(t, Conditions(disabled)[0].Message, "TLS profile")
+}
