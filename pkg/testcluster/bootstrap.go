@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -241,34 +240,7 @@ func (c *Cluster) ensureAuthenticationConfigMap(ctx context.Context) error {
 
 // installOpenShiftCRDs creates the CRDs and waits until each is Established.
 func (c *Cluster) installOpenShiftCRDs(ctx context.Context, dir string) error {
-	dyn, err := dynamic.NewForConfig(c.RESTConfig)
-	if err != nil {
-		return fmt.Errorf("create dynamic client: %w", err)
-	}
-	crds := dyn.Resource(crdResource)
-	var names []string
-	for _, file := range openshiftCRDs {
-		crd, err := readManifest(filepath.Join(dir, crdManifestDir, file))
-		if err != nil {
-			return err
-		}
-		if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); ignoreExists(err) != nil {
-			return fmt.Errorf("create CRD %s: %w", crd.GetName(), err)
-		}
-		names = append(names, crd.GetName())
-	}
-	for _, name := range names {
-		if err := c.waitFor(ctx, "CRD "+name+" established", time.Minute, func(ctx context.Context) (bool, error) {
-			crd, err := crds.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			return crdEstablished(crd), nil
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.installCRDs(ctx, dir, openshiftCRDs)
 }
 
 func crdEstablished(crd *unstructured.Unstructured) bool {

@@ -117,6 +117,7 @@ type process struct {
 	name    string
 	bin     string
 	args    []string
+	env     []string // added to this process's environment
 	logPath string
 	grace   time.Duration // SIGTERM -> SIGKILL
 
@@ -133,7 +134,7 @@ func (p *process) start() error {
 	if err != nil {
 		return fmt.Errorf("open %s log: %w", p.name, err)
 	}
-	c, err := startChild(childSpec{bin: p.bin, args: p.args, out: logFile, grace: p.grace, ownGroup: true})
+	c, err := startChild(childSpec{bin: p.bin, args: p.args, env: p.env, out: logFile, grace: p.grace, ownGroup: true})
 	if err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)
@@ -200,12 +201,22 @@ type Command struct{ p *process }
 
 // StartCommand starts bin with args.
 func StartCommand(name, bin, logDir string, args ...string) (*Command, error) {
+	return StartCommandWithEnv(name, bin, logDir, nil, args...)
+}
+
+// StartCommandWithEnv starts bin with args, and env added to this process's
+// environment.
+func StartCommandWithEnv(name, bin, logDir string, env []string, args ...string) (*Command, error) {
 	p := newProcess(name, bin, logDir, stopGrace, args...)
+	p.env = env
 	if err := p.start(); err != nil {
 		return nil, err
 	}
 	return &Command{p: p}, nil
 }
+
+// PID is the process's ID.
+func (c *Command) PID() int { return c.p.pid() }
 
 // Log is the path of the process's combined output.
 func (c *Command) Log() string { return c.p.logPath }

@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -129,6 +132,64 @@ func TestClusterRunsDaemonSetOnEveryNode(t *testing.T) {
 		}
 	})
 
+	t.Run("host platform and manifests", func(t *testing.T) {
+		versions := []string{"4.22.0", "4.22.1"}
+		if err := c.InstallHostPlatform(ctx, versions); err != nil {
+			t.Fatalf("install host platform: %v", err)
+		}
+		fg, err := config.FeatureGates().Get(ctx, "cluster", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get featuregate: %v", err)
+		}
+		var got []string
+		for _, d := range fg.Status.FeatureGates {
+			got = append(got, d.Version)
+		}
+		if !slices.Equal(got, versions) {
+			t.Errorf("featuregate versions %v, want %v", got, versions)
+		}
+		for _, get := range []func() error{
+			func() error { _, err := config.Networks().Get(ctx, "cluster", metav1.GetOptions{}); return err },
+			func() error { _, err := config.DNSes().Get(ctx, "cluster", metav1.GetOptions{}); return err },
+			func() error { _, err := config.Proxies().Get(ctx, "cluster", metav1.GetOptions{}); return err },
+			func() error {
+				_, err := client.CoreV1().Namespaces().Get(ctx, "openshift-config", metav1.GetOptions{})
+				return err
+			},
+		} {
+			if err := get(); err != nil {
+				t.Error(err)
+			}
+		}
+
+		// A CRD and its object in one file, as operators ship them; applied
+		// twice, the second time updates.
+		for _, label := range []string{"one", "two"} {
+			if err := c.ApplyManifests(ctx, []byte(hostManifest(label))); err != nil {
+				t.Fatalf("apply manifests (%s): %v", label, err)
+			}
+		}
+		role, err := client.RbacV1().Roles(testcluster.InsightsNamespace).Get(ctx, "host-manifest-role", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get applied role: %v", err)
+		}
+		if role.Labels["applied"] != "two" || len(role.Rules) != 1 || role.Rules[0].Verbs[0] != "list" {
+			t.Errorf("applied role %+v, want the second document's", role)
+		}
+		dyn := dynamic.NewForConfigOrDie(c.RESTConfig)
+		widget := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+		w, err := dyn.Resource(widget).Get(ctx, "w1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get the applied custom object: %v", err)
+		}
+		if w.GetLabels()["applied"] != "two" {
+			t.Errorf("custom object labels %v, want applied=two", w.GetLabels())
+		}
+		if err := c.ApplyManifests(ctx, []byte("apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g\n")); err == nil {
+			t.Error("an unknown kind was applied")
+		}
+	})
+
 	t.Run("stop ends every process", func(t *testing.T) {
 		procs := c.Processes()
 		if len(procs) != 5 {
@@ -233,4 +294,41 @@ func trivialDaemonSet() *appsv1.DaemonSet {
 			},
 		},
 	}
+}
+
+// hostManifest is a file with a CRD, an object of it and a Role, each
+// labelled applied=label.
+func hostManifest(label string) string {
+	return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {kind: Widget, listKind: WidgetList, plural: widgets, singular: widget}
+  scope: Cluster
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata:
+  name: w1
+  labels: {applied: ` + label + `}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: host-manifest-role
+  namespace: ` + testcluster.InsightsNamespace + `
+  labels: {applied: ` + label + `}
+rules:
+  - apiGroups: [""]
+    resources: [pods]
+    verbs: [list]
+`
 }

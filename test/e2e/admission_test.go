@@ -14,10 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // refuseUpdatesPolicy names the ValidatingAdmissionPolicy, and its binding,
@@ -29,30 +29,7 @@ const refuseUpdatesPolicy = "e2e-refuse-runtime-extractor-updates"
 // Both are deleted when the test ends.
 func (e *env) refuseDaemonSetUpdates() (allow func()) {
 	e.t.Helper()
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: refuseUpdatesPolicy},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					ResourceNames: []string{name},
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-						// "daemonsets" without "/status": status updates pass.
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"},
-							Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-						},
-					},
-				}},
-			},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "false",
-				Message:    "updates of the runtime extractor DaemonSet are frozen by an admission policy",
-				Reason:     ptr.To(metav1.StatusReasonForbidden),
-			}},
-		},
-	}
+	policy := testcluster.FrozenUpdatesPolicy(refuseUpdatesPolicy, name)
 	// The API server loads policies asynchronously: a dry-run update shows
 	// when this one is enforced.
 	return e.enforcePolicy(policy, e.updateRefused)

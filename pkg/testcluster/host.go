@@ -1,0 +1,263 @@
+package testcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	configclient "github.com/openshift/client-go/config/clientset/versioned"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientdiscovery "k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
+)
+
+// The Insights Operator's own binary on the local cluster (hack/host): what its
+// start-up reads beyond what Start creates, and its manifests applied as it
+// ships them. The binary runs as a Command (StartCommandWithEnv).
+
+// hostCRDs are the config.openshift.io CRDs, beyond openshiftCRDs, whose
+// objects the Insights Operator reads when it starts.
+var hostCRDs = []string{
+	"0000_10_config-operator_01_featuregates.crd.yaml",
+	"0000_03_config-operator_01_proxies.crd.yaml",
+	"0000_10_config-operator_01_networks.crd.yaml",
+	"0000_10_config-operator_01_dnses.crd.yaml",
+	"0000_10_config-operator_01_insightsdatagathers.crd.yaml",
+}
+
+// HostNamespaces are the namespaces, beyond openshift-insights and
+// kube-system, whose objects the Insights Operator's RBAC names.
+var HostNamespaces = []string{"openshift-config", "openshift-config-managed"}
+
+// InstallHostPlatform installs what the Insights Operator reads when it
+// starts, beyond Start's objects: the CRDs of hostCRDs and their "cluster"
+// singletons, with a FeatureGate whose status lists the Default feature set
+// (every gate the operator asks about off) for each of versions, and the
+// namespaces of HostNamespaces.
+func (c *Cluster) InstallHostPlatform(ctx context.Context, versions []string) error {
+	for _, ns := range HostNamespaces {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		if _, err := c.client.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); ignoreExists(err) != nil {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	}
+	dir, err := openshiftAPIDir(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.installCRDs(ctx, dir, hostCRDs); err != nil {
+		return err
+	}
+	client, err := configclient.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return fmt.Errorf("create config client: %w", err)
+	}
+	cfg := client.ConfigV1()
+	meta := metav1.ObjectMeta{Name: clusterConfigName}
+	creates := []func() error{
+		func() error {
+			_, err := cfg.Proxies().Create(ctx, &configv1.Proxy{ObjectMeta: meta}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			dns := &configv1.DNS{ObjectMeta: meta, Spec: configv1.DNSSpec{BaseDomain: "local.example.com"}}
+			_, err := cfg.DNSes().Create(ctx, dns, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			network := &configv1.Network{ObjectMeta: meta, Spec: configv1.NetworkSpec{
+				ClusterNetwork: []configv1.ClusterNetworkEntry{{CIDR: "10.128.0.0/14", HostPrefix: 23}},
+				ServiceNetwork: []string{"10.96.0.0/16"},
+				NetworkType:    "OVNKubernetes",
+			}}
+			_, err := cfg.Networks().Create(ctx, network, metav1.CreateOptions{})
+			return err
+		},
+		func() error { return c.createFeatureGate(ctx, client, versions) },
+	}
+	for _, create := range creates {
+		if err := create(); ignoreExists(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createFeatureGate creates FeatureGate "cluster" and records, as the
+// cluster-config-operator does, the gates of each version. The operator
+// exits when it finds none for its RELEASE_VERSION.
+func (c *Cluster) createFeatureGate(ctx context.Context, client configclient.Interface, versions []string) error {
+	gates := client.ConfigV1().FeatureGates()
+	fg := &configv1.FeatureGate{ObjectMeta: metav1.ObjectMeta{Name: clusterConfigName}}
+	created, err := gates.Create(ctx, fg, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create featuregate %s: %w", clusterConfigName, err)
+	}
+	for _, v := range versions {
+		created.Status.FeatureGates = append(created.Status.FeatureGates, configv1.FeatureGateDetails{
+			Version:  v,
+			Disabled: []configv1.FeatureGateAttributes{{Name: "InsightsConfig"}},
+		})
+	}
+	if _, err := gates.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("set featuregate %s status: %w", clusterConfigName, err)
+	}
+	return nil
+}
+
+// installCRDs creates the CRDs of files (in the openshift/api module at dir)
+// and waits until each is Established.
+func (c *Cluster) installCRDs(ctx context.Context, dir string, files []string) error {
+	var objs []*unstructured.Unstructured
+	for _, file := range files {
+		crd, err := readManifest(filepath.Join(dir, crdManifestDir, file))
+		if err != nil {
+			return err
+		}
+		objs = append(objs, crd)
+	}
+	return c.createEstablished(ctx, objs)
+}
+
+// createEstablished creates the CRDs objs (tolerating existing ones) and
+// waits until each is Established.
+func (c *Cluster) createEstablished(ctx context.Context, objs []*unstructured.Unstructured) error {
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return fmt.Errorf("create dynamic client: %w", err)
+	}
+	crds := dyn.Resource(crdResource)
+	for _, crd := range objs {
+		if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); ignoreExists(err) != nil {
+			return fmt.Errorf("create CRD %s: %w", crd.GetName(), err)
+		}
+	}
+	for _, crd := range objs {
+		name := crd.GetName()
+		if err := c.waitFor(ctx, "CRD "+name+" established", time.Minute, func(ctx context.Context) (bool, error) {
+			got, err := crds.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return crdEstablished(got), nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ApplyManifests creates the objects of a multi-document YAML file, as an
+// operator ships them in its manifests/, with the admin client; an object
+// that exists is updated to the document. CRDs among them are waited for
+// until Established, before the other objects are created, so that a file
+// may hold a CRD and its objects.
+func (c *Cluster) ApplyManifests(ctx context.Context, data []byte) error {
+	var crds, objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return fmt.Errorf("decode manifest: %w", err)
+		}
+		switch {
+		case len(obj.Object) == 0:
+			continue // an empty document
+		case obj.GroupVersionKind().Group == crdResource.Group && obj.GetKind() == "CustomResourceDefinition":
+			crds = append(crds, obj)
+		default:
+			objs = append(objs, obj)
+		}
+	}
+	if err := c.createEstablished(ctx, crds); err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return fmt.Errorf("create dynamic client: %w", err)
+	}
+	disco, err := memoryDiscovery(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(disco)
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("map %s: %w", gvk, err)
+		}
+		var res dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			res = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+		}
+		what := fmt.Sprintf("%s %s/%s", gvk.Kind, obj.GetNamespace(), obj.GetName())
+		_, err = res.Create(ctx, obj, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			var cur *unstructured.Unstructured
+			if cur, err = res.Get(ctx, obj.GetName(), metav1.GetOptions{}); err == nil {
+				obj.SetResourceVersion(cur.GetResourceVersion())
+				_, err = res.Update(ctx, obj, metav1.UpdateOptions{})
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", what, err)
+		}
+	}
+	return nil
+}
+
+func memoryDiscovery(cfg *rest.Config) (clientdiscovery.CachedDiscoveryInterface, error) {
+	client, err := clientdiscovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create discovery client: %w", err)
+	}
+	return memory.NewMemCacheClient(client), nil
+}
+
+// FrozenUpdatesPolicy is a ValidatingAdmissionPolicy that refuses every
+// UPDATE of the DaemonSet named daemonSet (not of its status), as a cluster's
+// admission (a GitOps freeze, a security policy) may. Bind it with Deny.
+func FrozenUpdatesPolicy(name, daemonSet string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	return &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					ResourceNames: []string{daemonSet},
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						// "daemonsets" without "/status": status updates pass.
+						Rule: admissionregistrationv1.Rule{
+							APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"},
+							Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+						},
+					},
+				}},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "false",
+				Message:    "updates of the runtime extractor DaemonSet are frozen by an admission policy",
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
+			}},
+		},
+	}
+}
