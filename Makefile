@@ -13,7 +13,7 @@ FUZZ_MACHINE_EXECS ?= 200000x
 FUZZ_PARSE_EXECS ?= 20000x
 LISTEN ?= 127.0.0.1:8443
 
-.PHONY: all build tools test unit model model-reverts schema rules race e2e fuzz verify docs run bench soak clean
+.PHONY: all build tools test unit model model-reverts schema rules race e2e fuzz verify docs run bench soak host-check host-series clean
 
 all: build
 
@@ -117,6 +117,18 @@ bench: tools build
 # "soak: N/200 converged". FAULT_SEED=<seed> replays a run.
 soak: tools build
 	SOAK_CYCLES=$${SOAK_CYCLES:-200} $(GO) test -count=1 -timeout 4h -v -run '^TestSoakRandomKills$$' ./test/e2e/
+
+# Not part of `make test`: they need the Insights Operator's source (HOST_SRC, a
+# clone of openshift/insights-operator), which CI does not have. host-check applies
+# hack/host/patches to it, runs its build and tests, and runs the patched binary on
+# the local cluster; host-series vendors HEAD into the series again (hack/host/README.md).
+host-check: tools
+	@test -n "$(HOST_SRC)" || { echo "usage: make host-check HOST_SRC=<clone of openshift/insights-operator>"; exit 2; }
+	./hack/host/check.sh $(HOST_SRC)
+
+host-series:
+	@test -n "$(HOST_SRC)" || { echo "usage: make host-series HOST_SRC=<clone of openshift/insights-operator>"; exit 2; }
+	./hack/host/series.sh $(HOST_SRC)
 
 clean:
 	rm -rf bin

@@ -240,7 +240,11 @@ func (c *Cluster) ensureAuthenticationConfigMap(ctx context.Context) error {
 
 // installOpenShiftCRDs creates the CRDs and waits until each is Established.
 func (c *Cluster) installOpenShiftCRDs(ctx context.Context, dir string) error {
-	return c.installCRDs(ctx, dir, openshiftCRDs)
+	files := make([]string, len(openshiftCRDs))
+	for i, f := range openshiftCRDs {
+		files[i] = crdManifestDir + "/" + f
+	}
+	return c.installCRDs(ctx, dir, files)
 }
 
 func crdEstablished(crd *unstructured.Unstructured) bool {

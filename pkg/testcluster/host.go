@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,32 +32,23 @@ import (
 // start-up reads beyond what Start creates, and its manifests applied as it
 // ships them. The binary runs as a Command (StartCommandWithEnv).
 
-// hostCRDs are the config.openshift.io CRDs, beyond openshiftCRDs, whose
-// objects the Insights Operator reads when it starts.
+// hostCRDs are the CRDs (in the openshift/api module), beyond openshiftCRDs,
+// of the objects the Insights Operator reads when it starts or ships in its
+// manifests/.
 var hostCRDs = []string{
-	"0000_10_config-operator_01_featuregates.crd.yaml",
-	"0000_03_config-operator_01_proxies.crd.yaml",
-	"0000_10_config-operator_01_networks.crd.yaml",
-	"0000_10_config-operator_01_dnses.crd.yaml",
-	"0000_10_config-operator_01_insightsdatagathers.crd.yaml",
+	crdManifestDir + "/0000_10_config-operator_01_featuregates.crd.yaml",
+	crdManifestDir + "/0000_03_config-operator_01_proxies.crd.yaml",
+	crdManifestDir + "/0000_10_config-operator_01_networks.crd.yaml",
+	crdManifestDir + "/0000_10_config-operator_01_dnses.crd.yaml",
+	crdManifestDir + "/0000_10_config-operator_01_insightsdatagathers.crd.yaml",
 }
-
-// HostNamespaces are the namespaces, beyond openshift-insights and
-// kube-system, whose objects the Insights Operator's RBAC names.
-var HostNamespaces = []string{"openshift-config", "openshift-config-managed"}
 
 // InstallHostPlatform installs what the Insights Operator reads when it
 // starts, beyond Start's objects: the CRDs of hostCRDs and their "cluster"
 // singletons, with a FeatureGate whose status lists the Default feature set
 // (every gate the operator asks about off) for each of versions, and the
-// namespaces of HostNamespaces.
+// platform's ClusterRole cluster-reader.
 func (c *Cluster) InstallHostPlatform(ctx context.Context, versions []string) error {
-	for _, ns := range HostNamespaces {
-		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-		if _, err := c.client.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); ignoreExists(err) != nil {
-			return fmt.Errorf("create namespace %s: %w", ns, err)
-		}
-	}
 	dir, err := openshiftAPIDir(ctx)
 	if err != nil {
 		return err
@@ -89,6 +82,7 @@ func (c *Cluster) InstallHostPlatform(ctx context.Context, versions []string) er
 			return err
 		},
 		func() error { return c.createFeatureGate(ctx, client, versions) },
+		func() error { return c.createClusterReader(ctx) },
 	}
 	for _, create := range creates {
 		if err := create(); ignoreExists(err) != nil {
@@ -120,12 +114,43 @@ func (c *Cluster) createFeatureGate(ctx context.Context, client configclient.Int
 	return nil
 }
 
-// installCRDs creates the CRDs of files (in the openshift/api module at dir)
-// and waits until each is Established.
+// createClusterReader creates OpenShift's ClusterRole cluster-reader, to
+// which the Insights Operator's RBAC binds its gather account: read access
+// aggregated from the roles labelled to join it, and from view's (which
+// leaves secrets out), plus the cluster-scoped and OpenShift reads view does
+// not have.
+func (c *Cluster) createClusterReader(ctx context.Context) error {
+	const joinLabel = "rbac.authorization.k8s.io/aggregate-to-cluster-reader"
+	read := []string{"get", "list", "watch"}
+	reader := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-reader"},
+		AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{
+			{MatchLabels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+			{MatchLabels: map[string]string{joinLabel: "true"}},
+		}},
+	}
+	extras := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "testcluster:cluster-reader-extras", Labels: map[string]string{joinLabel: "true"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes", "namespaces", "persistentvolumes", "componentstatuses"}, Verbs: read},
+			{APIGroups: []string{"config.openshift.io", "operator.openshift.io", "apiextensions.k8s.io", "storage.k8s.io",
+				"rbac.authorization.k8s.io", "admissionregistration.k8s.io", "scheduling.k8s.io"}, Resources: []string{"*"}, Verbs: read},
+		},
+	}
+	for _, role := range []*rbacv1.ClusterRole{extras, reader} {
+		if _, err := c.client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); ignoreExists(err) != nil {
+			return fmt.Errorf("create clusterrole %s: %w", role.Name, err)
+		}
+	}
+	return nil
+}
+
+// installCRDs creates the CRDs of files (paths in the openshift/api module at
+// dir) and waits until each is Established.
 func (c *Cluster) installCRDs(ctx context.Context, dir string, files []string) error {
 	var objs []*unstructured.Unstructured
 	for _, file := range files {
-		crd, err := readManifest(filepath.Join(dir, crdManifestDir, file))
+		crd, err := readManifest(filepath.Join(dir, filepath.FromSlash(file)))
 		if err != nil {
 			return err
 		}
@@ -166,8 +191,11 @@ func (c *Cluster) createEstablished(ctx context.Context, objs []*unstructured.Un
 // operator ships them in its manifests/, with the admin client; an object
 // that exists is updated to the document. CRDs among them are waited for
 // until Established, before the other objects are created, so that a file
-// may hold a CRD and its objects.
-func (c *Cluster) ApplyManifests(ctx context.Context, data []byte) error {
+// may hold a CRD and its objects. A namespace an object is in is created
+// when missing, as the platform's namespaces (openshift-config,
+// openshift-monitoring, ...) would exist. Objects of the kinds in skip are
+// left out.
+func (c *Cluster) ApplyManifests(ctx context.Context, data []byte, skip ...string) error {
 	var crds, objs []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {
@@ -178,8 +206,8 @@ func (c *Cluster) ApplyManifests(ctx context.Context, data []byte) error {
 			return fmt.Errorf("decode manifest: %w", err)
 		}
 		switch {
-		case len(obj.Object) == 0:
-			continue // an empty document
+		case len(obj.Object) == 0 || slices.Contains(skip, obj.GetKind()):
+			continue // an empty document, or one left out
 		case obj.GroupVersionKind().Group == crdResource.Group && obj.GetKind() == "CustomResourceDefinition":
 			crds = append(crds, obj)
 		default:
@@ -209,6 +237,12 @@ func (c *Cluster) ApplyManifests(ctx context.Context, data []byte) error {
 			res = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
 		}
 		what := fmt.Sprintf("%s %s/%s", gvk.Kind, obj.GetNamespace(), obj.GetName())
+		if ns := obj.GetNamespace(); ns != "" {
+			nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+			if _, err := c.client.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); ignoreExists(err) != nil {
+				return fmt.Errorf("apply %s: create its namespace: %w", what, err)
+			}
+		}
 		_, err = res.Create(ctx, obj, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			var cur *unstructured.Unstructured

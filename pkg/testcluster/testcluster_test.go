@@ -152,10 +152,6 @@ func TestClusterRunsDaemonSetOnEveryNode(t *testing.T) {
 			func() error { _, err := config.Networks().Get(ctx, "cluster", metav1.GetOptions{}); return err },
 			func() error { _, err := config.DNSes().Get(ctx, "cluster", metav1.GetOptions{}); return err },
 			func() error { _, err := config.Proxies().Get(ctx, "cluster", metav1.GetOptions{}); return err },
-			func() error {
-				_, err := client.CoreV1().Namespaces().Get(ctx, "openshift-config", metav1.GetOptions{})
-				return err
-			},
 		} {
 			if err := get(); err != nil {
 				t.Error(err)
@@ -169,7 +165,7 @@ func TestClusterRunsDaemonSetOnEveryNode(t *testing.T) {
 				t.Fatalf("apply manifests (%s): %v", label, err)
 			}
 		}
-		role, err := client.RbacV1().Roles(testcluster.InsightsNamespace).Get(ctx, "host-manifest-role", metav1.GetOptions{})
+		role, err := client.RbacV1().Roles("host-manifest-namespace").Get(ctx, "host-manifest-role", metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("get applied role: %v", err)
 		}
@@ -185,8 +181,12 @@ func TestClusterRunsDaemonSetOnEveryNode(t *testing.T) {
 		if w.GetLabels()["applied"] != "two" {
 			t.Errorf("custom object labels %v, want applied=two", w.GetLabels())
 		}
-		if err := c.ApplyManifests(ctx, []byte("apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g\n")); err == nil {
+		gadget := []byte("apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g\n")
+		if err := c.ApplyManifests(ctx, gadget); err == nil {
 			t.Error("an unknown kind was applied")
+		}
+		if err := c.ApplyManifests(ctx, gadget, "Gadget"); err != nil {
+			t.Errorf("a skipped kind was applied: %v", err)
 		}
 	})
 
@@ -296,8 +296,8 @@ func trivialDaemonSet() *appsv1.DaemonSet {
 	}
 }
 
-// hostManifest is a file with a CRD, an object of it and a Role, each
-// labelled applied=label.
+// hostManifest is a file with a CRD, an object of it and a Role in a
+// namespace that does not exist yet, each labelled applied=label.
 func hostManifest(label string) string {
 	return `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -324,7 +324,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
   name: host-manifest-role
-  namespace: ` + testcluster.InsightsNamespace + `
+  namespace: host-manifest-namespace
   labels: {applied: ` + label + `}
 rules:
   - apiGroups: [""]
