@@ -62,7 +62,10 @@ type bench struct {
 
 	ds   *dsWatcher
 	ctrl *controllerProcess
-	res  *results
+	// intruders counts the image changes made so far: each sets an image
+	// no earlier one set.
+	intruders int
+	res       *results
 	// leaseWindow is the quiet window over which lease traffic is reported.
 	leaseWindow [2]time.Time
 	// timeout bounds every wait for the cluster to converge (waitTimeout;

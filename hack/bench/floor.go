@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -18,10 +20,12 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
-// The ideal watcher is the floor the controller's reaction to a deletion is
-// measured against: one client-go watch on the DaemonSet that, when it sees
-// the deletion, creates the same object again at once, and does nothing else
-// (no cache, no queue, no status, no Events).
+// The ideal watcher is the floor the controller's reaction to a deletion, or
+// to an image change, is measured against: one client-go watch on the
+// DaemonSet that, when it sees the deletion, creates the same object again at
+// once, and when it sees another container image, puts the pod template it
+// last saw created back with one update; it does nothing else (no cache, no
+// queue, no status, no Events).
 //
 // It runs as a process of its own, as the controller does: the bench's binary
 // started again with -ideal-watcher. Inside the bench's process it would
@@ -92,6 +96,11 @@ func runIdealWatcher(ctx context.Context, kubeconfig string) error {
 		return fmt.Errorf("ideal watcher: list: %w", err)
 	}
 	byName.ResourceVersion = list.ResourceVersion
+	// want is the pod template to keep: the one listed, or last created.
+	var want *corev1.PodTemplateSpec
+	if len(list.Items) == 1 {
+		want = list.Items[0].Spec.Template.DeepCopy()
+	}
 	// Watch returns once the API server has answered with the stream's
 	// headers, that is, with the watch registered: no deletion sent after
 	// this reaches it late.
@@ -103,6 +112,19 @@ func runIdealWatcher(ctx context.Context, kubeconfig string) error {
 	fmt.Println(watchingLine)
 	for ev := range w.ResultChan() {
 		switch ev.Type {
+		case watch.Added:
+			if ds, ok := ev.Object.(*appsv1.DaemonSet); ok {
+				want = ds.Spec.Template.DeepCopy()
+			}
+		case watch.Modified:
+			ds, ok := ev.Object.(*appsv1.DaemonSet)
+			if !ok || want == nil || slices.Equal(images(ds.Spec.Template), images(*want)) {
+				continue
+			}
+			ds.Spec.Template = *want.DeepCopy()
+			if _, err := kube.AppsV1().DaemonSets(ns).Update(ctx, ds, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("ideal watcher: update: %w", err)
+			}
 		case watch.Deleted:
 			old, ok := ev.Object.(*appsv1.DaemonSet)
 			if !ok {
@@ -122,6 +144,15 @@ func runIdealWatcher(ctx context.Context, kubeconfig string) error {
 		return errors.New("ideal watcher: the watch ended")
 	}
 	return nil
+}
+
+// images are the template's container images, in order.
+func images(t corev1.PodTemplateSpec) []string {
+	out := make([]string, len(t.Spec.Containers))
+	for i, c := range t.Spec.Containers {
+		out[i] = c.Image
+	}
+	return out
 }
 
 // recreated is the deleted object as a new one: what the user set, without

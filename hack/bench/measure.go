@@ -56,6 +56,7 @@ const (
 	keyDriftDelete   = "drift-delete"
 	keyFloor         = "drift-delete-floor"
 	keyDriftImage    = "drift-image"
+	keyImageFloor    = "drift-image-floor"
 	keyConfigDisable = "config-disable"
 	keyConfigEnable  = "config-enable"
 	keyVersion       = "version-change"
@@ -235,16 +236,16 @@ func (b *bench) driftDeleted(ctx context.Context) error {
 	return b.count(ctx, keyDriftDelete, "drift correction: DaemonSet deleted", repairTarget, w, false)
 }
 
-// timedDelete deletes the DaemonSet and returns how long until it is back;
-// with w, the deletion starts a trial's window.
-type timedDelete func(ctx context.Context, w *windows) (time.Duration, error)
+// timedDrift changes or deletes the DaemonSet and returns how long until it is
+// as it was; with w, the change starts a trial's window.
+type timedDrift func(ctx context.Context, w *windows) (time.Duration, error)
 
 // interleaved takes trials samples of del with the controller and as many
 // with the ideal watcher, in blocks that alternate (controller, then floor),
 // so a cluster that speeds up or slows down weighs on both alike. The
 // controller's trial windows are returned for counting its requests; label
 // names the block's logs.
-func (b *bench) interleaved(ctx context.Context, label string, blocks, trials int, del timedDelete) (product, floor []time.Duration, w *windows, err error) {
+func (b *bench) interleaved(ctx context.Context, label string, blocks, trials int, del timedDrift) (product, floor []time.Duration, w *windows, err error) {
 	blocks = max(1, blocks)
 	perBlock := max(1, (trials+blocks-1)/blocks)
 	w = &windows{}
@@ -281,7 +282,7 @@ func (b *bench) interleaved(ctx context.Context, label string, blocks, trials in
 
 // floorBlock stops the controller and takes n samples of the ideal watcher,
 // each a deletion by del.
-func (b *bench) floorBlock(ctx context.Context, label string, n int, samples *[]time.Duration, del timedDelete) error {
+func (b *bench) floorBlock(ctx context.Context, label string, n int, samples *[]time.Duration, del timedDrift) error {
 	b.ctrl.stop()
 	b.ctrl = nil
 	iw, err := startIdealWatcher(ctx, b.kubeconfig, b.work, label)
@@ -323,39 +324,51 @@ func (b *bench) deleteAndTime(ctx context.Context, w *windows) (time.Duration, e
 	return restored.Sub(start), nil
 }
 
+// driftImage changes the extractor's image and times its return, in blocks
+// that alternate with the floor, as driftDeleted does: the ideal watcher puts
+// the template back with one update.
 func (b *bench) driftImage(ctx context.Context) error {
-	var w windows
-	var samples []time.Duration
-	for i := range b.o.imageTrials {
-		var start time.Time
-		var written *appsv1.DaemonSet
-		var want string
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := b.kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			want = cur.Spec.Template.Spec.Containers[0].Image
-			cur.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/bench/intruder:%d", i)
-			start = time.Now()
-			written, err = b.kube.AppsV1().DaemonSets(ns).Update(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("change the image: %w", err)
-		}
-		w.beginAt(start)
-		took, err := b.timeTrial(ctx, start, "the image to be restored", true, func(ds *appsv1.DaemonSet) bool {
-			return ds != nil && ds.Generation > written.Generation && ds.Spec.Template.Spec.Containers[0].Image == want
-		})
-		if err != nil {
-			return err
-		}
-		samples = append(samples, took)
+	product, floor, w, err := b.interleaved(ctx, "image", b.o.blocks, b.o.imageTrials, b.changeImageAndTime)
+	if err != nil {
+		return err
 	}
-	time.Sleep(tail - settle)
-	b.res.addLatency(keyDriftImage, "drift restore: image changed -> restored", samples)
-	return b.count(ctx, keyDriftImage, "drift correction: image changed", repairTarget, &w, false)
+	b.res.addLatencyAgainst(keyDriftImage, "drift restore: image changed -> restored", keyImageFloor, product)
+	b.res.addLatencyAgainst(keyImageFloor, "  floor: ideal watcher, image changed -> restored", keyImageFloor, floor)
+	return b.count(ctx, keyDriftImage, "drift correction: image changed", repairTarget, w, false)
+}
+
+// changeImageAndTime sets another image on the extractor's container, as
+// another writer would, and returns how long until the bench's watch shows
+// it restored. With w, the change starts a trial's window.
+func (b *bench) changeImageAndTime(ctx context.Context, w *windows) (time.Duration, error) {
+	var start time.Time
+	var written *appsv1.DaemonSet
+	var want string
+	b.intruders++
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := b.kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		want = cur.Spec.Template.Spec.Containers[0].Image
+		cur.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/bench/intruder:%d", b.intruders)
+		start = time.Now()
+		written, err = b.kube.AppsV1().DaemonSets(ns).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("change the image: %w", err)
+	}
+	if w != nil {
+		w.beginAt(start)
+	}
+	at, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
+		return ds != nil && ds.Generation > written.Generation && ds.Spec.Template.Spec.Containers[0].Image == want
+	})
+	if err != nil {
+		return 0, fmt.Errorf("wait for the image to be restored: %w", err)
+	}
+	return at.Sub(start), nil
 }
 
 // timeTrial waits for the watch to show done and returns the time since

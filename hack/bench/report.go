@@ -104,12 +104,14 @@ type firstApply struct {
 // latency is one reaction time over its trials, in milliseconds, and as a
 // ratio to the floor (the ideal watcher's p50 and p95 of the same run).
 type latency struct {
-	Key       string    `json:"key"`
-	Name      string    `json:"name"`
-	N         int       `json:"n"`
-	P50Ms     float64   `json:"p50Ms"`
-	P95Ms     float64   `json:"p95Ms"`
-	MaxMs     float64   `json:"maxMs"`
+	Key   string  `json:"key"`
+	Name  string  `json:"name"`
+	N     int     `json:"n"`
+	P50Ms float64 `json:"p50Ms"`
+	P95Ms float64 `json:"p95Ms"`
+	MaxMs float64 `json:"maxMs"`
+	// FloorKey names the floor row the ratios are to; "": the deletion's.
+	FloorKey  string    `json:"floorKey,omitempty"`
 	P50Floor  float64   `json:"p50FloorRatio,omitempty"`
 	P95Floor  float64   `json:"p95FloorRatio,omitempty"`
 	SamplesMs []float64 `json:"samplesMs"`
@@ -265,7 +267,13 @@ func percentile[T cmp.Ordered](v []T, p float64) T {
 }
 
 func (r *results) addLatency(key, name string, samples []time.Duration) {
-	l := latency{Key: key, Name: name, N: len(samples)}
+	r.addLatencyAgainst(key, name, "", samples)
+}
+
+// addLatencyAgainst adds a row whose ratios are to the floor row floorKey
+// ("": the deletion's floor).
+func (r *results) addLatencyAgainst(key, name, floorKey string, samples []time.Duration) {
+	l := latency{Key: key, Name: name, FloorKey: floorKey, N: len(samples)}
 	for _, s := range samples {
 		l.SamplesMs = append(l.SamplesMs, ms(s))
 	}
@@ -292,14 +300,15 @@ func (r *results) requestRow(key string) *requests {
 }
 
 // finish computes what depends on several steps: every latency as a ratio
-// to the floor.
+// to its floor (the deletion's, unless the row names another).
 func (r *results) finish() {
-	floor := r.latency(keyFloor)
-	if floor == nil || floor.P50Ms == 0 || floor.P95Ms == 0 {
-		return
-	}
 	for i := range r.Latencies {
 		l := &r.Latencies[i]
+		key := cmp.Or(l.FloorKey, keyFloor)
+		floor := r.latency(key)
+		if floor == nil || floor.P50Ms == 0 || floor.P95Ms == 0 {
+			continue
+		}
 		l.P50Floor = math.Round(l.P50Ms/floor.P50Ms*100) / 100
 		l.P95Floor = math.Round(l.P95Ms/floor.P95Ms*100) / 100
 	}
@@ -535,14 +544,21 @@ func (r *results) printTargets(w io.Writer, ref *results) {
 	add := func(what, now, refNow, goal string, met, known bool) {
 		rows = append(rows, target{what, now, refNow, goal, met, known})
 	}
-	if l := r.latency(keyDriftDelete); l != nil && l.P50Floor > 0 {
+	for _, d := range []struct{ key, floor, what string }{
+		{keyDriftDelete, keyFloor, "DaemonSet deleted -> recreated"},
+		{keyDriftImage, keyImageFloor, "image changed -> restored"},
+	} {
+		l, f := r.latency(d.key), r.latency(d.floor)
+		if l == nil || f == nil || l.P50Floor == 0 {
+			continue
+		}
 		refS := ""
 		if ref != nil {
-			if rl := ref.latency(keyDriftDelete); rl != nil {
+			if rl := ref.latency(d.key); rl != nil && cmp.Or(rl.FloorKey, keyFloor) == d.floor {
 				refS = fmt.Sprintf("%.2f×", rl.P50Floor)
 			}
 		}
-		add("DaemonSet deleted -> recreated, p50 / floor p50", fmt.Sprintf("%.2f× (%.1f / %.1f ms)", l.P50Floor, l.P50Ms, r.latency(keyFloor).P50Ms),
+		add(d.what+", p50 / floor p50", fmt.Sprintf("%.2f× (%.1f / %.1f ms)", l.P50Floor, l.P50Ms, f.P50Ms),
 			refS, "≤ 1.1×", l.P50Floor <= 1.1, true)
 	}
 	for _, k := range []string{keyDriftDelete, keyDriftImage} {
@@ -757,6 +773,8 @@ func latencyVerdict(now, ref *latency) string {
 	switch {
 	case now.P50Floor == 0 || ref.P50Floor == 0:
 		return ""
+	case cmp.Or(now.FloorKey, keyFloor) != cmp.Or(ref.FloorKey, keyFloor):
+		return "(the reference measured it against another floor)"
 	case now.N < minJudgedSamples || ref.N < minJudgedSamples:
 		return "(too few samples to judge)"
 	case now.P50Floor > ref.P50Floor*(1+ratioTolerance):

@@ -111,6 +111,8 @@ func TestVerdicts(t *testing.T) {
 		{latency{N: 50, P50Floor: 1.4}, "REGRESSION"},
 		{latency{N: 50, P50Floor: 1.0}, "better"},
 		{latency{N: 10, P50Floor: 3}, "(too few samples to judge)"},
+		{latency{N: 50, P50Floor: 3, FloorKey: keyImageFloor}, "(the reference measured it against another floor)"},
+		{latency{N: 50, P50Floor: 1.2, FloorKey: keyFloor}, "="},
 	} {
 		if got := latencyVerdict(&c.now, refLat); got != c.want {
 			t.Errorf("#%d: latencyVerdict = %q, want %q", i, got, c.want)
