@@ -25,7 +25,7 @@ host_checkout() {
 # apply_series DIR: git am the series onto the checkout in DIR.
 apply_series() {
 	local dir=$1
-	if ! git -C "$dir" am --quiet "$HOST_DIR"/patches/*.patch; then
+	if ! git -C "$dir" am --quiet --whitespace=nowarn "$HOST_DIR"/patches/*.patch; then
 		git -C "$dir" am --abort || true
 		die "the series in hack/host/patches does not apply to $HOST_COMMIT"
 	fi

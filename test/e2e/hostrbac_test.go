@@ -38,7 +38,7 @@ import (
 
 // The library embedded in a host that runs with the Insights Operator's RBAC
 // as it ships (testdata/host/rbac.yaml), then with the additions
-// docs/embedding.md asks the host for.
+// the host series adds (hack/host/patches).
 
 const (
 	// hostAccount stands for the host's ServiceAccount openshift-insights/operator.
@@ -50,8 +50,9 @@ const (
 	hostRBACUserAgent = "e2e-embedded-with-host-rbac"
 	// hostRBACFixture is the host's RBAC, copied with its provenance.
 	hostRBACFixture = "../../testdata/host/rbac.yaml"
-	// embeddingGuide holds the rules the host is asked to add.
-	embeddingGuide = "../../docs/embedding.md"
+	// rbacPatches holds the patch of the host series that adds the rules
+	// the library needs to the host's Role (hack/host/README.md).
+	rbacPatches = "../../hack/host/patches/*-Let-the-operator-list-pods-and-events-*.patch"
 	// noSuchClass is a PriorityClass that does not exist: the DaemonSet
 	// controller records FailedCreate for every pod.
 	noSuchClass = "e2e-host-rbac-no-such-class"
@@ -110,35 +111,34 @@ func bindsHostAccount(subjects []rbacv1.Subject, name string) bool {
 	return false
 }
 
-// documentedRules are the rules docs/embedding.md asks the host to add to
-// its Role in openshift-insights: its one YAML block of rules.
-func documentedRules(t *testing.T) []rbacv1.PolicyRule {
+// seriesRules are the rules the host series adds to the host's Role in
+// openshift-insights: the lines its RBAC patch adds to
+// manifests/03-clusterrole.yaml.
+func seriesRules(t *testing.T) []rbacv1.PolicyRule {
 	t.Helper()
-	data, err := os.ReadFile(filepath.FromSlash(embeddingGuide))
+	paths, err := filepath.Glob(filepath.FromSlash(rbacPatches))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("want one patch %s, found %v (%v)", rbacPatches, paths, err)
+	}
+	data, err := os.ReadFile(paths[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	var blocks [][]rbacv1.PolicyRule
-	var cur []string
-	in := false
+	var added []string
+	inFile := false
 	for _, line := range strings.Split(string(data), "\n") {
 		switch {
-		case !in && line == "```yaml":
-			in, cur = true, nil
-		case in && line == "```":
-			in = false
-			var rules []rbacv1.PolicyRule
-			if err := yaml.UnmarshalStrict([]byte(strings.Join(cur, "\n")), &rules); err == nil && len(rules) > 0 {
-				blocks = append(blocks, rules)
-			}
-		case in:
-			cur = append(cur, line)
+		case strings.HasPrefix(line, "+++ "):
+			inFile = line == "+++ b/manifests/03-clusterrole.yaml"
+		case inFile && strings.HasPrefix(line, "+"):
+			added = append(added, line[1:])
 		}
 	}
-	if len(blocks) != 1 {
-		t.Fatalf("%s has %d YAML blocks of RBAC rules, want the one the host adds", embeddingGuide, len(blocks))
+	var rules []rbacv1.PolicyRule
+	if err := yaml.UnmarshalStrict([]byte(strings.Join(added, "\n")), &rules); err != nil || len(rules) == 0 {
+		t.Fatalf("%s adds no rule list to manifests/03-clusterrole.yaml (%v):\n%s", paths[0], err, strings.Join(added, "\n"))
 	}
-	return blocks[0]
+	return rules
 }
 
 // installHostRBAC creates hostAccount and binds it to copies of the host's
@@ -467,15 +467,15 @@ func TestEmbeddedWithTheHostsRBAC(t *testing.T) {
 	}
 }
 
-// TestEmbeddedWithTheDocumentedRBAC runs the same story with the host's
-// rules plus the ones docs/embedding.md asks the host to add: nothing is
+// TestEmbeddedWithTheSeriesRBAC runs the same story with the host's
+// rules plus the ones the host series adds (hack/host): nothing is
 // forbidden, and the RolloutStuck messages name the held node and the
 // DaemonSet controller's FailedCreate.
-func TestEmbeddedWithTheDocumentedRBAC(t *testing.T) {
-	added := documentedRules(t)
+func TestEmbeddedWithTheSeriesRBAC(t *testing.T) {
+	added := seriesRules(t)
 	run := runHostStory(t, added)
 	if len(run.forbidden) != 0 {
-		t.Errorf("requests answered 403 with the documented rules: %v", run.forbidden)
+		t.Errorf("requests answered 403 with the series' rules: %v", run.forbidden)
 	}
 	for _, c := range []struct{ msg, want string }{
 		{run.heldStuck, "nodes not ready (" + run.heldNode},
