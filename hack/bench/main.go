@@ -86,7 +86,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", testcluster.DefaultNodes, "kwok nodes in the local cluster")
 	flag.IntVar(&o.trials, "trials", 100, "DaemonSet-deleted samples of the controller, and as many of the floor")
 	flag.IntVar(&o.blocks, "blocks", 5, "interleaved blocks (controller, then floor) the DaemonSet-deleted samples are taken in")
-	flag.IntVar(&o.imageTrials, "image-trials", 20, "image-changed drift trials")
+	flag.IntVar(&o.imageTrials, "image-trials", 40, "image-changed drift samples of the controller, and as many of the floor (interleaved in -blocks blocks)")
 	flag.IntVar(&o.toggles, "toggles", 10, "config toggle trials per direction, and version changes")
 	flag.IntVar(&o.noops, "noops", 10, "no-op applies (config changes that leave the DaemonSet as it is)")
 	flag.IntVar(&o.storm, "storm", 5000, "status-only updates of the DaemonSet in the event storm")

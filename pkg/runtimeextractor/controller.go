@@ -245,6 +245,19 @@ func (c *Controller) Run(ctx context.Context) {
 	resync := c.clock.NewTicker(c.resync)
 	defer resync.Stop()
 	for {
+		// A pending drift goes first: its repair's latency is what an admin
+		// sees, and the rollout wake-up that comes with every change of the
+		// DaemonSet can wait for it.
+		select {
+		case <-c.informer.ResourceModified():
+			if ctx.Err() != nil {
+				return
+			}
+			c.handle(ctx, wakeDrift)
+			c.afterWake(ctx)
+			continue
+		default:
+		}
 		select {
 		case <-ctx.Done():
 			return

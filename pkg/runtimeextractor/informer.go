@@ -227,12 +227,14 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		delete(ri.gone, old.UID)
 		ri.mu.Unlock()
 	}
-	if cur.UID != old.UID || cur.Generation != old.Generation || !apiequality.Semantic.DeepEqual(cur.Status, old.Status) {
-		notify(ri.rollout)
-	}
+	// The drift first, so that the loop, woken by it, repairs before it
+	// looks at the rollout.
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
 		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur), version: cur.ResourceVersion,
 			editors: changedBy(old, cur), likely: newestOtherManager(cur)})
+	}
+	if cur.UID != old.UID || cur.Generation != old.Generation || !apiequality.Semantic.DeepEqual(cur.Status, old.Status) {
+		notify(ri.rollout)
 	}
 }
 
@@ -244,12 +246,12 @@ func (ri *daemonSetInformer) onDelete(obj any) {
 	if !ok || ds.Name != resources.DaemonSetName {
 		return
 	}
-	notify(ri.rollout)
 	ri.mu.Lock()
 	expected := ri.gone[ds.UID]
 	delete(ri.gone, ds.UID) // the cache has caught up
 	ri.mu.Unlock()
 	ri.drift(observation{kind: DriftDeleted, uid: ds.UID, generation: ds.Generation, expected: expected})
+	notify(ri.rollout) // after the drift, as in onUpdate
 }
 
 func (ri *daemonSetInformer) drift(o observation) {
