@@ -20,15 +20,18 @@ say "applying the series"
 apply_series "$work/host"
 git -C "$work/host" log --format='  %h %s' "$HOST_COMMIT..HEAD"
 
-say "the vendored library is this tree's HEAD"
+version=$(library_version)
+say "the vendored library is this tree's: $MODULE $version"
 library_snapshot "$work/lib"
 vendored="$work/host/vendor/$MODULE"
 [ -d "$vendored" ] || die "the series vendors no $MODULE"
+grep -qx "# $MODULE $version" "$work/host/vendor/modules.txt" ||
+	die "the series vendors $(grep "^# $MODULE " "$work/host/vendor/modules.txt"), not $version: run make host-series HOST_SRC=$1"
 stale=0
 while IFS= read -r f; do
 	cmp -s "$vendored/$f" "$work/lib/$f" || { echo "  differs: $f" >&2; stale=1; }
 done < <(cd "$vendored" && find . -type f | sort)
-[ "$stale" = 0 ] || die "the series vendors another library than HEAD's: run make host-series HOST_SRC=$1"
+[ "$stale" = 0 ] || die "the series vendors another library than $version's: run make host-series HOST_SRC=$1"
 
 cd "$work/host"
 say "go build ./..."

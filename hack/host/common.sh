@@ -31,19 +31,31 @@ apply_series() {
 	fi
 }
 
-# library_version: the pseudo-version of this repository's HEAD, the commit
-# whose library the series vendors.
-library_version() {
-	local when
-	when=$(TZ=UTC git -C "$REPO_ROOT" show -s --format=%cd --date=format-local:%Y%m%d%H%M%S HEAD)
-	echo "v0.0.0-$when-$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD)"
+# LIBRARY_PATHS are the files of this repository a host's vendor/ can hold:
+# the library's packages without their tests, test data and docs, and the
+# local-cluster code only tests use.
+LIBRARY_PATHS=(fsm pkg go.mod ':(exclude)pkg/testcluster' ':(exclude)*_test.go' ':(exclude)*.md' ':(exclude)**/testdata/**')
+
+# library_commit: the newest commit that changed LIBRARY_PATHS, the one whose
+# library the series vendors; later commits that leave them alone do not
+# make the series stale.
+library_commit() {
+	git -C "$REPO_ROOT" log -1 --format=%H HEAD -- "${LIBRARY_PATHS[@]}"
 }
 
-# library_snapshot DIR: this repository's HEAD, without its work tree's
-# uncommitted changes, in DIR.
+# library_version: the pseudo-version of library_commit.
+library_version() {
+	local commit when
+	commit=$(library_commit)
+	when=$(TZ=UTC git -C "$REPO_ROOT" show -s --format=%cd --date=format-local:%Y%m%d%H%M%S "$commit")
+	echo "v0.0.0-$when-${commit:0:12}"
+}
+
+# library_snapshot DIR: the library at library_commit (without the work
+# tree's uncommitted changes) in DIR.
 library_snapshot() {
 	mkdir -p "$1"
-	git -C "$REPO_ROOT" archive HEAD | tar -x -C "$1"
+	git -C "$REPO_ROOT" archive "$(library_commit)" | tar -x -C "$1"
 }
 
 # vendor_library HOST LIB VERSION: the host's go.mod requires MODULE at

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# series.sh HOST_SRC: vendors this tree's HEAD into the first patch of the
+# series.sh HOST_SRC: vendors this tree's library (library_commit) into the first patch of the
 # series again, and writes the series anew into patches/. The other patches
 # are kept as they are. Run it (make host-series HOST_SRC=…) after a library
 # change that the host's copy should have; check.sh fails until then.
