@@ -61,32 +61,35 @@ func (c *Cluster) InstallHostPlatform(ctx context.Context, versions []string) er
 		return fmt.Errorf("create config client: %w", err)
 	}
 	cfg := client.ConfigV1()
-	meta := metav1.ObjectMeta{Name: clusterConfigName}
-	creates := []func() error{
-		func() error {
-			_, err := cfg.Proxies().Create(ctx, &configv1.Proxy{ObjectMeta: meta}, metav1.CreateOptions{})
+	single := metav1.ObjectMeta{Name: clusterConfigName}
+	creates := []struct {
+		what   string
+		create func() error
+	}{
+		{"proxy", func() error {
+			_, err := cfg.Proxies().Create(ctx, &configv1.Proxy{ObjectMeta: single}, metav1.CreateOptions{})
 			return err
-		},
-		func() error {
-			dns := &configv1.DNS{ObjectMeta: meta, Spec: configv1.DNSSpec{BaseDomain: "local.example.com"}}
+		}},
+		{"dns", func() error {
+			dns := &configv1.DNS{ObjectMeta: single, Spec: configv1.DNSSpec{BaseDomain: "local.example.com"}}
 			_, err := cfg.DNSes().Create(ctx, dns, metav1.CreateOptions{})
 			return err
-		},
-		func() error {
-			network := &configv1.Network{ObjectMeta: meta, Spec: configv1.NetworkSpec{
+		}},
+		{"network", func() error {
+			network := &configv1.Network{ObjectMeta: single, Spec: configv1.NetworkSpec{
 				ClusterNetwork: []configv1.ClusterNetworkEntry{{CIDR: "10.128.0.0/14", HostPrefix: 23}},
 				ServiceNetwork: []string{"10.96.0.0/16"},
 				NetworkType:    "OVNKubernetes",
 			}}
 			_, err := cfg.Networks().Create(ctx, network, metav1.CreateOptions{})
 			return err
-		},
-		func() error { return c.createFeatureGate(ctx, client, versions) },
-		func() error { return c.createClusterReader(ctx) },
+		}},
+		{"featuregate", func() error { return c.createFeatureGate(ctx, client, versions) }},
+		{"cluster-reader", func() error { return c.createClusterReader(ctx) }},
 	}
-	for _, create := range creates {
-		if err := create(); ignoreExists(err) != nil {
-			return err
+	for _, cr := range creates {
+		if err := cr.create(); ignoreExists(err) != nil {
+			return fmt.Errorf("create %s: %w", cr.what, err)
 		}
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -426,7 +427,7 @@ func condition(co *configv1.ClusterOperator, t configv1.ClusterStatusConditionTy
 // printConditions prints the conditions of types (all when none).
 func printConditions(co *configv1.ClusterOperator, types ...configv1.ClusterStatusConditionType) {
 	for _, cond := range co.Status.Conditions {
-		if len(types) > 0 && !contains(types, cond.Type) {
+		if len(types) > 0 && !slices.Contains(types, cond.Type) {
 			continue
 		}
 		msg := cond.Message
@@ -435,15 +436,6 @@ func printConditions(co *configv1.ClusterOperator, types ...configv1.ClusterStat
 		}
 		fmt.Printf("    %s=%s [%s] %s\n", cond.Type, cond.Status, cond.Reason, msg)
 	}
-}
-
-func contains(types []configv1.ClusterStatusConditionType, t configv1.ClusterStatusConditionType) bool {
-	for _, x := range types {
-		if x == t {
-			return true
-		}
-	}
-	return false
 }
 
 func imagesOf(ds *appsv1.DaemonSet) string {
