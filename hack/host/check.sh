@@ -8,16 +8,8 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-[ $# -eq 1 ] || die "usage: hack/host/check.sh HOST_SRC (a git clone of openshift/insights-operator)"
-src=$(cd "$1" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/host-check.XXXXXX")
-trap 'rm -rf "$work"' EXIT
 start=$(date +%s)
-
-say "checking out the host at $HOST_COMMIT"
-host_checkout "$src" "$work/host"
-say "applying the series"
-apply_series "$work/host"
+with_series check "$@"
 git -C "$work/host" log --format='  %h %s' "$HOST_COMMIT..HEAD"
 
 version=$(library_version)
@@ -26,12 +18,12 @@ library_snapshot "$work/lib"
 vendored="$work/host/vendor/$MODULE"
 [ -d "$vendored" ] || die "the series vendors no $MODULE"
 grep -qx "# $MODULE $version" "$work/host/vendor/modules.txt" ||
-	die "the series vendors $(grep "^# $MODULE " "$work/host/vendor/modules.txt"), not $version: run make host-series HOST_SRC=$1"
+	die "the series vendors $(grep "^# $MODULE " "$work/host/vendor/modules.txt"), not $version: run make host-series HOST_SRC=$src"
 stale=0
 while IFS= read -r f; do
 	cmp -s "$vendored/$f" "$work/lib/$f" || { echo "  differs: $f" >&2; stale=1; }
 done < <(cd "$vendored" && find . -type f | sort)
-[ "$stale" = 0 ] || die "the series vendors another library than $version's: run make host-series HOST_SRC=$1"
+[ "$stale" = 0 ] || die "the series vendors another library than $version's: run make host-series HOST_SRC=$src"
 
 cd "$work/host"
 say "go build ./..."

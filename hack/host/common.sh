@@ -22,6 +22,22 @@ host_checkout() {
 	git -C "$dir" config user.email "runtime-extractor-controller@users.noreply.github.com"
 }
 
+# with_series NAME ARGS...: takes the one argument, HOST_SRC, as $src; makes
+# the work directory $work (removed on exit); and checks the host out at
+# HOST_COMMIT with the series applied, in $work/host.
+with_series() {
+	local name=$1
+	shift
+	[ $# -eq 1 ] || die "usage: hack/host/$name.sh HOST_SRC (a git clone of openshift/insights-operator)"
+	src=$(cd "$1" && pwd)
+	work=$(mktemp -d "${TMPDIR:-/tmp}/host-$name.XXXXXX")
+	trap 'rm -rf "$work"' EXIT
+	say "checking out the host at $HOST_COMMIT"
+	host_checkout "$src" "$work/host"
+	say "applying the series"
+	apply_series "$work/host"
+}
+
 # apply_series DIR: git am the series onto the checkout in DIR.
 apply_series() {
 	local dir=$1

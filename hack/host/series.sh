@@ -6,13 +6,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-[ $# -eq 1 ] || die "usage: hack/host/series.sh HOST_SRC (a git clone of openshift/insights-operator)"
-src=$(cd "$1" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/host-series.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-
-host_checkout "$src" "$work/host"
-apply_series "$work/host"
+with_series series "$@"
 library_snapshot "$work/lib"
 version=$(library_version)
 say "vendoring $MODULE $version"

@@ -44,12 +44,12 @@ const (
 )
 
 // openshiftCRDs are the manifests installed, in the Default feature set, from the
-// openshift/api module this repository depends on.
+// openshift/api module this repository depends on (paths in that module).
 var openshiftCRDs = []string{
-	"0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml",
-	"0000_00_cluster-version-operator_01_clusteroperators.crd.yaml",
-	"0000_10_config-operator_01_apiservers-Default.crd.yaml",
-	"0000_10_config-operator_01_infrastructures-Default.crd.yaml",
+	crdManifestDir + "/0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml",
+	crdManifestDir + "/0000_00_cluster-version-operator_01_clusteroperators.crd.yaml",
+	crdManifestDir + "/0000_10_config-operator_01_apiservers-Default.crd.yaml",
+	crdManifestDir + "/0000_10_config-operator_01_infrastructures-Default.crd.yaml",
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -78,7 +78,7 @@ func (c *Cluster) bootstrap(ctx context.Context, apiDir func() (string, error)) 
 			if err != nil {
 				return err
 			}
-			if err := c.installOpenShiftCRDs(ctx, dir); err != nil {
+			if err := c.installCRDs(ctx, dir, openshiftCRDs); err != nil {
 				return err
 			}
 			return c.createOpenShiftConfig(ctx)
@@ -236,15 +236,6 @@ func (c *Cluster) ensureAuthenticationConfigMap(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// installOpenShiftCRDs creates the CRDs and waits until each is Established.
-func (c *Cluster) installOpenShiftCRDs(ctx context.Context, dir string) error {
-	files := make([]string, len(openshiftCRDs))
-	for i, f := range openshiftCRDs {
-		files[i] = crdManifestDir + "/" + f
-	}
-	return c.installCRDs(ctx, dir, files)
 }
 
 func crdEstablished(crd *unstructured.Unstructured) bool {
