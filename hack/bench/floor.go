@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -24,8 +25,9 @@ import (
 // to an image change, is measured against: one client-go watch on the
 // DaemonSet that, when it sees the deletion, creates the same object again at
 // once, and when it sees another container image, puts the pod template it
-// last saw created back with one update; it does nothing else (no cache, no
-// queue, no status, no Events).
+// last saw created back with one update (after a lost race, a read and
+// another at once); it does nothing else (no cache, no queue, no status, no
+// Events).
 //
 // It runs as a process of its own, as the controller does: the bench's binary
 // started again with -ideal-watcher. Inside the bench's process it would
@@ -121,8 +123,7 @@ func runIdealWatcher(ctx context.Context, kubeconfig string) error {
 			if !ok || want == nil || slices.Equal(images(ds.Spec.Template), images(*want)) {
 				continue
 			}
-			ds.Spec.Template = *want.DeepCopy()
-			if _, err := kube.AppsV1().DaemonSets(ns).Update(ctx, ds, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
+			if err := restoreTemplate(ctx, kube, ds, want); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("ideal watcher: update: %w", err)
 			}
 		case watch.Deleted:
@@ -144,6 +145,23 @@ func runIdealWatcher(ctx context.Context, kubeconfig string) error {
 		return errors.New("ideal watcher: the watch ended")
 	}
 	return nil
+}
+
+// restoreTemplate puts the pod template want back on ds with one update. One
+// that loses a race (the DaemonSet controller's status update of the change
+// it restores, usually) reads the object again and updates at once, with no
+// backoff: the least any correct watcher does.
+func restoreTemplate(ctx context.Context, kube kubernetes.Interface, ds *appsv1.DaemonSet, want *corev1.PodTemplateSpec) error {
+	for attempt := 1; ; attempt++ {
+		ds.Spec.Template = *want.DeepCopy()
+		_, err := kube.AppsV1().DaemonSets(ns).Update(ctx, ds, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) || attempt == 5 {
+			return err
+		}
+		if ds, err = kube.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("read after a conflict: %w", err)
+		}
+	}
 }
 
 // images are the template's container images, in order.
