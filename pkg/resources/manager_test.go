@@ -835,14 +835,19 @@ func TestExpectationEndsWhenTheCacheShowsTheWrite(t *testing.T) {
 	m := newTestManager(fc)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
 	m.SetClock(clk)
+	// shownEndsIt: the write is awaited until the cache shows it, then not.
+	shownEndsIt := func(write string) {
+		t.Helper()
+		if _, ok := m.Expecting(); !ok {
+			t.Fatalf("not expecting the %s the cache has not shown", write)
+		}
+		fc.sync()
+		if d, ok := m.Expecting(); ok {
+			t.Errorf("Expecting = %s, true with the %s in the cache; want it over", d, write)
+		}
+	}
 	apply(t, m, defaultDesired())
-	if _, ok := m.Expecting(); !ok {
-		t.Fatal("not expecting the create the cache has not shown")
-	}
-	fc.sync()
-	if d, ok := m.Expecting(); ok {
-		t.Errorf("Expecting = %s, true with the create in the cache; want it over", d)
-	}
+	shownEndsIt("create")
 	clk.SetTime(clk.Now().Add(ExpectationTimeout))
 	if d, ok := m.Expecting(); ok {
 		t.Errorf("Expecting at the timeout = %s, true; the cache showed the write, nothing is due", d)
@@ -850,15 +855,8 @@ func TestExpectationEndsWhenTheCacheShowsTheWrite(t *testing.T) {
 
 	// An update: the cache still holding the previous generation is behind it.
 	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
-	fc.sync()
 	apply(t, m, defaultDesired())
-	if _, ok := m.Expecting(); !ok {
-		t.Fatal("not expecting the update the cache has not shown")
-	}
-	fc.sync()
-	if d, ok := m.Expecting(); ok {
-		t.Errorf("Expecting = %s, true with the update in the cache; want it over", d)
-	}
+	shownEndsIt("update")
 }
 
 // Defect 5 of issue 18: owned metadata set back to an older value the
