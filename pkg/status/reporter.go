@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	configv1 "github.com/openshift/api/config/v1"
@@ -63,6 +64,10 @@ type Reporter struct {
 	// written: while it still shows that one, the cache has not caught up with
 	// our apply, and applied is the better knowledge.
 	appliedOver string
+	// appliedAs is the resourceVersion our apply returned. A cached version
+	// older than it (someone's write just before ours, whose event came after
+	// our apply returned) has not caught up either.
+	appliedAs string
 	// missing is true while the ClusterOperator (or its CRD) is absent; it makes
 	// the "not found" line print once per absence rather than on every Report.
 	missing bool
@@ -134,7 +139,7 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 			return fmt.Errorf("report conditions on clusteroperator %s: read cache: %w", r.name, err)
 		}
 		over = co.ResourceVersion
-		if r.applied == nil || over != r.appliedOver {
+		if r.applied == nil || over != r.appliedOver && !olderThan(over, r.appliedAs) {
 			known = co.Status.Conditions
 		}
 	}
@@ -152,7 +157,7 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 			WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).WithMessage(c.Message).
 			WithLastTransitionTime(c.LastTransitionTime))
 	}
-	_, err := r.client.ClusterOperators().ApplyStatus(ctx, configv1ac.ClusterOperator(r.name).WithStatus(apply),
+	result, err := r.client.ClusterOperators().ApplyStatus(ctx, configv1ac.ClusterOperator(r.name).WithStatus(apply),
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	switch {
 	case isMissing(err):
@@ -164,8 +169,18 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 		return fmt.Errorf("report conditions on clusteroperator %s: %w", r.name, err)
 	}
 	r.setMissing(logger, false)
-	r.applied, r.appliedOver = next, over
+	r.applied, r.appliedOver, r.appliedAs = next, over, result.ResourceVersion
 	return nil
+}
+
+// olderThan reports whether resourceVersion a is older than b. Both are etcd
+// revisions, which only grow; a version that is not a number (another
+// storage) is never taken for older, so the cache is believed, at the cost of
+// at most one needless apply.
+func olderThan(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x < y
 }
 
 func (r *Reporter) setMissing(logger klog.Logger, missing bool) {

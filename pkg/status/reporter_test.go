@@ -13,6 +13,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	configfake "github.com/openshift/client-go/config/clientset/versioned/fake"
 	configinformers "github.com/openshift/client-go/config/informers/externalversions"
+	configv1listers "github.com/openshift/client-go/config/listers/config/v1"
 	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -396,4 +398,43 @@ func TestReportIsSafeForConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	require.Len(t, f.get(t).Status.Conditions, len(othersOf())+3, "no condition duplicated")
+}
+
+// A change event that predates our own apply reaches the cache after the
+// apply returned: the second status writer of the e2e test updates the
+// ClusterOperator just before our apply, and its event arrives just after.
+// That version lacks our conditions only because it is older than our write:
+// it is no reason to apply again (the e2e test saw two writes for one step).
+// A version newer than our write that lacks them is someone's removal, and
+// they are applied again.
+func TestReportTrustsItsApplyOverAnOlderCachedVersion(t *testing.T) {
+	ctx := context.Background()
+	server := clusterOperator(othersOf()...)
+	server.ResourceVersion = "7"
+	f := newFixture(server)
+	cached := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	show := func(rv string, conds []configv1.ClusterOperatorStatusCondition) {
+		t.Helper()
+		co := clusterOperator(conds...)
+		co.ResourceVersion = rv
+		require.NoError(t, cached.Update(co))
+	}
+	f.reporter.lister, f.reporter.synced = configv1listers.NewClusterOperatorLister(cached), func() bool { return true }
+
+	show("5", othersOf()) // the cache is behind the server's 6 and 7
+	require.NoError(t, f.reporter.Report(ctx, running))
+	require.Equal(t, 1, f.count("patch", "status"))
+	written := f.get(t).ResourceVersion
+
+	show("6", othersOf()) // someone's write before ours, seen after it
+	require.NoError(t, f.reporter.Report(ctx, running))
+	assert.Equal(t, 1, f.count("patch", "status"), "a cached version older than our write (%s) made us apply again", written)
+
+	show(written, f.get(t).Status.Conditions) // our write, seen
+	require.NoError(t, f.reporter.Report(ctx, running))
+	assert.Equal(t, 1, f.count("patch", "status"))
+
+	show("100", othersOf()) // someone removed our conditions after our write
+	require.NoError(t, f.reporter.Report(ctx, running))
+	assert.Equal(t, 2, f.count("patch", "status"), "conditions removed after our write are applied again")
 }
