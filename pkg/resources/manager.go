@@ -491,35 +491,26 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	case !m.clock.Now().Before(m.expectedUntil):
 		m.expected = nil // timed out: read the server (cacheBehind) or trust the cache
 		return nil
-	case !unshown(exp, cached):
+	case cached == nil:
+		return exp.DeepCopy() // our create is not in the cache yet
+	case cached.UID == exp.UID && cached.Generation < exp.Generation:
+		return exp.DeepCopy() // our update is not in the cache yet
+	default:
 		m.expected = nil // shown, or another object holds the name: the cache knows better
 		return nil
 	}
-	return exp.DeepCopy()
-}
-
-// unshown reports whether cached (nil: nothing) is behind the own write exp:
-// our create is not in the cache yet, or our update is not.
-func unshown(exp, cached *appsv1.DaemonSet) bool {
-	return cached == nil || cached.UID == exp.UID && cached.Generation < exp.Generation
 }
 
 // Expecting reports how long an own write may still be awaited in the cache
 // (false when none is). The caller re-asserts after it, so a write the cache
-// never shows is re-read from the server. An expectation ends when the cache
-// shows the write, without an apply to consult it: a write seen is not
-// re-asserted. One that times out, even with no apply to consult it (the
-// DaemonSet is being deleted), is reported due (0, true) once, then never
-// again, so the caller's re-assert cannot repeat without a pause.
+// never shows is re-read from the server. An expectation ends when it times
+// out, even with no apply to consult it (the DaemonSet is being deleted): it
+// is reported due (0, true) once, then never again, so the caller's
+// re-assert cannot repeat without a pause.
 func (m *Manager) Expecting() (time.Duration, bool) {
-	cached, _ := m.lister.DaemonSets(Namespace).Get(DaemonSetName) // nil when absent
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.expected == nil {
-		return 0, false
-	}
-	if !unshown(m.expected, cached) {
-		m.expected = nil
 		return 0, false
 	}
 	left := m.expectedUntil.Sub(m.clock.Now())

@@ -825,40 +825,6 @@ func TestExpectationEndsOnceAndWithADelete(t *testing.T) {
 	}
 }
 
-// The control loop re-asserts when an expectation ends unseen (Expecting due),
-// and asks Expecting after every wake-up. A write the cache already shows is
-// no longer awaited, even before an Apply consults it: else every write at
-// rest was followed, ExpectationTimeout later, by a re-assert nothing asked
-// for (seen as a fifth Apply in four resyncs, in the e2e test of --resync).
-func TestExpectationEndsWhenTheCacheShowsTheWrite(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	m.SetClock(clk)
-	// shownEndsIt: the write is awaited until the cache shows it, then not.
-	shownEndsIt := func(write string) {
-		t.Helper()
-		if _, ok := m.Expecting(); !ok {
-			t.Fatalf("not expecting the %s the cache has not shown", write)
-		}
-		fc.sync()
-		if d, ok := m.Expecting(); ok {
-			t.Errorf("Expecting = %s, true with the %s in the cache; want it over", d, write)
-		}
-	}
-	apply(t, m, defaultDesired())
-	shownEndsIt("create")
-	clk.SetTime(clk.Now().Add(ExpectationTimeout))
-	if d, ok := m.Expecting(); ok {
-		t.Errorf("Expecting at the timeout = %s, true; the cache showed the write, nothing is due", d)
-	}
-
-	// An update: the cache still holding the previous generation is behind it.
-	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
-	apply(t, m, defaultDesired())
-	shownEndsIt("update")
-}
-
 // Defect 5 of issue 18: owned metadata set back to an older value the
 // manager once wrote (a restore, a GitOps sync) was taken for the manager's
 // own write. Only the latest owned metadata, or a resourceVersion the

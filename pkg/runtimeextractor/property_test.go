@@ -295,24 +295,6 @@ func TestPropertyTimerDoesNotRepairBeforeTheGate(t *testing.T) {
 	s.report()
 }
 
-// TestPropertyShownWriteArmsNoReassert (found by the e2e test of --resync,
-// which counted five Applies in four resyncs): the controller creates the
-// DaemonSet and the cache shows it. The expectation timer stayed armed, as the
-// manager still awaited the write until an Apply consulted it, and fired
-// ExpectationTimeout later for a re-assert nothing asked for. Once the cache
-// shows the write, no timer is armed.
-func TestPropertyShownWriteArmsNoReassert(t *testing.T) {
-	quietKlog(t)
-	s := newScriptedSim(t, true) // the create; its Added in flight
-	s.runToQuiet()
-	s.rollOut()
-	s.runToQuiet()
-	if at, armed := s.nextTimer(); armed {
-		t.Errorf("at rest with the DaemonSet in the cache, a timer fires in %s\n%s", at.Sub(s.clock.Now()), s.story())
-	}
-	s.report()
-}
-
 // TestPropertyFightIsBounded is the fight in the model: a writer
 // every 2 s for 5 minutes of simulated time. The controller writes at most
 // 15 times (the random runs check the backoff's bound on every fight), says

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
@@ -57,7 +58,11 @@ func TestResyncRepairsWhatTheBackoffWouldDelay(t *testing.T) {
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
 	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
 
-	// 1. At rest.
+	// 1. At rest. An own write is awaited in the cache until an apply
+	// consults it or resources.ExpectationTimeout passes, and that timeout
+	// re-asserts once: the window opens after it, or it could hold a fifth
+	// Apply that no resync made (as CI once saw).
+	time.Sleep(resources.ExpectationTimeout)
 	requests := e.requestLog()
 	applies := func() float64 {
 		return metricSum(c.metrics(), "runtime_extractor_actions_total", `action="Apply"`, `result="success"`)
