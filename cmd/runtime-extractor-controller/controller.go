@@ -39,7 +39,7 @@ type controllerOptions struct {
 	rolloutDeadline time.Duration
 	clusterOperator string
 	defaultImages   bool // --allow-default-images
-	repairBackoff   runtimeextractor.RepairBackoff
+	repairPolicy    runtimeextractor.RepairPolicy
 	// metrics are registered before controllercmd starts (see newControllerCommand)
 	// and handed to the controller once this replica leads.
 	metrics *metrics.Metrics
@@ -93,9 +93,10 @@ func newControllerCommand(ctx context.Context, reg prometheus.Registerer) *cobra
 	}
 	flags.DurationVar(&opts.resync, "resync", runtimeextractor.DefaultResync, "period of the level re-assert")
 	flags.DurationVar(&opts.rolloutDeadline, "rollout-deadline", runtimeextractor.DefaultRolloutDeadline, "how long a rollout may make no progress before RuntimeExtractorDegraded turns True (RolloutStuck)")
-	flags.DurationVar(&opts.repairBackoff.Base, "repair-backoff", runtimeextractor.DefaultRepairBackoff.Base, "how long a repair waits after the first of a streak of repairs someone else undid; it doubles with each repair")
-	flags.DurationVar(&opts.repairBackoff.Max, "repair-backoff-max", runtimeextractor.DefaultRepairBackoff.Max, "the longest a repair waits in a streak")
-	flags.DurationVar(&opts.repairBackoff.Quiet, "repair-quiet", runtimeextractor.DefaultRepairBackoff.Quiet, "how long a repair must stand to end its streak (0: every repair that stands ends it, and repairs never wait)")
+	opts.repairPolicy = runtimeextractor.DefaultRepairPolicy()
+	flags.IntVar(&opts.repairPolicy.Burst, "repair-burst", opts.repairPolicy.Burst, "repairs of someone else's changes the repair budget allows at once")
+	flags.DurationVar(&opts.repairPolicy.Every, "repair-every", opts.repairPolicy.Every, "the repair budget allows one more repair per this period")
+	flags.DurationVar(&opts.repairPolicy.Settle, "repair-settle", opts.repairPolicy.Settle, "how long a writer that undid a repair must be quiet before its change is repaired")
 	flags.StringVar(&opts.clusterOperator, "cluster-operator", status.DefaultClusterOperatorName, "ClusterOperator that receives the RuntimeExtractor* conditions (empty: none)")
 	// The library allows the default images; the binary runs the privileged
 	// extractor from a :latest tag only when asked to.
@@ -160,8 +161,8 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 		return err
 	}
 
-	if b := opts.repairBackoff; b.Base <= 0 || b.Max < b.Base || b.Quiet < 0 {
-		return fmt.Errorf("--repair-backoff (%s) must be positive, --repair-backoff-max (%s) at least that, --repair-quiet (%s) not negative", b.Base, b.Max, b.Quiet)
+	if p := opts.repairPolicy; !p.Valid() {
+		return fmt.Errorf("--repair-burst (%d) must be more than 2, --repair-every (%s) positive, --repair-settle (%s) from 0 to 1m", p.Burst, p.Every, p.Settle)
 	}
 	controllerOpts := []runtimeextractor.Option{
 		runtimeextractor.WithResync(opts.resync),
@@ -170,7 +171,7 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 		runtimeextractor.WithTLSProfileSource(tlsSource),
 		runtimeextractor.WithMetrics(opts.metrics),
 		runtimeextractor.WithDefaultImages(opts.defaultImages),
-		runtimeextractor.WithRepairBackoff(opts.repairBackoff),
+		runtimeextractor.WithRepairPolicy(opts.repairPolicy),
 	}
 	if opts.clusterOperator != "" {
 		// The Reporter checks what is on the server through a watch of the one

@@ -184,10 +184,10 @@ type controllerProcess struct {
 var makeRunLease = []string{"--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "10s", "--leader-elect-retry-period", "2s"}
 
 // startController runs the binary as the controller's ServiceAccount, with
-// make run's lease timings and the bench's repair quiet time.
+// make run's lease timings and the bench's repair budget.
 func (b *bench) startController(resync time.Duration, label string) (*controllerProcess, error) {
 	return b.startControllerWith(label, b.kubeconfig, append(slices.Clone(makeRunLease), "--resync", resync.String(),
-		"--repair-quiet", b.o.repairQuiet.String()))
+		"--repair-every", b.o.repairEvery.String(), "--repair-settle", "0s"))
 }
 
 // startControllerWith runs the binary with kubeconfig and args, its defaults

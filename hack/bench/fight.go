@@ -17,20 +17,20 @@ import (
 const fightManager = "bench-fight"
 
 // fightRow is a tug-of-war against a controller at the default repair
-// schedule: another writer sets one of two images every Period for Seconds.
+// budget: another writer sets one of two images every Period for Seconds.
 // Ours and Theirs count the DaemonSet template writes of each (the
 // controller's from the audit log); Allowed is what the default repair
-// schedule allows in that time (RepairBackoff.RepairsWithin).
+// budget allows in that time (B(T), RepairPolicy.Bound).
 type fightRow struct {
 	Seconds float64 `json:"seconds"`
 	Period  float64 `json:"periodSeconds"`
 	Theirs  int     `json:"theirWrites"`
 	Ours    int     `json:"controllerWrites"`
-	Allowed int     `json:"allowedBySchedule"`
+	Allowed int     `json:"allowedByBudget"`
 }
 
 // fight runs the tug-of-war against a controller started for it at the
-// default repair schedule (the drift trials run with --repair-quiet 0),
+// default repair budget (the drift trials run with --repair-every 1ms),
 // then restores the bench's controller.
 func (b *bench) fight(ctx context.Context) error {
 	b.ctrl.stop()
@@ -72,8 +72,8 @@ func (b *bench) fight(ctx context.Context) error {
 		}
 	}
 	b.res.Fight = fightRow{Seconds: end.Sub(start).Seconds(), Period: period.Seconds(), Theirs: theirs, Ours: ours,
-		Allowed: runtimeextractor.DefaultRepairBackoff.RepairsWithin(end.Sub(start))}
-	logf("fight: controller %d writes, the other writer %d, over %.0f s (the schedule allows %d)", ours, theirs, end.Sub(start).Seconds(), b.res.Fight.Allowed)
+		Allowed: runtimeextractor.DefaultRepairPolicy().Bound(end.Sub(start))}
+	logf("fight: controller %d writes, the other writer %d, over %.0f s (the budget allows %d)", ours, theirs, end.Sub(start).Seconds(), b.res.Fight.Allowed)
 
 	b.ctrl.stop()
 	if b.ctrl, err = b.startController(defaultResync, "after-fight"); err != nil {
@@ -85,7 +85,7 @@ func (b *bench) fight(ctx context.Context) error {
 func (r *results) printFight(w io.Writer) {
 	f := r.Fight
 	perMin := func(n int) float64 { return float64(n) / f.Seconds * 60 }
-	fmt.Fprintf(w, "\nFight: another writer sets the image every %.0f s for %.0f s, the controller at the default repair schedule\n", f.Period, f.Seconds)
-	fmt.Fprintf(w, "  template writes\tcontroller %d (%.1f per minute), the other writer %d (%.1f per minute); the schedule allows %d\n",
+	fmt.Fprintf(w, "\nFight: another writer sets the image every %.0f s for %.0f s, the controller at the default repair budget\n", f.Period, f.Seconds)
+	fmt.Fprintf(w, "  template writes\tcontroller %d (%.1f per minute), the other writer %d (%.1f per minute); the budget allows %d (6 + ⌈T / 1 min⌉)\n",
 		f.Ours, perMin(f.Ours), f.Theirs, perMin(f.Theirs), f.Allowed)
 }

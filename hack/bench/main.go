@@ -63,7 +63,7 @@ type options struct {
 	rolloutInterval time.Duration
 	clutter         int
 	resyncWait      time.Duration
-	repairQuiet     time.Duration // the controller's --repair-quiet
+	repairEvery     time.Duration // the controller's --repair-every
 	fightFor        time.Duration // how long the fight step's other writer writes
 	outages         int
 	outage          time.Duration
@@ -95,7 +95,7 @@ func main() {
 	flag.DurationVar(&o.rolloutInterval, "rollout-interval", 2*time.Second, "time between two nodes joining in the long rollout")
 	flag.IntVar(&o.clutter, "clutter", 1000, "unrelated DaemonSets, and ConfigMaps, created in openshift-insights")
 	flag.DurationVar(&o.resyncWait, "resync-window", 20*time.Second, "quiet window over which resyncs (every 2s) are counted")
-	flag.DurationVar(&o.repairQuiet, "repair-quiet", 0, "the controller's --repair-quiet: drift trials follow one another within seconds, so at its default (1m) they would form one streak of repairs and time the repair gate's backoff; 0 makes each trial's repair start a streak")
+	flag.DurationVar(&o.repairEvery, "repair-every", time.Millisecond, "the controller's --repair-every (with --repair-settle 0): drift trials follow one another within seconds, so at its default (1m) they would spend the repair budget and time its allowance; 1ms never makes a trial's repair wait")
 	flag.DurationVar(&o.fightFor, "fight", 2*time.Minute, "how long another writer fights the controller (at the default repair schedule) in the fight step")
 	flag.IntVar(&o.outages, "outages", 5, "API server outages after which the first correction is timed")
 	flag.DurationVar(&o.outage, "outage", 15*time.Second, "how long kube-apiserver stays down in each outage")

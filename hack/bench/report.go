@@ -72,7 +72,7 @@ type machine struct {
 type optionsJSON struct {
 	Nodes        int    `json:"nodes"`
 	Trials       int    `json:"driftTrials"`
-	RepairQuiet  string `json:"repairQuiet"`
+	RepairEvery  string `json:"repairEvery"`
 	Fight        string `json:"fight"`
 	Blocks       int    `json:"driftBlocks"`
 	ImageTrials  int    `json:"imageTrials"`
@@ -217,7 +217,7 @@ func newResults(o options) *results {
 		Timestamp: time.Now().UTC().Format(time.RFC3339),
 		Machine:   thisMachine(),
 		Excluded:  "tokenreviews/subjectaccessreviews (authentication of the bench's /metrics scrapes); lease requests (leader election) are counted apart",
-		Options: optionsJSON{Nodes: o.nodes, Trials: o.trials, RepairQuiet: o.repairQuiet.String(), Fight: o.fightFor.String(), Blocks: o.blocks, ImageTrials: o.imageTrials, Toggles: o.toggles,
+		Options: optionsJSON{Nodes: o.nodes, Trials: o.trials, RepairEvery: o.repairEvery.String(), Fight: o.fightFor.String(), Blocks: o.blocks, ImageTrials: o.imageTrials, Toggles: o.toggles,
 			Noops: o.noops, Storm: o.storm, Burst: o.burst, RolloutNodes: o.rolloutNodes, Clutter: o.clutter,
 			Outages: o.outages, Outage: o.outage.String(), Only: o.only,
 			ScaleNodes: o.scaleNodes, ScaleSmall: o.scaleSmall, ScaleTrials: o.scaleTrials, ScaleQPS: o.scaleQPS},

@@ -55,7 +55,7 @@ type Controller struct {
 	resync          time.Duration
 	rolloutDeadline time.Duration
 	limiter         workqueue.TypedRateLimiter[string]
-	repairBackoff   RepairBackoff
+	repairPolicy    RepairPolicy
 	clock           clock.WithTicker
 
 	manager *resources.Manager
@@ -103,7 +103,7 @@ func NewRuntimeExtractorController(
 		limiter:         defaultRateLimiter(),
 		resync:          DefaultResync,
 		rolloutDeadline: DefaultRolloutDeadline,
-		repairBackoff:   DefaultRepairBackoff,
+		repairPolicy:    DefaultRepairPolicy(),
 		clock:           clock.RealClock{},
 		defaultImages:   true,
 		statusChanged:   make(chan struct{}, 1),
@@ -112,7 +112,7 @@ func NewRuntimeExtractorController(
 		o(c)
 	}
 	c.door = newFrontDoor(c.clock)
-	c.gate = newRepairGate(c.clock, c.repairBackoff)
+	c.gate = newRepairGate(c.clock, c.repairPolicy)
 	c.retry = newRetrier(c.limiter, c.clock, c.metrics)
 	c.rollouts = newRolloutWatch(c.rolloutDeadline, c.clock)
 	c.expect = loopTimer{clock: c.clock}

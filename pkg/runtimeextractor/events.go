@@ -122,7 +122,11 @@ func (e *changeEvents) tlsUnknown(on *appsv1.DaemonSet, msg string) {
 // conflict records that a fight began, on the DaemonSet. It leaves the
 // failure memory alone.
 func (e *changeEvents) conflict(on *appsv1.DaemonSet, msg string) {
-	e.record(daemonSetRef(on), corev1.EventTypeWarning, ReasonConflictingWriter, msg)
+	var ref runtime.Object = namespaceRef // the fight's last change deleted it
+	if on != nil {
+		ref = daemonSetRef(on)
+	}
+	e.record(ref, corev1.EventTypeWarning, ReasonConflictingWriter, msg)
 }
 
 // record sends one Event, its message capped as the conditions' are: an

@@ -83,7 +83,7 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 		}
 		c.events.applied(res.Object, res.Created, why)
 		if repair {
-			c.repairMade(res.Object)
+			c.repairMade()
 		}
 	case repair:
 		c.gate.stood() // the other writer put it back itself

@@ -68,7 +68,10 @@ var coreLetters = alphabet{
 // selector, the controller's write and someone's label removal folded into
 // one update by a re-list, a declared fight whose last repair fails and is
 // retried, an insights-config change that keeps the extractor enabled, and
-// another writer's first burst after a user's edits. Their sequences are
+// another writer's first burst after a user's edits; and the writer
+// patterns of the repair budget (issue 33): burst and pause, a new manager
+// name on every write, one drain naming many managers, an update that
+// clears managedFields, a periodic sync. Their sequences are
 // shorter: the fights and the burst are long already.
 var repairLetters = alphabet{
 	{"run", (*propSim).runToQuiet},
@@ -80,6 +83,11 @@ var repairLetters = alphabet{
 	{"fight with a failed repair", (*propSim).fightWithAFailedRepair},
 	{"priority class changed", (*propSim).changePriorityClass},
 	{"burst after other edits", (*propSim).burstAfterOtherEdits},
+	{"burst and pause", (*propSim).burstAndPause},
+	{"new name every write", (*propSim).churnNames},
+	{"many names in one drain", (*propSim).manyNamesInOneDrain},
+	{"managedFields cleared", (*propSim).clearManagedFields},
+	{"periodic sync", (*propSim).periodicSync},
 }
 
 // modelRun is one sequence's outcome.
@@ -249,18 +257,25 @@ func (s *propSim) fingerprint() string {
 	ownsStored := srv != nil && s.c.manager.IsOwnWrite(srv.UID, srv.Generation)
 	ownsCached := cached != nil && s.c.manager.IsOwnWrite(cached.UID, cached.Generation)
 	now := s.clock.Now()
+	// A timer is keyed by when it fires, relative to now, and the door and
+	// the gate by what decides their future answers: states whose backoff
+	// differs are not merged.
 	due := func(t *loopTimer) string {
-		switch {
-		case !t.armed():
+		if !t.armed() {
 			return "-"
-		case t.at.After(now):
-			return "armed"
 		}
-		return "due"
+		return t.at.Sub(now).String()
 	}
-	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d deferred=%v undone=%v fight=%v foreign=%v failures=%d pending=%d config=%v version=%v drift=%v rollout=%v applied=%d\n",
+	rel := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Sub(now).String()
+	}
+	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v foreign=%v failures=%d pending=%d config=%v version=%v drift=%v rollout=%v applied=%d\n",
 		ownsStored, ownsCached, expecting, due(&s.c.expect), due(&s.c.retry.timer), due(&s.c.gate.timer), due(&s.c.door.timer),
-		s.c.door.pending, s.c.gate.deferred, s.c.gate.outstanding(), s.c.gate.fighting(), s.foreignOutstanding, min(s.c.retry.failures, 2), len(s.ri.pending),
+		s.c.door.pending, rel(s.c.door.pendingSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.foreignOutstanding, s.c.retry.failures, len(s.ri.pending),
 		s.configPending, len(s.ver.changed) > 0, len(s.ri.modified) > 0, len(s.ri.rollout) > 0, min(len(s.applied), 2))
+	fmt.Fprintf(&b, "gate: %s\n", s.c.gate.log.Key(now))
 	return b.String()
 }

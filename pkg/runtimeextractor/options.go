@@ -80,16 +80,14 @@ func WithImages(images resources.Images) Option { return func(c *Controller) { c
 // --allow-default-images). WithImages overrides both.
 func WithDefaultImages(allowed bool) Option { return func(c *Controller) { c.defaultImages = allowed } }
 
-// WithRepairBackoff sets the repair gate's schedule (default
-// DefaultRepairBackoff), as Argo CD exposes its self-heal backoff. A zero
-// Quiet makes every repair that stands end its streak: repairs never wait,
-// unless the other writer undoes one before the controller sees it stand,
-// and no fight is ever declared. Base and Max must be positive, Max at
-// least Base; otherwise the default stays.
-func WithRepairBackoff(b RepairBackoff) Option {
+// WithRepairPolicy sets the repair gate's rules (default
+// DefaultRepairPolicy()): the repair budget, the order of repairs inside it
+// and when a writer is a fight. A policy that is not Valid leaves the
+// default.
+func WithRepairPolicy(p RepairPolicy) Option {
 	return func(c *Controller) {
-		if b.Base > 0 && b.Max >= b.Base && b.Quiet >= 0 {
-			c.repairBackoff = b
+		if p.Valid() {
+			c.repairPolicy = p
 		}
 	}
 }

@@ -54,6 +54,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -314,13 +315,13 @@ func TestPropertyFightIsBounded(t *testing.T) {
 		t.Errorf("%d controller writes in the fight, want at most 15", got)
 	}
 	deg := status.Conditions(s.c.snapshot())[2]
-	if deg.Reason != status.ReasonConflictingWriter || !strings.Contains(deg.Message, unnamedWriter) {
-		t.Errorf("Degraded during the fight: %s %s: %s; want ConflictingWriter naming %q", deg.Status, deg.Reason, deg.Message, unnamedWriter)
+	if deg.Reason != status.ReasonConflictingWriter || !strings.Contains(deg.Message, repairgate.Unnamed) {
+		t.Errorf("Degraded during the fight: %s %s: %s; want ConflictingWriter naming %q", deg.Status, deg.Reason, deg.Message, repairgate.Unnamed)
 	}
 	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 1 {
 		t.Errorf("conflicting_writer = %v during the fight, want 1", v)
 	}
-	if evs := s.events.with(ReasonConflictingWriter); len(evs) != 1 || evs[0].eventType != "Warning" || !strings.HasPrefix(evs[0].text, "another writer keeps undoing") || !strings.Contains(evs[0].text, unnamedWriter) {
+	if evs := s.events.with(ReasonConflictingWriter); len(evs) != 1 || evs[0].eventType != "Warning" || !strings.HasPrefix(evs[0].text, "another writer keeps undoing") || !strings.Contains(evs[0].text, repairgate.Unnamed) {
 		t.Errorf("%d %s Events (%+v), want one Warning naming the writer, as Degraded does, at the fight's start", len(evs), ReasonConflictingWriter, evs)
 	}
 	s.settleAndCheck()

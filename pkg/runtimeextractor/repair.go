@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
@@ -39,12 +38,10 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	drifted := hint || len(d.kinds) > 0
 	var wait time.Duration
 	switch {
-	case drifted && c.level() == (fsm.Enabled{}): // only repairs back off; a delete of what insights-config disables does not
-		var ended bool
-		wait, ended = c.gate.changed(d)
-		if ended {
-			c.fightStood()
-		}
+	case drifted && c.level() == (fsm.Enabled{}): // only repairs wait; a delete of what insights-config disables does not
+		var fc fightChange
+		wait, fc = c.gate.changed(d)
+		c.fightMoved(fc)
 		if wait == 0 {
 			c.fireDrift(ctx)
 		}
@@ -56,7 +53,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	switch {
 	case len(d.kinds) == 0:
 	case wait > 0:
-		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair backoff: %s)",
+		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair gate: %s)",
 			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.editors, d.unnamed),
 			wait.Round(time.Millisecond), c.gate.backoffNote())
 	default: // logged after the repair's write: act first, report after
@@ -79,37 +76,40 @@ func (c *Controller) fireDrift(ctx context.Context) {
 // onGateDue acts on the repair gate's timer: the deferred repair, if the
 // level still wants it, and the end of a fight.
 func (c *Controller) onGateDue(ctx context.Context) {
-	repair, ended := c.gate.due(c.level() == (fsm.Enabled{}))
-	if ended {
-		c.fightStood()
-	}
+	repair, fc := c.gate.due(c.level() == (fsm.Enabled{}))
+	c.fightMoved(fc)
 	if repair {
 		c.fireDrift(ctx)
 	}
 }
 
-// repairMade counts a repair that wrote, and reports a fight it starts: log,
-// Warning Event, gauge.
-func (c *Controller) repairMade(ds *appsv1.DaemonSet) {
+// repairMade counts a repair that wrote.
+func (c *Controller) repairMade() {
 	if c.metrics != nil {
 		c.metrics.ObserveRepair(repairManagers(c.gate.pending.editors)...) // one repair: "other" once
 	}
-	started, ended := c.gate.repaired()
-	if ended {
-		c.fightStood()
+	c.gate.repaired()
+}
+
+// fightMoved reports a fight the gate declared (log, Warning Event, gauge)
+// or ended.
+func (c *Controller) fightMoved(fc fightChange) {
+	if fc.ended {
+		c.fightOver("the writers stopped undoing repairs")
 	}
-	if !started {
+	if !fc.started {
 		return
 	}
 	msg := c.degradedMessage()
 	klog.Warningf("tug-of-war over DaemonSet %s/%s: %s", resources.Namespace, resources.DaemonSetName, msg)
+	ds, _ := c.informer.current()
 	c.events.conflict(ds, msg)
 	if c.metrics != nil {
 		c.metrics.SetConflictingWriter(true)
 	}
 }
 
-// endFight forgets the repair streak: Run ends, or there is nothing left to
+// endFight forgets the writers: Run ends, or there is nothing left to
 // fight over.
 func (c *Controller) endFight(why string) {
 	if c.gate.reset() {
@@ -117,13 +117,8 @@ func (c *Controller) endFight(why string) {
 	}
 }
 
-// fightStood reports the end of the last fight: its latest repair stood.
-func (c *Controller) fightStood() {
-	c.fightOver("the latest repair stood for " + c.gate.backoff().Quiet.String())
-}
-
 func (c *Controller) fightOver(why string) {
-	klog.Infof("the tug-of-war over DaemonSet %s/%s is over (%s): repairs are immediate again", resources.Namespace, resources.DaemonSetName, why)
+	klog.Infof("the tug-of-war over DaemonSet %s/%s is over (%s)", resources.Namespace, resources.DaemonSetName, why)
 	if c.metrics != nil {
 		c.metrics.SetConflictingWriter(false)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
+	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
@@ -181,6 +182,7 @@ func (s *propSim) restart() {
 	s.cfg.good = !s.cfg.invalid
 	s.inFlight, s.configPending = nil, false
 	s.unseenOther, s.seenOther, s.observed, s.lossy, s.lastApply = 0, 0, nil, false, nil
+	s.repairTimes = nil
 	s.drainVersionSignal()
 	s.boot()
 	what := "no DaemonSet"
@@ -297,8 +299,8 @@ func (s *propSim) fight(rounds int) {
 		s.runToQuiet()
 	}
 	elapsed := s.clock.Now().Sub(start)
-	if got, bound := s.controllerWrites-writes, DefaultRepairBackoff.RepairsWithin(elapsed); got > bound {
-		s.violate("fight-writes", fmt.Sprintf("%d controller writes in a fight of %d changes over %s; the repair backoff allows %d", got, rounds, elapsed, bound))
+	if got, bound := s.controllerWrites-writes, DefaultRepairPolicy().Bound(elapsed); got > bound {
+		s.violate("fight-writes", fmt.Sprintf("%d controller writes in a fight of %d changes over %s; the repair budget allows %d", got, rounds, elapsed, bound))
 	}
 }
 
@@ -342,9 +344,9 @@ func (s *propSim) writeImageAs(manager, image string) {
 
 // burstAfterOtherEdits is another writer's first burst after a user's
 // edits: one client changes the image three times, 100 ms apart, and 5 s
-// later another client changes it 10 times, 100 ms apart. The burst has
-// undone no repair of the first client's, so its last change must be undone
-// within burstRepairBound of the burst's end, as when the burst is alone.
+// later another client changes it 10 times, 100 ms apart. The burst's last
+// change must be undone within the repair gate's Settle of the burst's end,
+// or, when that needs more than the budget holds, once it holds it.
 // The API answers throughout (refusals are lifted first).
 func (s *propSim) burstAfterOtherEdits() {
 	if s.stored() == nil || s.cfg.disabled || s.c.holding() {
@@ -354,11 +356,7 @@ func (s *propSim) burstAfterOtherEdits() {
 		s.setRefused(v, false) // the bound is the gate's: the API answers
 	}
 	s.runThroughDoor()
-	// Each burst is a new writer's first; the bound holds for writers that
-	// get a streak of their own (maxStreaks), which earlier bursts within
-	// the quiet period may have taken.
 	s.bursts++
-	own := len(s.c.gate.streaks)+2 <= maxStreaks
 	editor, burster := fmt.Sprintf("kubectl-set-%d", s.bursts), fmt.Sprintf("kubectl-patch-%d", s.bursts)
 	step := func(d time.Duration, manager, image string) {
 		s.clock.SetTime(s.clock.Now().Add(d))
@@ -371,25 +369,39 @@ func (s *propSim) burstAfterOtherEdits() {
 		step(100*time.Millisecond, editor, fmt.Sprintf("quay.io/someone/set:%d", i))
 	}
 	s.logf("5s later, %s changes the image 10 times, 100ms apart", burster)
+	p := DefaultRepairPolicy()
+	// A writer the gate has room to keep apart, with room in the budget,
+	// has its first change undone at once.
+	named := 0
+	for _, w := range s.c.gate.log.Writers() {
+		if w.Name != repairgate.OtherWriters && w.Name != repairgate.Unnamed {
+			named++
+		}
+	}
+	writes := s.controllerWrites
+	room := named < repairgate.MaxNamedWriters && p.Available(s.c.gate.log, s.clock.Now().Add(5*time.Second)) >= 1
 	step(5*time.Second, burster, "quay.io/someone/patch:0")
+	if room && s.controllerWrites == writes {
+		s.violate("first-edit-waits", fmt.Sprintf("%s's first change waited, with room in the repair budget (%s)", burster, s.c.gate.backoffNote()))
+	}
 	for i := 1; i < 10; i++ {
 		step(100*time.Millisecond, burster, fmt.Sprintf("quay.io/someone/patch:%d", i))
 	}
 	end := s.clock.Now()
-	for own && len(s.violations) == 0 && s.stored() != nil && strings.Contains(s.stored().Spec.Template.Spec.Containers[0].Image, "someone") {
+	bound := end.Add(p.Settle)
+	if b := p.BudgetAllows(s.c.gate.log, 1+p.Reserve); b.After(bound) {
+		bound = b
+	}
+	for len(s.violations) == 0 && s.stored() != nil && strings.Contains(s.stored().Spec.Template.Spec.Containers[0].Image, "someone") {
 		at, ok := s.nextTimer()
-		if !ok || at.Sub(end) > burstRepairBound {
-			s.violate("burst-repair-late", fmt.Sprintf("another writer's first burst was not undone within %s of its end (next timer: %v)", burstRepairBound, at.Sub(end)))
+		if !ok || at.After(bound) {
+			s.violate("burst-repair-late", fmt.Sprintf("another writer's first burst was not undone within %s of its end (next timer: %v)", bound.Sub(end), at.Sub(end)))
 			return
 		}
 		s.advanceTo(at, "the loop's next timer")
 		s.runToQuiet()
 	}
 }
-
-// burstRepairBound: a burst of 1 s by a writer with no streak is undone
-// within the backoff's second wait of its end.
-var burstRepairBound = DefaultRepairBackoff.delay(2)
 
 // addExternally adds to the spec and keeps every annotation, as a patch
 // does: a sidecar container, a toleration or a kube-rbac-proxy argument.
@@ -621,4 +633,122 @@ func (s *propSim) writeStatus(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
 	ds.ResourceVersion = fmt.Sprintf("status-%d", s.statusSeq)
 	s.must(s.api.Client.Tracker().Update(fakeapi.DaemonSets, ds, ds.Namespace))
 	return ds
+}
+
+// writeAndRun changes the image as manager (see writeImageAs) after d of
+// simulated time, and runs the controller until it is quiet.
+func (s *propSim) writeAndRun(d time.Duration, manager, image string) {
+	s.clock.SetTime(s.clock.Now().Add(d))
+	s.stimulus()
+	s.writeImageAs(manager, image)
+	s.runToQuiet()
+}
+
+// burstAndPause is a writer that undoes the controller's repairs at 0, 1,
+// 3, 7 and 15 s, then pauses 61 s (issue 33, defect 3): the rhythm that
+// escaped a per-writer streak. Timers that come due on the way fire.
+func (s *propSim) burstAndPause() {
+	if s.stored() == nil {
+		return
+	}
+	s.runThroughDoor()
+	s.logf("burster undoes repairs at 0, 1, 3, 7 and 15 s, then pauses 61 s")
+	prev := time.Duration(0)
+	for i, at := range []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second} {
+		s.waitOnTimers(at - prev)
+		prev = at
+		s.writeAndRun(0, "burster", fmt.Sprintf("quay.io/someone/burst:%d", i))
+	}
+	s.waitOnTimers(61 * time.Second)
+}
+
+// waitOnTimers lets d of simulated time pass, the loop's timers firing as
+// they come due.
+func (s *propSim) waitOnTimers(d time.Duration) {
+	end := s.clock.Now().Add(d)
+	for len(s.violations) == 0 {
+		at, ok := s.nextTimer()
+		if !ok || at.After(end) {
+			break
+		}
+		s.advanceTo(at, "the loop's next timer")
+		s.runToQuiet()
+	}
+	s.advanceTo(end, d.String())
+}
+
+// churnNames is a writer with a new manager name on every write: five
+// changes, one a second.
+func (s *propSim) churnNames() {
+	if s.stored() == nil {
+		return
+	}
+	s.runThroughDoor()
+	s.logf("a writer changes the image 5 times, one a second, with a new manager name each time")
+	for range 5 {
+		s.names++
+		s.waitOnTimers(time.Second)
+		s.writeAndRun(0, fmt.Sprintf("churn-%d", s.names), fmt.Sprintf("quay.io/someone/churn:%d", s.names))
+	}
+}
+
+// manyNamesInOneDrain is one update whose managedFields names 8 new
+// managers, as a client that writes managedFields itself can make it.
+func (s *propSim) manyNamesInOneDrain() {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	s.names++
+	ds.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/someone/many:%d", s.names)
+	at := metav1.NewTime(s.clock.Now().Truncate(time.Second))
+	for i := range 8 {
+		ds.ManagedFields = append(ds.ManagedFields, metav1.ManagedFieldsEntry{Manager: fmt.Sprintf("many-%d-%d", s.names, i),
+			Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1", Time: &at, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{}}}`)}})
+	}
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else changes the image, managedFields naming 8 new managers")
+	s.drainWatchAs(byOther)
+}
+
+// clearManagedFields is an update that changes the image and clears
+// managedFields: the change names no one.
+func (s *propSim) clearManagedFields() {
+	ds := s.stored()
+	if ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/unnamed:latest"
+	ds.ManagedFields = []metav1.ManagedFieldsEntry{}
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else changes the image and clears managedFields")
+	s.drainWatchAs(byOther)
+}
+
+// periodicSync is a GitOps tool's periodic sync that undoes the repairs
+// every 3 minutes, 4 times: by the 4th it has undone at least 3 repairs,
+// and must be reported as a fight (the API answers throughout).
+func (s *propSim) periodicSync() {
+	if s.stored() == nil || s.cfg.disabled || s.c.holding() {
+		return
+	}
+	for _, v := range []string{"create", "update", "delete"} {
+		s.setRefused(v, false)
+	}
+	s.runThroughDoor()
+	s.logf("a GitOps tool syncs its image every 3 minutes, 4 times")
+	for i := range 4 {
+		if i > 0 {
+			s.waitOnTimers(3 * time.Minute)
+		}
+		s.writeAndRun(0, "argocd-controller", "quay.io/gitops/extractor:synced")
+	}
+	if len(s.violations) == 0 && !s.c.gate.fighting() {
+		s.violate("periodic-unreported", "a writer that undid 3 repairs, one every 3 minutes, is not reported as a fight")
+	}
 }

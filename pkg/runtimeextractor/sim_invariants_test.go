@@ -71,6 +71,21 @@ func (s *propSim) expireExpectations() {
 	s.clock.SetTime(s.clock.Now().Add(10 * resources.ExpectationTimeout))
 }
 
+// checkRepairBudget: the repairs in any window of length T are at most
+// the repair budget's B(T) = Burst + ⌈T / Every⌉, whatever the writers did
+// (the binding windows start and end at a repair).
+func (s *propSim) checkRepairBudget() {
+	p := DefaultRepairPolicy()
+	r := s.repairTimes
+	last := r[len(r)-1]
+	for i := range r {
+		if n, d := len(r)-i, last.Sub(r[i]); n > p.Bound(d) {
+			s.violate("repair-budget", fmt.Sprintf("%d repairs in %s, the repair budget allows %d", n, d, p.Bound(d)))
+			return
+		}
+	}
+}
+
 func (s *propSim) settleAndCheck() {
 	s.logf("--- settle (no resync) ---")
 	if !s.settle() {

@@ -152,7 +152,12 @@ type propSim struct {
 	// controller last wrote it; only a write made then undoes a change, and
 	// only such a write may count in repairs_total.
 	foreignOutstanding bool
-	bursts             int // burstAfterOtherEdits so far: each names new writers
+	// repairTimes are the controller's template writes that undid someone
+	// else's change, since this process started: the repair budget's bound
+	// holds over them (a restarted controller starts a budget anew).
+	repairTimes []time.Time
+	bursts      int // burstAfterOtherEdits so far: each names new writers
+	names       int // manager names handed out to writers that churn them
 
 	steps      int
 	lines      int
@@ -268,6 +273,10 @@ func (s *propSim) drainWatchAs(by actor) {
 		// A replacement (delete, then create) is one write of the template.
 		if by == byController && (e.Type != watch.Added || prev != watch.Deleted) {
 			s.controllerWrites++
+			if s.foreignOutstanding && e.Type != watch.Deleted {
+				s.repairTimes = append(s.repairTimes, s.clock.Now())
+				s.checkRepairBudget()
+			}
 		}
 		prev = e.Type
 		s.foreignOutstanding = by == byOther || by == byDaemonSets && s.foreignOutstanding

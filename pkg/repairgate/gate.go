@@ -1,0 +1,451 @@
+// Package repairgate decides when the controller repairs someone else's
+// change of the DaemonSet. It is pure: every function takes the gate's log,
+// what happened and the current time, and returns the new log and a
+// decision. No clock, no timer, no I/O: the control loop arms one timer for
+// the deadline a decision names.
+//
+// A repair rolls a privileged pod on every node, and so does the change it
+// undoes. One repair of a human's edit must be immediate; a writer that
+// undoes every repair (another copy of the controller with another manifest,
+// a GitOps tool that self-heals the same object) must not make the
+// controller roll the fleet without bound. Two rules do that.
+//
+// The budget. Repairs draw on one budget shared by every writer: Burst
+// repairs at once, and one more per Every. It is a token bucket (the
+// generic cell rate algorithm: one instant, no counters), so in any window
+// of length T the repairs made are at most Burst + ⌈T / Every⌉ — the bound
+// Policy.Bound states and the tests check on random writer patterns. No
+// writer adds to it: not a new manager name, not a change no managedFields
+// entry names, not a drain that carries many names. The controller's own
+// config, version and TLS writes are not repairs and do not draw on it.
+//
+// The order inside it. A change by a writer that has undone none of the
+// controller's repairs (a first edit, a human's correction) is repaired at
+// once while any of the budget is left. A change by a writer that has
+// undone a repair of its own earlier change waits until the writers have
+// been quiet for Settle, or at most MaxDefer since the first change the
+// repair would undo, and for the budget to hold Reserve repairs more than
+// this one: so a writer still writing is not chased write by write, its
+// last change is undone within seconds of its stopping, and a fight leaves
+// room for another writer's first edit to be undone at once.
+//
+// The fight. A writer that undid FightUndos repairs within FightWindow is
+// in a tug-of-war with the controller, whatever its rhythm: continuous,
+// bursts with pauses, or a periodic sync every few minutes. The fight ends
+// when that writer has undone nothing for twice its slowest rhythm (the
+// longest gap between its recent undos), at least FightClearMin and at most
+// FightWindow, and no change of its is outstanding: a periodic writer stays
+// reported between its syncs, and a writer that stopped is cleared a few
+// minutes later.
+package repairgate
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Policy is the gate's rules; DefaultPolicy gives the numbers and the
+// reasons for them.
+type Policy struct {
+	// Burst is how many repairs the budget allows at once.
+	Burst int
+	// Every is how often the budget allows one more repair.
+	Every time.Duration
+	// Reserve is how much of the budget a writer that has undone a repair
+	// leaves for others' first edits.
+	Reserve int
+	// Settle is how long the writers of an outstanding change must have been
+	// quiet for its deferred repair.
+	Settle time.Duration
+	// MaxDefer bounds the wait for quiet after the first outstanding change.
+	MaxDefer time.Duration
+	// FightUndos undos within FightWindow make a writer a fight.
+	FightUndos  int
+	FightWindow time.Duration
+	// FightClearMin is the least time a fight's writer must have undone
+	// nothing for the fight to end.
+	FightClearMin time.Duration
+}
+
+// DefaultPolicy is the policy the controller runs with. Why these numbers:
+//   - Burst 6, one more a minute: an isolated edit, a correction and
+//     another writer's edit during a fight are all undone at once; a writer
+//     that undoes every repair gets one a minute, about 10 template writes
+//     in a 5-minute fight, against 150 with a writer every 2 s and no gate.
+//   - Reserve 2: during a fight, two first edits by others are still undone
+//     at once.
+//   - Settle 2 s: the clients that write in storms (a script of kubectl
+//     patch, a controller's retries) write within a second of each other;
+//     a storm's last change is undone about 2 s after it ends, so within 5 s
+//     while the budget allows.
+//   - MaxDefer 1 minute: a writer that never pauses is repaired once a
+//     minute, the budget's own rate.
+//   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's
+//     second try, two can be a retry; three is a writer that will go on. 15
+//     minutes catches a GitOps tool's periodic sync (Argo CD's self-heal
+//     every 3 minutes by default; 5 is common) by its third sync.
+//   - FightClearMin 2 minutes: longer than the budget's one-a-minute repair
+//     of a writer that reacts at once, so a fight is not cleared between two
+//     of its undos; it clears about 2 minutes after such a writer stops.
+func DefaultPolicy() Policy {
+	return Policy{
+		Burst:         6,
+		Every:         time.Minute,
+		Reserve:       2,
+		Settle:        2 * time.Second,
+		MaxDefer:      time.Minute,
+		FightUndos:    3,
+		FightWindow:   15 * time.Minute,
+		FightClearMin: 2 * time.Minute,
+	}
+}
+
+// Valid reports whether p's numbers make a gate: a budget of at least one
+// repair, replenished; a reserve that leaves a writer at least one repair.
+func (p Policy) Valid() bool {
+	return p.Burst >= 1 && p.Every > 0 && p.Reserve >= 0 && p.Reserve < p.Burst && p.Settle >= 0 &&
+		p.MaxDefer >= p.Settle && p.FightUndos >= 2 && p.FightUndos <= undoTimes && p.FightWindow > 0 && p.FightClearMin > 0
+}
+
+// Bound is the most repairs the budget allows in any window of length d
+// (closed at both ends): Burst + ⌈d / Every⌉.
+func (p Policy) Bound(d time.Duration) int {
+	return p.Burst + int((d+p.Every-1)/p.Every)
+}
+
+// Bounds on what the log holds, whatever the writers do: a client chooses
+// its manager name, so one that churns names must not grow the log.
+const (
+	// MaxNamedWriters is how many writers the log keeps apart; the changes
+	// of any further ones count as those of OtherWriters.
+	MaxNamedWriters = 5
+	// OtherWriters is the writer that stands for all writers beyond
+	// MaxNamedWriters.
+	OtherWriters = "other writers"
+	// Unnamed is the writer of a change no managedFields entry names (a
+	// deletion, an update that cleared managedFields).
+	Unnamed = "a writer managedFields does not name"
+	// undoTimes is how many undo times a writer keeps: enough to tell a fight
+	// (FightUndos) and its rhythm.
+	undoTimes = 4
+)
+
+// Log is what the gate remembers: the budget and a bounded record of recent
+// writers. The zero Log is a gate with its whole budget and no writers.
+// Values are independent: the functions below never modify their argument.
+type Log struct {
+	// budgetAt is the budget's theoretical arrival time: k repairs are
+	// available at t when t ≥ budgetAt - (Burst-k)·Every (all of them once
+	// t ≥ budgetAt). Each repair moves it Every later, from now at the
+	// earliest.
+	budgetAt time.Time
+	// writers, sorted by name; at most MaxNamedWriters named ones, plus
+	// OtherWriters and Unnamed.
+	writers []Writer
+	// since and last are the first and latest outstanding change; zero
+	// when nothing is outstanding.
+	since, last time.Time
+}
+
+// Writer is the gate's record of one writer.
+type Writer struct {
+	Name string
+	// Outstanding: it changed the DaemonSet and no repair undid it yet.
+	Outstanding bool
+	// Repaired: the controller's latest repair undid its change and, as far
+	// as the gate knows, stands: its next change is an undo.
+	Repaired bool
+	// LastChange is its latest change.
+	LastChange time.Time
+	// Undos are its latest undo times, oldest first (at most undoTimes).
+	Undos []time.Time
+	// Fight: it is in a tug-of-war with the controller since FightSince.
+	Fight      bool
+	FightSince time.Time
+	// FightUndos counts its undos since the fight began.
+	FightUndos int
+}
+
+// Decision is the gate's answer: repair now, or not before At (zero At:
+// nothing to repair).
+type Decision struct {
+	Repair bool
+	At     time.Time
+}
+
+// Outstanding reports whether some writer's change waits for a repair.
+func (l Log) Outstanding() bool { return !l.since.IsZero() }
+
+// Writers are the writers the log keeps, sorted by name (copies).
+func (l Log) Writers() []Writer {
+	out := slices.Clone(l.writers)
+	for i := range out {
+		out[i].Undos = slices.Clone(out[i].Undos)
+	}
+	return out
+}
+
+// Fighting reports whether some writer is in a tug-of-war.
+func (l Log) Fighting() bool {
+	return slices.ContainsFunc(l.writers, func(w Writer) bool { return w.Fight })
+}
+
+// Available is how many repairs the budget allows at now.
+func (p Policy) Available(l Log, now time.Time) int {
+	if !l.budgetAt.After(now) {
+		return p.Burst
+	}
+	owed := int((l.budgetAt.Sub(now) + p.Every - 1) / p.Every) // ⌈(budgetAt - now) / Every⌉
+	return max(0, p.Burst-owed)
+}
+
+// budgetAllows is when the budget holds k repairs.
+func (p Policy) budgetAllows(l Log, k int) time.Time {
+	return l.budgetAt.Add(-time.Duration(p.Burst-k) * p.Every)
+}
+
+// clone copies l deeply enough for the functions below to change it.
+func (l Log) clone() Log {
+	l.writers = slices.Clone(l.writers)
+	for i := range l.writers {
+		l.writers[i].Undos = slices.Clone(l.writers[i].Undos)
+	}
+	return l
+}
+
+// Changed records a change by names (empty, or "": Unnamed) at now, and
+// decides its repair. The decision is this change's: a writer that has
+// undone nothing gets an immediate repair while the budget allows one,
+// even while another writer's repair waits (that repair undoes both).
+func (p Policy) Changed(l Log, names []string, now time.Time) (Log, Decision) {
+	l = p.expire(l.clone(), now)
+	if len(names) == 0 {
+		names = []string{Unnamed}
+	}
+	contested := false
+	for _, n := range names {
+		i := l.writerIndex(n)
+		w := &l.writers[i]
+		if w.Repaired { // it undoes the controller's repair of its last change
+			w.Undos = append(w.Undos, now)
+			if len(w.Undos) > undoTimes {
+				w.Undos = w.Undos[len(w.Undos)-undoTimes:]
+			}
+			if w.Fight {
+				w.FightUndos++
+			} else if p.undosWithin(*w, now) >= p.FightUndos {
+				w.Fight, w.FightSince, w.FightUndos = true, w.Undos[len(w.Undos)-p.FightUndos], p.FightUndos
+			}
+		}
+		w.Outstanding, w.Repaired, w.LastChange = true, false, now
+		contested = contested || p.undosWithin(*w, now) > 0
+	}
+	if l.since.IsZero() {
+		l.since = now
+	}
+	l.last = now
+	return l, p.decide(l, contested, now)
+}
+
+// Due decides, at now, whether the outstanding repair may be made: the
+// loop asks when a decision's At has come.
+func (p Policy) Due(l Log, now time.Time) (Log, Decision) {
+	l = p.expire(l.clone(), now)
+	if !l.Outstanding() {
+		return l, Decision{}
+	}
+	contested := slices.ContainsFunc(l.writers, func(w Writer) bool { return w.Outstanding && p.undosWithin(w, now) > 0 })
+	return l, p.decide(l, contested, now)
+}
+
+// decide: a repair now, or when it may be made. An uncontested change
+// needs one repair of the budget; a contested one (some writer of it has
+// undone a repair) Reserve more, and quiet.
+func (p Policy) decide(l Log, contested bool, now time.Time) Decision {
+	at := p.budgetAllows(l, 1)
+	if contested {
+		at = p.budgetAllows(l, 1+p.Reserve)
+		quiet := l.last.Add(p.Settle)
+		if limit := l.since.Add(p.MaxDefer); limit.Before(quiet) {
+			quiet = limit
+		}
+		if quiet.After(at) {
+			at = quiet
+		}
+	}
+	if !at.After(now) {
+		return Decision{Repair: true}
+	}
+	return Decision{At: at}
+}
+
+// Repaired records a repair made at now: a write that undid every
+// outstanding change. It draws one repair from the budget.
+func (p Policy) Repaired(l Log, now time.Time) Log {
+	l = l.clone()
+	if l.budgetAt.Before(now) {
+		l.budgetAt = now
+	}
+	l.budgetAt = l.budgetAt.Add(p.Every)
+	for i := range l.writers {
+		if w := &l.writers[i]; w.Outstanding {
+			w.Outstanding, w.Repaired = false, true
+		}
+	}
+	l.since, l.last = time.Time{}, time.Time{}
+	return l
+}
+
+// Stood records that at now a repair found nothing to undo: the writers
+// put back what the controller wants themselves. Their next change undoes
+// nothing of the controller's.
+func (p Policy) Stood(l Log, now time.Time) Log {
+	l = p.expire(l.clone(), now)
+	for i := range l.writers {
+		if w := &l.writers[i]; w.Outstanding {
+			w.Outstanding = false
+		}
+	}
+	l.since, l.last = time.Time{}, time.Time{}
+	return l
+}
+
+// Dropped records that the outstanding changes need no repair any more
+// (insights-config disabled the DaemonSet): they leave the budget alone.
+func (p Policy) Dropped(l Log, now time.Time) Log { return p.Stood(l, now) }
+
+// Settled ends, at now, the fights whose writers have stopped (see the
+// package comment), and forgets writers with nothing left to tell.
+func (p Policy) Settled(l Log, now time.Time) Log { return p.expire(l.clone(), now) }
+
+// FightEnds is when the first fight ends if its writer undoes nothing
+// more; zero when there is no fight, or every fight's writer has a change
+// outstanding (its repair comes first).
+func (p Policy) FightEnds(l Log) time.Time {
+	var next time.Time
+	for _, w := range l.writers {
+		if !w.Fight || w.Outstanding {
+			continue
+		}
+		if end := p.fightEnds(w); next.IsZero() || end.Before(next) {
+			next = end
+		}
+	}
+	return next
+}
+
+// ForgetWriters is l without its writers and outstanding changes (the
+// DaemonSet is gone, or the controller stops). The budget stays: the
+// repairs it paid for were made.
+func ForgetWriters(l Log) Log { return Log{budgetAt: l.budgetAt} }
+
+// undosWithin counts w's undos within FightWindow of now.
+func (p Policy) undosWithin(w Writer, now time.Time) int {
+	n := 0
+	for _, t := range w.Undos {
+		if now.Sub(t) <= p.FightWindow {
+			n++
+		}
+	}
+	return n
+}
+
+// fightEnds is when w's fight ends if it undoes nothing more: twice the
+// longest gap between its recent undos after its latest, within
+// [FightClearMin, FightWindow].
+func (p Policy) fightEnds(w Writer) time.Time {
+	var gap time.Duration
+	for i := 1; i < len(w.Undos); i++ {
+		gap = max(gap, w.Undos[i].Sub(w.Undos[i-1]))
+	}
+	return w.Undos[len(w.Undos)-1].Add(min(max(2*gap, p.FightClearMin), p.FightWindow))
+}
+
+// expire ends the fights that are over by now and drops the writers with
+// nothing left to tell: no outstanding change, no fight, no undo and no
+// change within FightWindow.
+func (p Policy) expire(l Log, now time.Time) Log {
+	for i := range l.writers {
+		if w := &l.writers[i]; w.Fight && !w.Outstanding && !now.Before(p.fightEnds(*w)) {
+			w.Fight, w.FightSince, w.FightUndos = false, time.Time{}, 0
+		}
+	}
+	l.writers = slices.DeleteFunc(l.writers, func(w Writer) bool {
+		return !w.Outstanding && !w.Fight && now.Sub(w.LastChange) > p.FightWindow && p.undosWithin(w, now) == 0
+	})
+	return l
+}
+
+// writerIndex is the index of the record name's changes count in, added
+// if need be: name's own while fewer than MaxNamedWriters are kept and no
+// other writers' record lasts, else OtherWriters'.
+func (l *Log) writerIndex(name string) int {
+	if name == "" {
+		name = Unnamed
+	}
+	if i, ok := l.find(name); ok {
+		return i
+	}
+	// While the other writers' record lasts, a name not kept apart counts
+	// there: it may be one of them (the log does not keep their names),
+	// and a record of its own would forget its undos.
+	if i, ok := l.find(OtherWriters); ok && name != Unnamed {
+		return i
+	}
+	if name != Unnamed && name != OtherWriters {
+		named := 0
+		for _, w := range l.writers {
+			if w.Name != Unnamed && w.Name != OtherWriters {
+				named++
+			}
+		}
+		if named >= MaxNamedWriters {
+			name = OtherWriters
+			if i, ok := l.find(name); ok {
+				return i
+			}
+		}
+	}
+	i, _ := l.find(name)
+	l.writers = slices.Insert(l.writers, i, Writer{Name: name})
+	return i
+}
+
+func (l *Log) find(name string) (int, bool) {
+	return slices.BinarySearchFunc(l.writers, name, func(w Writer, n string) int { return cmp.Compare(w.Name, n) })
+}
+
+// BudgetAllows is when the budget holds k repairs (in the past when it
+// does now).
+func (p Policy) BudgetAllows(l Log, k int) time.Time { return p.budgetAllows(l, k) }
+
+// Key renders everything in l that decides the gate's future answers,
+// its instants relative to now: two logs with the same key at their own
+// nows answer every sequence of changes alike (a model checker prunes
+// states by it).
+func (l Log) Key(now time.Time) string {
+	rel := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Sub(now).String()
+	}
+	budget := "full" // a budget refilled long ago is the same as one just refilled
+	if l.budgetAt.After(now) {
+		budget = rel(l.budgetAt)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "budget=%s since=%s last=%s", budget, rel(l.since), rel(l.last))
+	for _, w := range l.writers {
+		fmt.Fprintf(&b, " %s{out=%t rep=%t change=%s fight=%t since=%s n=%d undos=", w.Name, w.Outstanding, w.Repaired,
+			rel(w.LastChange), w.Fight, rel(w.FightSince), w.FightUndos)
+		for _, u := range w.Undos {
+			b.WriteString(rel(u) + ",")
+		}
+		b.WriteString("}")
+	}
+	return b.String()
+}
