@@ -31,7 +31,7 @@ for patch in "${patches[@]}"; do
   # The alphabet the patch names ("model: repairs" before its diff), else core.
   alphabet=$(sed -n '/^diff --git/q; s/^model: *\([a-z]*\)$/\1/p' "$patch")
   alphabet=${alphabet:-core}
-  out=$(cd "$scratch/tree" && go test -count=1 -run "^TestModelExhaustive\$/^$alphabet\$" ./pkg/runtimeextractor -v 2>&1 || true)
+  out=$(cd "$scratch/tree" && go test -count=1 -run "^TestModelExhaustive\$/^$alphabet\$" ./pkg/runtimeextractor -v -args -model.first 2>&1 || true)
   echo "$name: $(grep -m1 '^model:' <<<"$out" || echo 'no coverage line')"
   found=$(grep -m1 'shortest sequence' <<<"$out" || true)
   if [[ -z "$found" ]]; then

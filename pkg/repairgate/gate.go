@@ -81,8 +81,11 @@ type Policy struct {
 //     patch, a controller's retries) write within a second of each other;
 //     a storm's last change is undone about 2 s after it ends, so within 5 s
 //     while the budget allows.
-//   - MaxDefer 1 minute: a writer that never pauses is repaired once a
-//     minute, the budget's own rate.
+//   - MaxDefer 20 s: a writer that never pauses for Settle is still
+//     repaired while the budget allows, and its undos counted: a script's
+//     storm is over well within it, and a writer that goes on longer is
+//     likely a controller that writes on a timer (it is then reported
+//     within a minute of its first write).
 //   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's
 //     second try, two can be a retry; three is a writer that will go on. 15
 //     minutes catches a GitOps tool's periodic sync (Argo CD's self-heal
@@ -96,7 +99,7 @@ func DefaultPolicy() Policy {
 		Every:         time.Minute,
 		Reserve:       2,
 		Settle:        2 * time.Second,
-		MaxDefer:      time.Minute,
+		MaxDefer:      20 * time.Second,
 		FightUndos:    3,
 		FightWindow:   15 * time.Minute,
 		FightClearMin: 2 * time.Minute,

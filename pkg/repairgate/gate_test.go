@@ -96,16 +96,17 @@ func TestDecide(t *testing.T) {
 			change(60*s, "kubectl-patch").waits(62 * s),
 			change(61*s, "kubectl-patch").waits(63 * s),
 			change(62*s, "kubectl-patch").waits(64 * s),
-			change(79*s, "kubectl-patch").waits(81 * s),
-			change(80*s, "kubectl-patch").waits(82 * s),
-			due(82 * s).repairs(),
+			change(70*s, "kubectl-patch").waits(72 * s),
+			change(72*s, "kubectl-patch").waits(74 * s),
+			due(74 * s).repairs(),
 		}},
-		{"a writer that never pauses is repaired once a minute", []step{
+		{"a writer that never pauses is repaired 20 s after the change it undid", []step{
 			change(0, "loop").repairs(),
 			change(1*s, "loop").waits(3 * s),
 			change(2*s, "loop").waits(4 * s),
-			change(60*s, "loop").waits(61 * s), // MaxDefer after the first outstanding change
-			due(61 * s).repairs(),
+			change(3*s, "loop").waits(5 * s),
+			change(20*s, "loop").waits(21 * s), // MaxDefer after the first outstanding change
+			due(21 * s).repairs(),
 		}},
 		{"churning names: the budget gives 6 at once, then one a minute", []step{
 			change(0, "a").repairs(),

@@ -90,7 +90,7 @@ func TestForbiddenDiagnosisReadsAreAskedOnceAndSaid(t *testing.T) {
 	}
 }
 
-// A denied read is asked again once deniedRecheck has passed, so that a
+// A denied read is asked again once its recheck has come, so that a
 // grant shows without a restart; it is logged when it is denied first and
 // when it is allowed again, not at each recheck. Other errors are not
 // remembered.
@@ -112,7 +112,7 @@ func TestDeniedReadIsAskedAgainAfterTheRecheck(t *testing.T) {
 	answer = forbiddenList("pods")
 	try("first denial", 1, true, nil)
 	try("at once again", 1, true, nil)
-	clk.SetTime(clk.Now().Add(deniedRecheck - time.Second))
+	clk.SetTime(clk.Now().Add(deniedRecheckFirst - time.Second))
 	try("just before the recheck", 1, true, nil)
 	clk.SetTime(clk.Now().Add(time.Second))
 	try("the recheck, still denied", 2, true, nil)
@@ -122,7 +122,7 @@ func TestDeniedReadIsAskedAgainAfterTheRecheck(t *testing.T) {
 	}
 
 	answer = nil
-	clk.SetTime(clk.Now().Add(deniedRecheck))
+	clk.SetTime(clk.Now().Add(deniedRecheckMax))
 	try("the recheck, granted", 3, false, nil)
 	try("granted", 4, false, nil)
 	if !strings.Contains(logged(), "pods list in "+resources.Namespace+" is allowed again") {
@@ -156,4 +156,34 @@ func deniedLines(log, read string) int {
 		}
 	}
 	return len(lines)
+}
+
+// Issue 33, defect 5: at install, RBAC is often bound seconds after the
+// first request, so one 403 must not hide node names for an hour. A denied
+// read is asked again after 30 s, then after twice as long each time it is
+// denied again, up to deniedRecheckMax.
+func TestDeniedReadIsRecheckedOnABackoff(t *testing.T) {
+	logcapture.Klog(t)
+	clk := testingclock.NewFakePassiveClock(time.Now())
+	d := newDenials(clk)
+	calls := 0
+	read := func() error { calls++; return forbiddenList("pods") }
+	d.try(status.DeniedPodsList, read)
+	wait := 30 * time.Second
+	for i := range 10 {
+		clk.SetTime(clk.Now().Add(wait - time.Millisecond))
+		d.try(status.DeniedPodsList, read)
+		if calls != i+1 {
+			t.Fatalf("recheck %d: asked again %s after the denial, want after %s", i+1, wait-time.Millisecond, wait)
+		}
+		clk.SetTime(clk.Now().Add(time.Millisecond))
+		d.try(status.DeniedPodsList, read)
+		if calls != i+2 {
+			t.Fatalf("recheck %d: not asked again %s after the denial", i+1, wait)
+		}
+		wait = min(2*wait, deniedRecheckMax)
+	}
+	if wait != deniedRecheckMax {
+		t.Fatalf("the recheck grew to %s in 10 denials, want %s", wait, deniedRecheckMax)
+	}
 }

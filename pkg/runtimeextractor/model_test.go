@@ -31,6 +31,9 @@ import (
 var (
 	modelDepth   = flag.Int("model.depth", 5, "how long the sequences of TestModelExhaustive/core are")
 	repairsDepth = flag.Int("model.repairs-depth", 3, "how long the sequences of TestModelExhaustive/repairs are")
+	// make model-reverts wants the shortest failing sequence, not the whole
+	// search: breadth first, the depth that finds one is the last needed.
+	modelFirst = flag.Bool("model.first", false, "stop TestModelExhaustive after the first depth that finds a violation")
 )
 
 // letter is one outside event of an exhaustive alphabet.
@@ -145,6 +148,10 @@ func (a alphabet) explore(t *testing.T, name string, maxDepth int) {
 			next = append(next, r.seq)
 		}
 		frontier = next
+		if *modelFirst && len(found) > 0 {
+			maxDepth = depth
+			break
+		}
 	}
 	// Printed for make test's summary: the coverage of this run.
 	fmt.Printf("model: %s: depth %d, %d letters: %d sequences run, %d distinct states, %d violation kind(s), %s\n",
