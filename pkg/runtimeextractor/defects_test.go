@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/events"
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,6 +31,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 // transitions records every transition the machine takes from now on.
@@ -412,4 +415,54 @@ func TestHoldingIsNotReportedAsDisabled(t *testing.T) {
 		return ds != nil && ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
 	})
 	h.eventually("the holding series to clear", func() bool { return state(metrics.StateHolding) == 0 })
+}
+
+// Issue 33, defect 1: insights-config disables the runtime extractor while
+// someone else's finalizer holds the DaemonSet; it enables it again during
+// the hold. The apply finds the object terminating and cannot write it; when
+// the finalizer goes, the deletion was the controller's own, expected, yet
+// the level wants a DaemonSet: one is created at once, not at the resync 10
+// minutes later. While held, Progressing says the DaemonSet is being deleted
+// and names the finalizer, in the enabled states too.
+func TestFinalizerHeldDeleteThenEnableCreatesAnew(t *testing.T) {
+	const holder = "example.com/hold"
+	var held atomic.Bool
+	h := startWith(t, func(h *harness) {
+		// The API server marks a DaemonSet with finalizers deleted instead of
+		// removing it.
+		h.api.Client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			if !held.Load() {
+				return false, nil, nil
+			}
+			ds := h.stored().DeepCopy()
+			now := metav1.Now()
+			ds.DeletionTimestamp = &now
+			marked, err := h.api.Update(ds)
+			return true, marked, err
+		})
+	})
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	ds := h.stored().DeepCopy()
+	ds.Finalizers = []string{holder}
+	if _, err := h.api.Update(ds); err != nil {
+		t.Fatal(err)
+	}
+	held.Store(true)
+	h.setConfig(disabledConfig)
+	h.waitStored("the DaemonSet marked deleted", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.DeletionTimestamp != nil })
+	h.setConfig(enabledConfig)
+	var prog configv1.ClusterOperatorStatusCondition
+	h.eventually("Progressing naming the finalizer in an enabled state", func() bool {
+		s := h.ctrl.Status()
+		prog = status.Conditions(s)[1]
+		return s.State.Enabled() && strings.Contains(prog.Message, holder)
+	})
+	t.Logf("while held, enabled: Progressing=%s [%s] %q", prog.Status, prog.Reason, prog.Message)
+	old := h.stored()
+	held.Store(false)
+	if err := h.api.Client.Tracker().Delete(fakeapi.DaemonSets, old.Namespace, old.Name); err != nil { // the finalizer is removed
+		t.Fatal(err)
+	}
+	h.waitStored("a DaemonSet created anew", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
 }

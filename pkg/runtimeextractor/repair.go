@@ -49,6 +49,12 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		c.fireDrift(ctx)
 	case d.gone && !present && c.machine.State() == fsm.StateDeleting:
 		c.fire(ctx, fsm.Deleted{}) // our delete went through, though its call failed
+	case d.gone && !present && c.level() == (fsm.Enabled{}):
+		// An expected deletion, yet a DaemonSet is wanted: one deleted while
+		// insights-config disabled it, held by a finalizer until after it
+		// enabled it again (the apply then found it terminating and could
+		// not write it), or one replaced while held.
+		c.reassert(ctx)
 	}
 	switch {
 	case len(d.kinds) == 0:

@@ -250,6 +250,7 @@ func errorText(err error) string {
 //	Disabled                                   True   Disabled         False Disabled
 //	Deleting                                   True   Deleting         True  Deleting
 //	Disabled or Deleting, DaemonSet terminating True  Deleting [4]     True  Deleting [4]
+//	enabled [2], DaemonSet terminating         pods>0 RollingOut [4]  True  RollingOut [4]
 //	enabled [2], DaemonSet absent              False  RollingOut       True  RollingOut
 //	enabled, not at the target version         pods>0 Upgrading        True  Upgrading
 //	enabled, rolled out, every pod available   True   AsExpected       False AsExpected
@@ -394,8 +395,17 @@ func terminatingMessage(s Snapshot) string {
 	if len(s.Finalizers) == 0 {
 		return msg + "; its pods run until it is gone"
 	}
-	return fmt.Sprintf("%s and waits for %s %s to be removed; its pods run until then",
-		msg, map[bool]string{true: "finalizer", false: "finalizers"}[len(s.Finalizers) == 1], strings.Join(s.Finalizers, ", "))
+	return msg + waitsFor(s) + "; its pods run until then"
+}
+
+// waitsFor names the finalizers the DaemonSet's deletion waits for, "" when
+// none.
+func waitsFor(s Snapshot) string {
+	if len(s.Finalizers) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and waits for %s %s to be removed",
+		map[bool]string{true: "finalizer", false: "finalizers"}[len(s.Finalizers) == 1], strings.Join(s.Finalizers, ", "))
 }
 
 // rollout is what the cluster says of an enabled runtime extractor: whether
@@ -412,6 +422,9 @@ type rollout struct {
 // what started it.
 func rolloutOf(s Snapshot) rollout {
 	switch {
+	case s.Terminating: // deleted before insights-config enabled it again
+		return rollout{true, ReasonRollingOut, "the DaemonSet is being deleted" + waitsFor(s) +
+			"; it is created anew once it is gone"}
 	case !s.Present:
 		msg := "deploying the runtime extractor: the DaemonSet does not exist yet"
 		if s.Version != "" {

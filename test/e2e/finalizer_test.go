@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
@@ -93,4 +94,48 @@ func TestFinalizerHeldDeleteIsReportedUntilGone(t *testing.T) {
 	e.waitDaemonSet("the DaemonSet gone", func(ds *appsv1.DaemonSet) bool { return ds == nil })
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonDisabled)
 	e.waitCondition(status.ConditionProgressing, configv1.ConditionFalse, status.ReasonDisabled)
+}
+
+// TestFinalizerHeldDeleteThenEnableCreatesAnew (issue 33, defect 1):
+// insights-config disables the runtime extractor while someone else's
+// finalizer holds the DaemonSet, and enables it again during the hold. The
+// apply finds the object terminating and cannot write it; Progressing says
+// so and names the finalizer. Once the finalizer is removed, a live
+// DaemonSet is back within 15 s (before the fix: none until the resync, 10
+// minutes later).
+func TestFinalizerHeldDeleteThenEnableCreatesAnew(t *testing.T) {
+	e := newEnv(t)
+	kubeconfig, _ := e.controllerAccountKubeconfig()
+	_, ds := e.deployed(controllerOpts{kubeconfig: kubeconfig})
+	e.setFinalizers(heldBy)
+	t.Cleanup(func() {
+		if cur := e.daemonSet(); cur != nil && len(cur.Finalizers) > 0 {
+			e.setFinalizers()
+		}
+	})
+	e.setConfig(disabledConfig)
+	e.waitDaemonSet("the DaemonSet being deleted", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.DeletionTimestamp != nil })
+	e.setConfig(enabledConfig)
+	var prog *configv1.ClusterOperatorStatusCondition
+	e.eventually("Progressing naming the finalizer while enabled", func(context.Context) (bool, error) {
+		prog = e.condition(status.ConditionProgressing)
+		return prog != nil && prog.Reason == status.ReasonRollingOut && strings.Contains(prog.Message, heldBy), nil
+	})
+	t.Logf("held, enabled: %s=%s [%s] %q", prog.Type, prog.Status, prog.Reason, prog.Message)
+	e.setFinalizers()
+	removed := time.Now()
+	var created *appsv1.DaemonSet
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		created = e.daemonSet()
+		return created != nil && created.UID != ds.UID && created.DeletionTimestamp == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no live DaemonSet within a minute of the finalizer's removal (the held one was %s)", ds.UID)
+	}
+	took := time.Since(removed)
+	t.Logf("a DaemonSet created anew %s after the finalizer's removal", took.Round(10*time.Millisecond))
+	if took > 15*time.Second {
+		t.Errorf("the DaemonSet was created anew %s after the finalizer's removal, want within 15s", took.Round(10*time.Millisecond))
+	}
+	e.waitRolledOut()
 }
