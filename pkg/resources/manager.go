@@ -521,6 +521,15 @@ func (m *Manager) Expecting() (time.Duration, bool) {
 	return left, true
 }
 
+// AwaitsOwnWrite reports whether an own write is still awaited in the
+// cache: a list the informer finds without it may predate it. Unlike
+// Expecting, it never ends an expectation.
+func (m *Manager) AwaitsOwnWrite() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
+}
+
 // ObservedDeletion tells the manager that the informer saw object uid
 // deleted, or ("") that a live read found no DaemonSet: a write of it is no
 // longer expected, and the cache is to be believed.

@@ -466,3 +466,25 @@ func TestFinalizerHeldDeleteThenEnableCreatesAnew(t *testing.T) {
 	}
 	h.waitStored("a DaemonSet created anew", func(ds *appsv1.DaemonSet) bool { return ds != nil && ds.UID != old.UID })
 }
+
+// Issue 33, defect 6: a re-list served by a lagging watch cache right after
+// the controller's create shows no DaemonSet. The list predates the create,
+// so it tells nothing about it: no drift counted, no second create.
+func TestStaleRelistAfterOwnCreateIsNoDrift(t *testing.T) {
+	quietKlog(t)
+	s := newScriptedSim(t, true) // the controller created the DaemonSet; its event is in flight
+	if s.stored() == nil || len(s.inFlight) == 0 {
+		t.Fatalf("no create in flight after the start (stored %v)", s.stored() != nil)
+	}
+	writes := s.controllerWrites
+	s.ri.reportAbsent("") // what relisted reports of a list from before the create
+	s.runWorker()
+	s.runToQuiet()
+	if n := s.driftCounts()[DriftDeleted]; n != 0 {
+		t.Errorf("a stale re-list after the controller's own create counted %v deletion(s) as drift", n)
+	}
+	if n := s.controllerWrites - writes; n != 0 {
+		t.Errorf("%d controller writes after the create, want none", n)
+	}
+	s.report()
+}

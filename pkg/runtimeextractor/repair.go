@@ -2,6 +2,7 @@ package runtimeextractor
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -21,6 +22,13 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	obs := c.informer.drainDrift()
 	if c.holding() {
 		return
+	}
+	if c.manager.AwaitsOwnWrite() {
+		// A list without a DaemonSet, while an own write is awaited in the
+		// cache, may predate that write (a lagging watch cache): it tells
+		// nothing of it. If the write is gone, the expectation's timeout
+		// re-reads the server.
+		obs = slices.DeleteFunc(obs, func(o observation) bool { return o.kind == DriftDeleted && o.uid == "" })
 	}
 	for _, o := range obs {
 		if o.kind == DriftDeleted {
