@@ -652,6 +652,16 @@ func (s *propSim) burstAndPause() {
 		return
 	}
 	s.runThroughDoor()
+	// Where the controller repairs freely (enabled, the API answering, the
+	// whole budget left), the burst undoes at least 3 repairs: a fight,
+	// reported through the pause.
+	p := DefaultRepairPolicy()
+	checked := !s.cfg.disabled && !s.c.holding() && p.Available(s.c.gate.log, s.clock.Now()) == p.Burst
+	if checked {
+		for _, v := range []string{"create", "update", "delete"} {
+			s.setRefused(v, false)
+		}
+	}
 	s.logf("burster undoes repairs at 0, 1, 3, 7 and 15 s, then pauses 61 s")
 	prev := time.Duration(0)
 	for i, at := range []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second} {
@@ -660,6 +670,9 @@ func (s *propSim) burstAndPause() {
 		s.writeAndRun(0, "burster", fmt.Sprintf("quay.io/someone/burst:%d", i))
 	}
 	s.waitOnTimers(61 * time.Second)
+	if checked && len(s.violations) == 0 && !s.c.gate.fighting() {
+		s.violate("burst-pause-unreported", "a writer that undid the repairs of its burst is not reported as a fight after its pause")
+	}
 }
 
 // waitOnTimers lets d of simulated time pass, the loop's timers firing as

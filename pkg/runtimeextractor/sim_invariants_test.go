@@ -18,6 +18,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
+	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -73,9 +74,14 @@ func (s *propSim) expireExpectations() {
 
 // checkRepairBudget: the repairs in any window of length T are at most
 // the repair budget's B(T) = Burst + ⌈T / Every⌉, whatever the writers did
-// (the binding windows start and end at a repair).
+// (the binding windows start and end at a repair); and the gate's record of
+// writers stays bounded, whatever names they used.
 func (s *propSim) checkRepairBudget() {
 	p := DefaultRepairPolicy()
+	if n := len(s.c.gate.log.Writers()); n > repairgate.MaxNamedWriters+2 {
+		s.violate("gate-writers", fmt.Sprintf("the repair gate keeps %d writers, more than %d", n, repairgate.MaxNamedWriters+2))
+		return
+	}
 	r := s.repairTimes
 	last := r[len(r)-1]
 	for i := range r {
