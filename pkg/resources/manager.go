@@ -501,6 +501,15 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	}
 }
 
+// AwaitsOwnWrite reports whether an own write is still awaited in the
+// cache: a list the informer finds without it may predate it. Unlike
+// Expecting, it never ends an expectation.
+func (m *Manager) AwaitsOwnWrite() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
+}
+
 // Expecting reports how long an own write may still be awaited in the cache
 // (false when none is). The caller re-asserts after it, so a write the cache
 // never shows is re-read from the server. An expectation ends when it times
@@ -519,15 +528,6 @@ func (m *Manager) Expecting() (time.Duration, bool) {
 		return 0, true
 	}
 	return left, true
-}
-
-// AwaitsOwnWrite reports whether an own write is still awaited in the
-// cache: a list the informer finds without it may predate it. Unlike
-// Expecting, it never ends an expectation.
-func (m *Manager) AwaitsOwnWrite() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
 }
 
 // ObservedDeletion tells the manager that the informer saw object uid

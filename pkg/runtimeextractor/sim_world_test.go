@@ -518,11 +518,17 @@ func (s *propSim) checkDrift(before map[DriftKind]float64) {
 // writes.
 func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
-	foreign, repairs := s.foreignOutstanding, s.repairsCounted()
+	foreign, repairs, writes := s.foreignOutstanding, s.repairsCounted(), s.controllerWrites
 	f()
 	s.drainWatchAs(byController)
 	if n := s.repairsCounted() - repairs; n > 0 && !foreign {
 		s.violate("repair-without-foreign-change", fmt.Sprintf("repairs_total rose by %v for a write that undid no one's change", n))
+	}
+	// A timer that only re-asserts the same level must leave repairs to the
+	// gate: a write of its that undid someone's change outside the gate
+	// would be a repair the budget never paid for.
+	if timer := what == string(srcResync) || what == string(srcExpect); timer && foreign && s.controllerWrites > writes && s.repairsCounted() == repairs {
+		s.violate("repair-outside-gate", fmt.Sprintf("the %s wrote over someone else's change the repair gate had not decided on", what))
 	}
 	s.handled++
 	switch {
