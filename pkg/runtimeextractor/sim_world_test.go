@@ -152,9 +152,10 @@ type propSim struct {
 	// controller last wrote it; only a write made then undoes a change, and
 	// only such a write may count in repairs_total.
 	foreignOutstanding bool
-	// repairTimes are the controller's template writes that undid someone
-	// else's change, since this process started: the repair budget's bound
-	// holds over them (a restarted controller starts a budget anew).
+	// repairTimes are the controller's repairs (writes that undid someone
+	// else's change the repair gate knew of: repairs_total moved), since
+	// this process started: the repair budget's bound holds over them (a
+	// restarted controller starts a budget anew).
 	repairTimes []time.Time
 	bursts      int // burstAfterOtherEdits so far: each names new writers
 	names       int // manager names handed out to writers that churn them
@@ -273,10 +274,6 @@ func (s *propSim) drainWatchAs(by actor) {
 		// A replacement (delete, then create) is one write of the template.
 		if by == byController && (e.Type != watch.Added || prev != watch.Deleted) {
 			s.controllerWrites++
-			if s.foreignOutstanding && e.Type != watch.Deleted {
-				s.repairTimes = append(s.repairTimes, s.clock.Now())
-				s.checkRepairBudget()
-			}
 		}
 		prev = e.Type
 		s.foreignOutstanding = by == byOther || by == byDaemonSets && s.foreignOutstanding
@@ -518,17 +515,26 @@ func (s *propSim) checkDrift(before map[DriftKind]float64) {
 // writes.
 func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
-	foreign, repairs, writes := s.foreignOutstanding, s.repairsCounted(), s.controllerWrites
+	foreign, repairs, writes, queued := s.foreignOutstanding, s.repairsCounted(), s.controllerWrites, s.c.informer.driftQueued()
 	f()
 	s.drainWatchAs(byController)
-	if n := s.repairsCounted() - repairs; n > 0 && !foreign {
+	n := s.repairsCounted() - repairs
+	if n > 0 && !foreign {
 		s.violate("repair-without-foreign-change", fmt.Sprintf("repairs_total rose by %v for a write that undid no one's change", n))
 	}
-	// A timer that only re-asserts the same level must leave repairs to the
-	// gate: a write of its that undid someone's change outside the gate
-	// would be a repair the budget never paid for.
-	if timer := what == string(srcResync) || what == string(srcExpect); timer && foreign && s.controllerWrites > writes && s.repairsCounted() == repairs {
-		s.violate("repair-outside-gate", fmt.Sprintf("the %s wrote over someone else's change the repair gate had not decided on", what))
+	if n > 0 {
+		// A repair the gate decided on draws on its budget: the bound is
+		// checked over these.
+		s.repairTimes = append(s.repairTimes, s.clock.Now())
+		s.checkRepairBudget()
+	}
+	// A timer that only re-asserts the same level must leave repairs of
+	// drift the informer has queued to the gate: a write of its over that
+	// change would be a repair the budget never paid for. (One over a
+	// change no event has told of yet is the resync's job: the safety net
+	// for lost events.)
+	if timer := what == string(srcResync) || what == string(srcExpect); timer && foreign && queued && s.controllerWrites > writes && n == 0 {
+		s.violate("repair-outside-gate", fmt.Sprintf("the %s wrote over someone else's change that the informer had queued for the repair gate", what))
 	}
 	s.handled++
 	switch {
