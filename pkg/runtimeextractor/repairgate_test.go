@@ -72,6 +72,16 @@ func (r *gateRun) changeBy(t time.Duration, d drain) {
 	}
 }
 
+// storm is a change by manager every step from from until to (excluded);
+// it returns the last one's time.
+func (r *gateRun) storm(from, to, step time.Duration, manager string) (last time.Duration) {
+	for at := from; at < to; at += step {
+		r.change(at, manager)
+		last = at
+	}
+	return last
+}
+
 // undoneAfter is how long after t the first repair at or after t came; -1
 // when none did.
 func (r *gateRun) undoneAfter(t time.Duration) time.Duration {
@@ -95,16 +105,10 @@ func TestAnotherWritersFirstBurstIsRepairedSoon(t *testing.T) {
 	}
 	r.change(5*time.Second, "")
 	const burstStart, burstEnd = 55 * time.Second, 60 * time.Second
-	last := burstStart
-	for at := burstStart; at < burstEnd; at += 50 * time.Millisecond {
-		r.change(at, "kubectl-patch")
-		last = at
-	}
+	last := r.storm(burstStart, burstEnd, 50*time.Millisecond, "kubectl-patch")
 	r.advance(2 * time.Minute)
 	alone := newGateRun()
-	for at := time.Duration(0); at < burstEnd-burstStart; at += 50 * time.Millisecond {
-		alone.change(at, "kubectl-patch")
-	}
+	alone.storm(0, burstEnd-burstStart, 50*time.Millisecond, "kubectl-patch")
 	alone.advance(time.Minute)
 	want := alone.undoneAfter(last - burstStart)
 	got := r.undoneAfter(last)
@@ -175,12 +179,7 @@ func TestStormAfterEarlierEditsIsUndoneWithin5s(t *testing.T) {
 	r := newGateRun()
 	r.change(0, "kubectl-patch")
 	r.change(10*time.Second, "kubectl-patch")
-	const start, end = 70 * time.Second, 90 * time.Second
-	last := start
-	for at := start; at < end; at += 200 * time.Millisecond {
-		r.change(at, "kubectl-patch")
-		last = at
-	}
+	last := r.storm(70*time.Second, 90*time.Second, 200*time.Millisecond, "kubectl-patch")
 	r.advance(3 * time.Minute)
 	if got := r.undoneAfter(last); got < 0 || got > 5*time.Second {
 		t.Errorf("the storm's last change was undone %s after it, want within 5s; repairs at %v", got, r.repairs)

@@ -335,11 +335,17 @@ func (s *propSim) writeImageAs(manager, image string) {
 	ds.Spec.Template.Spec.Containers[0].Image = image
 	at := metav1.NewTime(s.clock.Now().Truncate(time.Second)) // the API server keeps seconds
 	ds.ManagedFields = slices.DeleteFunc(ds.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == manager })
-	ds.ManagedFields = append(ds.ManagedFields, metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate,
-		APIVersion: "apps/v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{}}}`)}})
+	ds.ManagedFields = append(ds.ManagedFields, templateEntry(manager, at))
 	_, err := s.api.Update(ds)
 	s.must(err)
 	s.drainWatchAs(byOther)
+}
+
+// templateEntry is the managedFields entry of manager's update of the pod
+// template at at.
+func templateEntry(manager string, at metav1.Time) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1",
+		Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{}}}`)}}
 }
 
 // burstAfterOtherEdits is another writer's first burst after a user's
@@ -717,9 +723,7 @@ func (s *propSim) manyNamesInOneDrain() {
 	ds.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/someone/many:%d", s.names)
 	at := metav1.NewTime(s.clock.Now().Truncate(time.Second))
 	for i := range 8 {
-		ds.ManagedFields = append(ds.ManagedFields, metav1.ManagedFieldsEntry{Manager: fmt.Sprintf("many-%d-%d", s.names, i),
-			Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1", Time: &at, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{}}}`)}})
+		ds.ManagedFields = append(ds.ManagedFields, templateEntry(fmt.Sprintf("many-%d-%d", s.names, i), at))
 	}
 	_, err := s.api.Update(ds)
 	s.must(err)
