@@ -96,7 +96,7 @@ func main() {
 	flag.IntVar(&o.clutter, "clutter", 1000, "unrelated DaemonSets, and ConfigMaps, created in openshift-insights")
 	flag.DurationVar(&o.resyncWait, "resync-window", 20*time.Second, "quiet window over which resyncs (every 2s) are counted")
 	flag.DurationVar(&o.repairEvery, "repair-every", time.Millisecond, "the controller's --repair-every (with --repair-settle 0): drift trials follow one another within seconds, so at its default (1m) they would spend the repair budget and time its allowance; 1ms never makes a trial's repair wait")
-	flag.DurationVar(&o.fightFor, "fight", 2*time.Minute, "how long another writer fights the controller (at the default repair schedule) in the fight step")
+	flag.DurationVar(&o.fightFor, "fight", 2*time.Minute, "how long another writer fights the controller (at the default repair budget) in the fight step")
 	flag.IntVar(&o.outages, "outages", 5, "API server outages after which the first correction is timed")
 	flag.DurationVar(&o.outage, "outage", 15*time.Second, "how long kube-apiserver stays down in each outage")
 	flag.IntVar(&o.scaleNodes, "scale-nodes", 1000, "kwok nodes of the large cluster in the scale group (0 skips the group)")
