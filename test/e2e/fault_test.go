@@ -265,16 +265,16 @@ func TestRandomKillsConverge(t *testing.T) {
 // times a second, a tamper storm: 20 writes a second for 5 s (issue 20: such
 // a storm "is corrected within 5 s after it ends") and 50 a second for 10 s.
 // Once it stops, the controller restores the image within the case's bound
-// (the repair backoff that grew during the storm must not delay it longer),
+// (the repair gate waits for the storm to be quiet for 2 s, and no longer),
 // the rollout completes, it never gives up, and it does not take the storm
 // for a fight: no Degraded ConflictingWriter in any version of the
 // ClusterOperator, runtime_extractor_conflicting_writer 0, no
 // RuntimeExtractorConflictingWriter Event.
 //
-// Each case runs its own controller: one remembers its streak of repairs for
-// a minute after the last, so a second storm on the same process would
-// continue the first's streak (and the two together could well be a fight).
-// A new process starts without one, as every later test's does.
+// Each case runs its own controller: one remembers the writers' undos for
+// 15 minutes, so a second storm on the same process would count the first's
+// (and the two together could well be a fight). A new process starts
+// without them, as every later test's does.
 func TestConcurrentImageWriter(t *testing.T) {
 	for _, tc := range []struct {
 		rate         int
@@ -331,8 +331,9 @@ func TestConcurrentImageWriter(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the image was not restored within %s after the writer stopped; controller log (tail):\n%s", tc.restoreBound, tail(c.Log, 20))
 			}
-			// A fight, once declared, lasts until a repair has stood for a
-			// minute: had the storm made one, the gauge would still be 1 now.
+			// A fight, once declared, lasts at least 2 minutes after its
+			// writer's last undo: had the storm made one, the gauge would
+			// still be 1 now.
 			atRestore := c.metrics()
 			e.waitRolledOut()
 			rolled := time.Since(stopped)
