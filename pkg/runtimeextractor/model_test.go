@@ -74,7 +74,8 @@ var coreLetters = alphabet{
 // another writer's first burst after a user's edits; and the writer
 // patterns of the repair budget (issue 33): burst and pause, a new manager
 // name on every write, one drain naming many managers, an update that
-// clears managedFields, a periodic sync. Their sequences are
+// clears managedFields, a periodic sync; and a re-list from a lagging watch
+// cache right after the controller's create. Their sequences are
 // shorter: the fights and the burst are long already.
 var repairLetters = alphabet{
 	{"run", (*propSim).runToQuiet},
@@ -91,6 +92,7 @@ var repairLetters = alphabet{
 	{"many names in one drain", (*propSim).manyNamesInOneDrain},
 	{"managedFields cleared", (*propSim).clearManagedFields},
 	{"periodic sync", (*propSim).periodicSync},
+	{"stale re-list after a create", (*propSim).staleRelistAfterCreate},
 }
 
 // modelRun is one sequence's outcome.

@@ -769,3 +769,29 @@ func (s *propSim) periodicSync() {
 		s.violate("periodic-unreported", "a writer that undid 3 repairs, one every 3 minutes, is not reported as a fight")
 	}
 }
+
+// staleRelistAfterCreate: someone deletes the DaemonSet and the controller
+// creates it anew; before the create's event arrives, a re-list served by
+// a lagging watch cache shows no DaemonSet, as the informer reports it
+// (issue 33, defect 6). The list predates the create: it is no deletion.
+func (s *propSim) staleRelistAfterCreate() {
+	if s.stored() == nil || s.cfg.disabled || s.c.holding() {
+		return
+	}
+	s.runThroughDoor()
+	s.deleteExternally()
+	s.deliver(len(s.inFlight))
+	for _, src := range s.ready() {
+		if src == srcDrift {
+			s.dispatch(src)
+		}
+	}
+	if len(s.inFlight) == 0 || s.stored() == nil {
+		return // no create in flight (refused, or not yet made)
+	}
+	s.logf("a re-list from a lagging watch cache shows no DaemonSet")
+	queued := len(s.ri.pending)
+	s.ri.reportAbsent("") // what relisted reports of a list without it
+	s.noteObservations(queued, byController)
+	s.runToQuiet()
+}
