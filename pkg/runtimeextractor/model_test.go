@@ -75,7 +75,9 @@ var coreLetters = alphabet{
 // patterns of the repair budget (issue 33): burst and pause, a new manager
 // name on every write, one drain naming many managers, an update that
 // clears managedFields, a periodic sync; and a re-list from a lagging watch
-// cache right after the controller's create. Their sequences are
+// cache right after the controller's create; a delete held by someone's
+// finalizer while insights-config enables the extractor again. Their
+// sequences are
 // shorter: the fights and the burst are long already.
 var repairLetters = alphabet{
 	{"run", (*propSim).runToQuiet},
@@ -93,6 +95,7 @@ var repairLetters = alphabet{
 	{"managedFields cleared", (*propSim).clearManagedFields},
 	{"periodic sync", (*propSim).periodicSync},
 	{"stale re-list after a create", (*propSim).staleRelistAfterCreate},
+	{"finalizer-held delete, enabled again", (*propSim).finalizerHeldReenable},
 }
 
 // modelRun is one sequence's outcome.

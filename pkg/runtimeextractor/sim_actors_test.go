@@ -795,3 +795,46 @@ func (s *propSim) staleRelistAfterCreate() {
 	s.noteObservations(queued, byController)
 	s.runToQuiet()
 }
+
+// finalizerHeldReenable: someone's finalizer holds the DaemonSet;
+// insights-config disables the runtime extractor, and enables it again
+// while the deletion is held; then the finalizer goes (issue 33, defect 1).
+// The settling that follows (no resync) must find a DaemonSet.
+func (s *propSim) finalizerHeldReenable() {
+	ds := s.stored()
+	if ds == nil || s.cfg.disabled || s.c.holding() || s.cfg.invalid {
+		return
+	}
+	s.setRefused("delete", false)
+	s.runThroughDoor()
+	if ds = s.stored(); ds == nil {
+		return
+	}
+	ds = ds.DeepCopy()
+	ds.Finalizers = []string{"example.com/hold"}
+	_, err := s.api.Update(ds)
+	s.must(err)
+	s.logf("someone else adds a finalizer to the DaemonSet")
+	s.drainWatchAs(byOther)
+	s.runToQuiet()
+	s.flipConfig()
+	s.runToQuiet()
+	s.flipConfig()
+	s.runToQuiet()
+	held := s.stored()
+	if held == nil {
+		return
+	}
+	if held.DeletionTimestamp == nil { // not deleted after all: the finalizer goes
+		held = held.DeepCopy()
+		held.Finalizers = nil
+		_, err := s.api.Update(held)
+		s.must(err)
+		s.drainWatchAs(byOther)
+		return
+	}
+	s.must(s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName))
+	s.logf("the finalizer is removed: the DaemonSet the controller deleted goes")
+	s.drainWatchAs(byController)
+	s.runToQuiet()
+}

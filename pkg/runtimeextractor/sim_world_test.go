@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -256,6 +257,18 @@ func (s *propSim) refuse(a clienttesting.Action) (bool, runtime.Object, error) {
 	s.sinceStimulus++
 	if a.GetSubresource() == "" && s.refused[a.GetVerb()] {
 		return true, nil, apierrors.NewServiceUnavailable("injected: " + a.GetVerb() + " refused")
+	}
+	// A DaemonSet with finalizers is marked deleted, not removed, until
+	// they are gone, as the API server does.
+	if ds := s.stored(); a.GetVerb() == "delete" && ds != nil && len(ds.Finalizers) > 0 {
+		if ds.DeletionTimestamp == nil {
+			ds = ds.DeepCopy()
+			now := metav1.NewTime(s.clock.Now())
+			ds.DeletionTimestamp = &now
+			marked, err := s.api.Update(ds)
+			return true, marked, err
+		}
+		return true, ds, nil
 	}
 	return false, nil, nil
 }
