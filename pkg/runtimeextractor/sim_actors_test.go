@@ -818,9 +818,9 @@ func (s *propSim) finalizerHeldReenable() {
 	s.drainWatchAs(byOther)
 	s.runToQuiet()
 	s.flipConfig()
-	s.runToQuiet()
+	s.runThroughDoor()
 	s.flipConfig()
-	s.runToQuiet()
+	s.runThroughDoor() // the enable is acted on during the hold
 	held := s.stored()
 	if held == nil {
 		return
