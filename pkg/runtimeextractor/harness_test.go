@@ -16,8 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
@@ -224,15 +227,46 @@ func startWith(t *testing.T, prepare func(*harness), objs ...metav1.Object) *har
 	h.ctrl = NewRuntimeExtractorController(cfg, h.updateCh, nil, h.api.Client, h.recorder, ri,
 		append([]Option{WithImages(resources.DefaultImages()), WithVersionSource(h.version), WithRateLimiter(limiter), WithEventRecorder(h.changes)}, h.opts...)...)
 
+	watching := watchRequested(informerClient)
 	factory.Start(ctx.Done())
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); runConfig(ctx) }()
 	go func() { defer wg.Done(); ri.Run(ctx, 1) }()
-	go func() { defer wg.Done(); h.ctrl.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		// The fake API server's watch sends only what happens after it opens
+		// (the real one replays from the list's resourceVersion): on a
+		// loaded machine the controller's first writes could land between
+		// the informer's list and its watch and never be seen.
+		select {
+		case <-watching:
+		case <-ctx.Done():
+			return
+		}
+		h.ctrl.Run(ctx)
+	}()
 	go func() { wg.Wait(); factory.Shutdown(); close(h.done) }()
 	t.Cleanup(h.stop)
 	return h
+}
+
+// watchRequested is closed when the informer asks c for its first
+// DaemonSet watch (at once when c is no fake clientset). It only observes:
+// the reactors behind it, a test's included, serve the watch.
+func watchRequested(c kubernetes.Interface) <-chan struct{} {
+	requested := make(chan struct{})
+	fc, ok := c.(*fake.Clientset)
+	if !ok {
+		close(requested)
+		return requested
+	}
+	var once sync.Once
+	fc.PrependWatchReactor("daemonsets", func(clienttesting.Action) (bool, watch.Interface, error) {
+		once.Do(func() { close(requested) })
+		return false, nil, nil
+	})
+	return requested
 }
 
 func (h *harness) stop() {
