@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -313,6 +312,8 @@ type embeddedRun struct {
 	// forbidden counts the host account's requests answered 403, as
 	// "verb resource".
 	forbidden map[string]int
+	// span is how long the run's requests were counted.
+	span time.Duration
 	// log is the in-process log.
 	log string
 }
@@ -405,6 +406,7 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 	requests.flush()
 	user := testcluster.ServiceAccountUser(ns, hostAccount)
 	run.forbidden = map[string]int{}
+	run.span = to.Sub(from)
 	requestsMade := 0
 	for _, ev := range requests.read {
 		if ev.User != user || ev.Received.Before(from) || !ev.Received.Before(to) {
@@ -428,6 +430,18 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 	return run
 }
 
+// deniedRechecks is the most times a denied read is asked in span: the
+// first denial, then once 30 s after it, and after twice the previous wait
+// each time (the library's schedule, up to an hour).
+func deniedRechecks(span time.Duration) int {
+	n, wait := 1, 30*time.Second
+	for at := wait; at <= span; at += wait {
+		n++
+		wait = min(2*wait, time.Hour)
+	}
+	return n
+}
+
 // TestEmbeddedWithTheHostsRBAC runs the library in-process as a
 // ServiceAccount bound to exactly the Insights Operator's rules as they ship
 // (testdata/host/rbac.yaml). Everything works: deploy, repairs, status
@@ -435,8 +449,8 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 // counts, delete. What needs the two missing permissions (pods list, events
 // list in openshift-insights) degrades and says so: the RolloutStuck
 // messages say the node names and the newest warning are unavailable and
-// why, and each list is asked once, with one 403 and one log line for the
-// whole run, whatever the number of diagnoses and lookups.
+// why, and each list is logged once for the whole run and asked again only
+// on the recheck schedule, whatever the number of diagnoses and lookups.
 func TestEmbeddedWithTheHostsRBAC(t *testing.T) {
 	run := runHostStory(t, nil)
 	n := len(cluster.Nodes)
@@ -453,9 +467,18 @@ func TestEmbeddedWithTheHostsRBAC(t *testing.T) {
 	if strings.Contains(run.heldStuck, run.heldNode) || strings.Contains(run.failedStuck, "FailedCreate") {
 		t.Errorf("a message names what the host's RBAC does not let it read: %q, %q", run.heldStuck, run.failedStuck)
 	}
-	want := map[string]int{"list pods": 1, "list events": 1}
-	if !maps.Equal(run.forbidden, want) {
-		t.Errorf("requests answered 403: %v, want exactly %v: one per missing permission for the whole run", run.forbidden, want)
+	// A denied list is asked again 30 s after the denial, then twice as long
+	// after each further one: never more often, however many diagnoses and
+	// lookups.
+	most := deniedRechecks(run.span)
+	for _, read := range []string{"list pods", "list events"} {
+		if n := run.forbidden[read]; n < 1 || n > most {
+			t.Errorf("%s answered 403 %d times in %s, want 1 to %d (the first denial, then the recheck schedule): %v",
+				read, n, run.span.Round(time.Second), most, run.forbidden)
+		}
+	}
+	if len(run.forbidden) != 2 {
+		t.Errorf("requests answered 403: %v, want only list pods and list events", run.forbidden)
 	}
 	for _, read := range []string{status.DeniedPodsList, status.DeniedEventsList} {
 		lines := distinctLines(run.log, read+" in "+ns+" is forbidden")

@@ -167,7 +167,10 @@ func TestSecondStatusWriterAndDriftRepairs(t *testing.T) {
 	}{
 		{"deleted DaemonSet repaired", repairing, func() { e.waitRepaired(c, e.deleteDaemonSetDrift()) }},
 		{"changed image repaired", repairing, func() { e.waitRepaired(c, e.changeImageDrift()) }},
-		{"deleted DaemonSet repaired", repairing, func() { e.waitRepaired(c, e.deleteDaemonSetDrift()) }},
+		// This deletion undoes the repair of the first (deletions name no
+		// one: one writer), so the repair gate waits for 2 s of quiet, and
+		// status may show the DaemonSet absent meanwhile.
+		{"deleted DaemonSet repaired", append(slices.Clone(repairing), status.ReasonRollingOut), func() { e.waitRepaired(c, e.deleteDaemonSetDrift()) }},
 		{"disabled by insights-config", []string{status.ReasonDeleting, status.ReasonDisabled}, func() {
 			e.setConfig("dataReporting:\n  disableRuntimeExtractor: true\n")
 			e.waitDaemonSet("the DaemonSet gone", func(ds *appsv1.DaemonSet) bool { return ds == nil })
