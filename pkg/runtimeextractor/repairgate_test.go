@@ -197,7 +197,7 @@ func TestDrainWithManyNamesIsOneRepair(t *testing.T) {
 		editors = append(editors, editor{manager: fmt.Sprintf("churn-%d", i), operation: "Update", time: r.t0})
 	}
 	r.changeBy(0, drain{kinds: []DriftKind{DriftModified}, editors: editors})
-	named := 0 // the most writers the pending repair named while it waited (defect 4)
+	named := 0          // the most writers the pending repair named while it waited (defect 4)
 	for i := range 50 { // and then each of them again, 100 ms apart
 		r.change(time.Duration(i+1)*100*time.Millisecond, fmt.Sprintf("churn-%d", i))
 		named = max(named, len(r.g.pending.editors))
