@@ -246,7 +246,7 @@ func budgetNext(p Policy, repairs []time.Time, from time.Time, k int) time.Time 
 	for _, r := range repairs {
 		l = p.Repaired(l, r)
 	}
-	at := p.budgetAllows(l, k)
+	at := p.BudgetAllows(l, k)
 	if at.Before(from) {
 		return from
 	}

@@ -1,0 +1,137 @@
+package repairgate
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The gate's record of writers: who counts as whom, their undos, and when
+// their fights end.
+
+// FightEnds is when the first fight ends if its writer undoes nothing
+// more; zero when there is no fight, or every fight's writer has a change
+// outstanding (its repair comes first).
+func (p Policy) FightEnds(l Log) time.Time {
+	var next time.Time
+	for _, w := range l.writers {
+		if !w.Fight || w.Outstanding {
+			continue
+		}
+		if end := p.fightEnds(w); next.IsZero() || end.Before(next) {
+			next = end
+		}
+	}
+	return next
+}
+
+// ForgetWriters is l without its writers and outstanding changes (the
+// DaemonSet is gone, or the controller stops). The budget stays: the
+// repairs it paid for were made.
+func ForgetWriters(l Log) Log { return Log{budgetAt: l.budgetAt} }
+
+// undosWithin counts w's undos within FightWindow of now.
+func (p Policy) undosWithin(w Writer, now time.Time) int {
+	n := 0
+	for _, t := range w.Undos {
+		if now.Sub(t) <= p.FightWindow {
+			n++
+		}
+	}
+	return n
+}
+
+// fightEnds is when w's fight ends if it undoes nothing more: twice the
+// longest gap between its recent undos after its latest, within
+// [FightClearMin, FightWindow].
+func (p Policy) fightEnds(w Writer) time.Time {
+	var gap time.Duration
+	for i := 1; i < len(w.Undos); i++ {
+		gap = max(gap, w.Undos[i].Sub(w.Undos[i-1]))
+	}
+	return w.Undos[len(w.Undos)-1].Add(min(max(2*gap, p.FightClearMin), p.FightWindow))
+}
+
+// expire ends the fights that are over by now and drops the writers with
+// nothing left to tell: no outstanding change, no fight, no undo and no
+// change within FightWindow.
+func (p Policy) expire(l Log, now time.Time) Log {
+	for i := range l.writers {
+		if w := &l.writers[i]; w.Fight && !w.Outstanding && !now.Before(p.fightEnds(*w)) {
+			w.Fight, w.FightSince, w.FightUndos = false, time.Time{}, 0
+		}
+	}
+	l.writers = slices.DeleteFunc(l.writers, func(w Writer) bool {
+		return !w.Outstanding && !w.Fight && now.Sub(w.LastChange) > p.FightWindow && p.undosWithin(w, now) == 0
+	})
+	return l
+}
+
+// writerIndex is the index of the record name's changes count in, added
+// if need be: name's own while fewer than MaxNamedWriters are kept and no
+// other writers' record lasts, else OtherWriters'.
+func (l *Log) writerIndex(name string) int {
+	if name == "" {
+		name = Unnamed
+	}
+	if i, ok := l.find(name); ok {
+		return i
+	}
+	// While the other writers' record lasts, a name not kept apart counts
+	// there: it may be one of them (the log does not keep their names),
+	// and a record of its own would forget its undos.
+	if i, ok := l.find(OtherWriters); ok && name != Unnamed {
+		return i
+	}
+	if name != Unnamed && name != OtherWriters {
+		named := 0
+		for _, w := range l.writers {
+			if w.Name != Unnamed && w.Name != OtherWriters {
+				named++
+			}
+		}
+		if named >= MaxNamedWriters {
+			name = OtherWriters
+			if i, ok := l.find(name); ok {
+				return i
+			}
+		}
+	}
+	i, _ := l.find(name)
+	l.writers = slices.Insert(l.writers, i, Writer{Name: name})
+	return i
+}
+
+func (l *Log) find(name string) (int, bool) {
+	return slices.BinarySearchFunc(l.writers, name, func(w Writer, n string) int { return cmp.Compare(w.Name, n) })
+}
+
+// Key renders everything in l that decides the gate's future answers,
+// its instants relative to now: two logs with the same key at their own
+// nows answer every sequence of changes alike (a model checker prunes
+// states by it).
+func (l Log) Key(now time.Time) string {
+	rel := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Sub(now).String()
+	}
+	budget := "full" // a budget refilled long ago is the same as one just refilled
+	if l.budgetAt.After(now) {
+		budget = rel(l.budgetAt)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "budget=%s since=%s last=%s", budget, rel(l.since), rel(l.last))
+	for _, w := range l.writers {
+		fmt.Fprintf(&b, " %s{out=%t rep=%t change=%s fight=%t since=%s n=%d undos=", w.Name, w.Outstanding, w.Repaired,
+			rel(w.LastChange), w.Fight, rel(w.FightSince), w.FightUndos)
+		for _, u := range w.Undos {
+			b.WriteString(rel(u) + ",")
+		}
+		b.WriteString("}")
+	}
+	return b.String()
+}
