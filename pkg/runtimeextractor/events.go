@@ -101,32 +101,30 @@ func (e *changeEvents) failed(on *appsv1.DaemonSet, reason, msg string) {
 		return
 	}
 	e.warned = reason + msg
-	var ref runtime.Object = namespaceRef
-	if on != nil {
-		ref = daemonSetRef(on)
-	}
-	e.record(ref, corev1.EventTypeWarning, reason, msg)
+	e.record(onOrNamespace(on), corev1.EventTypeWarning, reason, msg)
 }
 
 // tlsUnknown records that the TLS profile is unknown, on the DaemonSet, or
 // on the Namespace when there is none. It leaves the failure memory alone:
 // an apply failing meanwhile is still reported.
 func (e *changeEvents) tlsUnknown(on *appsv1.DaemonSet, msg string) {
-	var ref runtime.Object = namespaceRef
-	if on != nil {
-		ref = daemonSetRef(on)
-	}
-	e.record(ref, corev1.EventTypeWarning, ReasonTLSProfileUnknown, msg)
+	e.record(onOrNamespace(on), corev1.EventTypeWarning, ReasonTLSProfileUnknown, msg)
 }
 
-// conflict records that a fight began, on the DaemonSet. It leaves the
-// failure memory alone.
+// conflict records that a fight began, on the DaemonSet, or on the
+// Namespace when the fight's last change deleted it. It leaves the failure
+// memory alone.
 func (e *changeEvents) conflict(on *appsv1.DaemonSet, msg string) {
-	var ref runtime.Object = namespaceRef // the fight's last change deleted it
-	if on != nil {
-		ref = daemonSetRef(on)
+	e.record(onOrNamespace(on), corev1.EventTypeWarning, ReasonConflictingWriter, msg)
+}
+
+// onOrNamespace is the involved object of an Event about on: the
+// DaemonSet, or the Namespace when there is none.
+func onOrNamespace(on *appsv1.DaemonSet) runtime.Object {
+	if on == nil {
+		return namespaceRef
 	}
-	e.record(ref, corev1.EventTypeWarning, ReasonConflictingWriter, msg)
+	return daemonSetRef(on)
 }
 
 // record sends one Event, its message capped as the conditions' are: an
