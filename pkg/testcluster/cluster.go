@@ -410,7 +410,8 @@ func (c *Cluster) StopAPIServer() error {
 }
 
 // StartAPIServer starts kube-apiserver again after StopAPIServer, on the same
-// port, certificates and etcd, and waits for /readyz.
+// port, certificates and etcd, waits for /readyz, and then restarts kwok so
+// the node agents resync their pods, as kubelets do.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	c.mu.Lock()
 	old := c.apiserver
@@ -440,6 +441,17 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		return fmt.Errorf("restart kube-apiserver: %w\n%s", err, tailFile(restarted.logPath, 20))
 	}
 	logf(c.opts.Log, "kube-apiserver (pid %d) ready again in %s", restarted.pid(), since(began))
+	// A kubelet's status manager sends every pod's status again on its sync
+	// period, so a status write lost to the outage is made good within
+	// seconds. kwok does not: a pod status patch that fails with anything but
+	// "connection refused" (a reset or EOF from the stopping server) is
+	// dropped, and its watch resumes without a relist when it can, so that pod
+	// stays unready for good (one CI run: a DaemonSet created as the API
+	// server stopped never became available). Restarting kwok relists and
+	// replays every pod's stages, which is what the kubelets' resync would do.
+	if err := c.restartKwok(ctx, ""); err != nil {
+		return fmt.Errorf("resync the node agents after the kube-apiserver restart: %w", err)
+	}
 	return nil
 }
 
@@ -517,6 +529,23 @@ func (c *Cluster) tailLogs(n int) string {
 		b.WriteString(tailFile(p.logPath, n))
 	}
 	return b.String()
+}
+
+// ComponentLog returns the last n lines of one component's log (its name, as
+// in Processes) that contain match ("" matches every line), across its
+// restarts.
+func (c *Cluster) ComponentLog(name, match string, n int) string {
+	data, err := os.ReadFile(filepath.Join(c.Dir, name+".log"))
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for line := range strings.Lines(string(data)) {
+		if strings.Contains(line, match) {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines[max(len(lines)-n, 0):], "")
 }
 
 // freePorts asks the kernel for n distinct free loopback ports. The listeners stay

@@ -81,13 +81,6 @@ func holdPodsOn(stages []byte, nodes []string) ([]byte, error) {
 	return append([]byte("---\n"), bytes.Join(out, []byte("---\n"))...), nil
 }
 
-// restartKwok stops kwok and starts it again with the stages in path.
-// RestartKwok restarts kwok, the stand-in for every kubelet, with the stages
-// it runs. After back-to-back kube-apiserver restarts kwok can take minutes
-// to resume marking pods ready, which a real node agent's restart would cut
-// short; tests that need the pods again restart it rather than wait on that.
-func (c *Cluster) RestartKwok(ctx context.Context) error { return c.restartKwok(ctx, "") }
-
 // restartKwok restarts kwok with the stages file at path ("" keeps its own).
 func (c *Cluster) restartKwok(ctx context.Context, path string) error {
 	if err := ctx.Err(); err != nil {

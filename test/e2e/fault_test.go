@@ -173,12 +173,33 @@ func TestAPIServerOutage(t *testing.T) {
 // with as much jitter), so this wait is longer than convergeTimeout.
 func (e *env) waitRecovered() {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+	const timeout = 3 * time.Minute
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		return rolledOut(e.daemonSet()), nil
 	})
-	if err != nil {
-		e.t.Fatalf("the DaemonSet did not roll out within 3m after the API server outage")
+	if err == nil {
+		return
 	}
+	// The rollout is the cluster's work, not the controller's: say what the
+	// cluster looked like, and what kwok (the kubelets) failed to do.
+	var b strings.Builder
+	if ds := e.daemonSet(); ds != nil {
+		fmt.Fprintf(&b, "DaemonSet generation %d, status %+v\n", ds.Generation, ds.Status)
+	}
+	nodes, lerr := e.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if lerr != nil {
+		fmt.Fprintf(&b, "list nodes: %v\n", lerr)
+	} else {
+		for _, n := range nodes.Items {
+			var conds []string
+			for _, c := range n.Status.Conditions {
+				conds = append(conds, fmt.Sprintf("%s=%s", c.Type, c.Status))
+			}
+			fmt.Fprintf(&b, "node %s: conditions %v, taints %v\n", n.Name, conds, n.Spec.Taints)
+		}
+	}
+	fmt.Fprintf(&b, "kwok's errors:\n%s", cluster.ComponentLog("kwok", "ERROR", 40))
+	e.t.Fatalf("the DaemonSet did not roll out on all %d nodes within %s after the API server outage:\n%s", len(cluster.Nodes), timeout, b.String())
 }
 
 // faultDuringAction makes the controller carry out its next action (the one
