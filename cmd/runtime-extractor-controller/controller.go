@@ -37,6 +37,7 @@ const componentName = "runtime-extractor-controller"
 type controllerOptions struct {
 	resync          time.Duration
 	rolloutDeadline time.Duration
+	degradedInertia time.Duration
 	clusterOperator string
 	defaultImages   bool // --allow-default-images
 	repairPolicy    runtimeextractor.RepairPolicy
@@ -93,6 +94,7 @@ func newControllerCommand(ctx context.Context, reg prometheus.Registerer) *cobra
 	}
 	flags.DurationVar(&opts.resync, "resync", runtimeextractor.DefaultResync, "period of the level re-assert")
 	flags.DurationVar(&opts.rolloutDeadline, "rollout-deadline", runtimeextractor.DefaultRolloutDeadline, "how long a rollout may make no progress before RuntimeExtractorDegraded turns True (RolloutStuck)")
+	flags.DurationVar(&opts.degradedInertia, "degraded-inertia", runtimeextractor.DefaultDegradedInertia, "how long an apply or delete must keep failing before RuntimeExtractorDegraded turns True (ApplyFailed, DeleteFailed)")
 	opts.repairPolicy = runtimeextractor.DefaultRepairPolicy()
 	flags.IntVar(&opts.repairPolicy.Burst, "repair-burst", opts.repairPolicy.Burst, "repairs of someone else's changes the repair budget allows at once")
 	flags.DurationVar(&opts.repairPolicy.Every, "repair-every", opts.repairPolicy.Every, "the repair budget allows one more repair per this period")
@@ -167,6 +169,7 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 	controllerOpts := []runtimeextractor.Option{
 		runtimeextractor.WithResync(opts.resync),
 		runtimeextractor.WithRolloutDeadline(opts.rolloutDeadline),
+		runtimeextractor.WithDegradedInertia(opts.degradedInertia),
 		runtimeextractor.WithVersionSource(versionSource),
 		runtimeextractor.WithTLSProfileSource(tlsSource),
 		runtimeextractor.WithMetrics(opts.metrics),

@@ -54,6 +54,10 @@ func DefaultImages() Images {
 // unset or empty and defaults are not allowed.
 var ErrImagesUnset = errors.New("image not set")
 
+// ErrInvalidImage is wrapped by every error of ValidateImage: a reference
+// that is empty, malformed or not fully qualified.
+var ErrInvalidImage = errors.New("invalid image reference")
+
 // ImagesFromEnv reads the images from the RELATED_IMAGE_* variables through
 // getenv (os.Getenv in production). An unset or empty variable selects the
 // default if allowDefaults, and is an error naming every such variable
@@ -105,13 +109,13 @@ func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, erro
 // registry search list, so the image run would depend on node configuration.
 func ValidateImage(image string) error {
 	if image == "" {
-		return errors.New("image reference is empty")
+		return fmt.Errorf("%w: empty", ErrInvalidImage)
 	}
 	if _, err := reference.ParseNamed(image); err != nil {
 		if errors.Is(err, reference.ErrNameNotCanonical) {
-			return fmt.Errorf("image reference %q is not fully qualified (want registry/repository[:tag][@digest]): %w", image, err)
+			return fmt.Errorf("%w %q: not fully qualified (want registry/repository[:tag][@digest]): %w", ErrInvalidImage, image, err)
 		}
-		return fmt.Errorf("invalid image reference %q: %w", image, err)
+		return fmt.Errorf("%w %q: %w", ErrInvalidImage, image, err)
 	}
 	return nil
 }

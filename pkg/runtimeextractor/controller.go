@@ -54,6 +54,7 @@ type Controller struct {
 	// Timings, and the clock every timer of the loop runs on.
 	resync          time.Duration
 	rolloutDeadline time.Duration
+	degradedInertia time.Duration
 	limiter         workqueue.TypedRateLimiter[string]
 	repairPolicy    RepairPolicy
 	clock           clock.WithTicker
@@ -103,6 +104,7 @@ func NewRuntimeExtractorController(
 		limiter:         defaultRateLimiter(),
 		resync:          DefaultResync,
 		rolloutDeadline: DefaultRolloutDeadline,
+		degradedInertia: DefaultDegradedInertia,
 		repairPolicy:    DefaultRepairPolicy(),
 		clock:           clock.RealClock{},
 		defaultImages:   true,
@@ -113,7 +115,7 @@ func NewRuntimeExtractorController(
 	}
 	c.door = newFrontDoor(c.clock)
 	c.gate = newRepairGate(c.clock, c.repairPolicy)
-	c.retry = newRetrier(c.limiter, c.clock, c.metrics)
+	c.retry = newRetrier(c.limiter, c.clock, c.metrics, c.degradedInertia)
 	c.rollouts = newRolloutWatch(c.rolloutDeadline, c.clock)
 	c.expect = loopTimer{clock: c.clock}
 	if c.status != nil {

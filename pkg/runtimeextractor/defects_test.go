@@ -119,6 +119,11 @@ func TestRefusedUpgradeIsNotRunning(t *testing.T) {
 	if seen.any(func(t fsm.Transition) bool { return t.To == fsm.StateRunning }) || h.ctrl.State() == fsm.StateRunning {
 		t.Fatalf("a refused upgrade was reported done: %v", seen.list())
 	}
+	// Refused for far less than the Degraded inertia: Progressing says so, Degraded does not.
+	conds := status.Conditions(h.ctrl.Status())
+	if conds[2].Status != configv1.ConditionFalse || !strings.Contains(conds[1].Message, "denied by admission policy") {
+		t.Errorf("a refusal within the inertia: Progressing %q, Degraded %s %s", conds[1].Message, conds[2].Status, conds[2].Reason)
+	}
 
 	refuse.Lock()
 	refusing = false

@@ -23,6 +23,15 @@ const (
 	// DefaultRetryBase and DefaultRetryMax bound the exponential retry backoff.
 	DefaultRetryBase = 100 * time.Millisecond
 	DefaultRetryMax  = 5 * time.Minute
+	// DefaultDegradedInertia is how long an apply or a delete must keep
+	// failing before RuntimeExtractorDegraded says so. The ClusterOperator
+	// contract wants Degraded for a state that lasts and not during a normal
+	// upgrade, in which kube-apiserver instances restart one by one and
+	// admission webhooks come and go for tens of seconds. Two minutes covers
+	// that and is the inertia library-go's operators commonly give their
+	// Degraded conditions; by then the backoff (100 ms, doubling) has made
+	// about ten attempts.
+	DefaultDegradedInertia = 2 * time.Minute
 	// actionTimeout bounds one Apply or Delete: a request that hangs becomes a
 	// failure, retried with backoff, instead of stalling the only loop.
 	actionTimeout = 30 * time.Second
@@ -105,6 +114,14 @@ func WithMetrics(m *metrics.Metrics) Option { return func(c *Controller) { c.met
 // minutes).
 func WithRolloutDeadline(d time.Duration) Option {
 	return func(c *Controller) { c.rolloutDeadline = d }
+}
+
+// WithDegradedInertia sets how long an apply or a delete must keep failing
+// before RuntimeExtractorDegraded turns True (ApplyFailed, DeleteFailed);
+// default DefaultDegradedInertia. A failure that no retry can fix (an unset
+// or invalid RELATED_IMAGE_* value) is Degraded at once.
+func WithDegradedInertia(d time.Duration) Option {
+	return func(c *Controller) { c.degradedInertia = d }
 }
 
 // WithEventRecorder records the controller's Events through r instead of a

@@ -115,6 +115,9 @@ func (c *Controller) fightMoved(fc fightChange) {
 		return
 	}
 	msg := c.degradedMessage()
+	if fight := c.gate.conflict(); fight != nil {
+		msg += "; " + fight.Tally()
+	}
 	klog.Warningf("tug-of-war over DaemonSet %s/%s: %s", resources.Namespace, resources.DaemonSetName, msg)
 	ds, _ := c.informer.current()
 	c.events.conflict(ds, msg)

@@ -1,6 +1,7 @@
 package runtimeextractor
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -23,13 +25,34 @@ type retrier struct {
 	limiter  workqueue.TypedRateLimiter[string]
 	metrics  *metrics.Metrics // nil: none
 	timer    loopTimer
+	inertia  time.Duration // how long failures last before they are Degraded
 	failures int           // consecutive failed actions
+	since    time.Time     // the first of them
 	lastErr  error         // the latest failure's error
 	retryIn  time.Duration // the backoff of the pending retry, 0 for none
 }
 
-func newRetrier(l workqueue.TypedRateLimiter[string], clk clock.Clock, m *metrics.Metrics) *retrier {
-	return &retrier{limiter: l, metrics: m, timer: loopTimer{clock: clk}}
+func newRetrier(l workqueue.TypedRateLimiter[string], clk clock.Clock, m *metrics.Metrics, inertia time.Duration) *retrier {
+	return &retrier{limiter: l, metrics: m, timer: loopTimer{clock: clk}, inertia: inertia}
+}
+
+// unfixableByRetry says, in this one place, which failures are Degraded at
+// once rather than after the inertia: those of the controller's own input,
+// which no retry changes (an unset or invalid RELATED_IMAGE_* value; a
+// rejected insights-config is reported apart, as InvalidConfig). Everything
+// the cluster answers (an outage, a conflict, a refusal by RBAC or by an
+// admission policy) can end without the controller, as a refused upgrade
+// does once the policy is lifted, so it waits for the inertia.
+func unfixableByRetry(err error) bool {
+	return errors.Is(err, resources.ErrImagesUnset) || errors.Is(err, resources.ErrInvalidImage)
+}
+
+// persists: the failures have lasted the inertia, or no retry can fix them.
+func (r *retrier) persists(now time.Time) bool {
+	if r.failures == 0 || r.lastErr == nil {
+		return false
+	}
+	return unfixableByRetry(r.lastErr) || !now.Before(r.since.Add(r.inertia))
 }
 
 // record counts an action's outcome. A success resets the backoff and
@@ -38,10 +61,13 @@ func (r *retrier) record(a fsm.Action, err error, took time.Duration) {
 	result := "success"
 	if err != nil {
 		result = "error"
+		if r.failures == 0 {
+			r.since = r.timer.clock.Now().Add(-took)
+		}
 		r.failures++
 		r.lastErr = err
 	} else {
-		r.failures, r.lastErr = 0, nil
+		r.failures, r.lastErr, r.since = 0, nil, time.Time{}
 		r.limiter.Forget(retryKey)
 		r.stop()
 	}
@@ -50,9 +76,14 @@ func (r *retrier) record(a fsm.Action, err error, took time.Duration) {
 	}
 }
 
-// schedule arms the retry after the limiter's next delay.
+// schedule arms the retry after the limiter's next delay, or when the
+// failures reach the inertia if that comes first: that retry decides whether
+// they persist, so Degraded turns True on time, on an attempt that failed.
 func (r *retrier) schedule() {
 	d := r.limiter.When(retryKey)
+	if until := r.since.Add(r.inertia).Sub(r.timer.clock.Now()); until > 0 && until < d {
+		d = until
+	}
 	r.timer.arm(d)
 	r.retryIn = d
 	if r.metrics != nil {

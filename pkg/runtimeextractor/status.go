@@ -67,6 +67,8 @@ func (c *Controller) snapshot() status.Snapshot {
 		LastError: c.retry.lastErr,
 		RetryIn:   c.retry.retryIn,
 		Holding:   c.holding(),
+
+		FailurePersists: c.retry.persists(c.clock.Now()),
 	}
 	if ds, ok := c.informer.current(); ok {
 		r := resources.RolloutOf(ds)

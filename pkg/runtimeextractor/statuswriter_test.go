@@ -31,7 +31,7 @@ import (
 
 var (
 	swRunning  = status.Snapshot{State: fsm.StateRunning, Version: "4.22.0", Desired: 3, Updated: 3, Available: 3, Present: true, AppliedVersion: "4.22.0", RolledOut: true}
-	swDegraded = status.Snapshot{State: fsm.StateDeploying, Version: "4.22.0", Failures: 3, LastError: errors.New("boom")}
+	swDegraded = status.Snapshot{State: fsm.StateDeploying, Version: "4.22.0", Failures: 3, LastError: errors.New("boom"), FailurePersists: true}
 )
 
 // writerFixture runs a statusWriter on a fake clientset and a fake clock.
@@ -281,7 +281,7 @@ func TestStatusWritesAreSpacedButFailuresAreNot(t *testing.T) {
 	if due := p.due(written, time.Time{}); !due.Equal(t0.Add(time.Second + StatusSettle)) {
 		t.Fatalf("with no write before, a settled snapshot is due %s after its change, want %s", due.Sub(t0.Add(time.Second)), StatusSettle)
 	}
-	failing := status.Snapshot{State: fsm.StateDeploying, Version: "4.22.0", Failures: 1, LastError: errors.New("boom")}
+	failing := status.Snapshot{State: fsm.StateDeploying, Version: "4.22.0", Failures: 1, LastError: errors.New("boom"), FailurePersists: true}
 	f := &pending{snapshot: failing, conditions: status.Conditions(failing), since: t0.Add(time.Second), changedAt: t0.Add(time.Second)}
 	if due := f.due(written, t0); !due.Equal(t0.Add(time.Second)) {
 		t.Fatalf("a new failure is due %s after it happened, want at once", due.Sub(t0.Add(time.Second)))

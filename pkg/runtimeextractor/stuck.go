@@ -3,7 +3,6 @@ package runtimeextractor
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -291,38 +290,6 @@ func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.Daemo
 		s.Denied = append(s.Denied, status.DeniedEventsList)
 	}
 	return s
-}
-
-// notReadyNodesOf reads ds's pods and returns notReadyNodes of them.
-func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) ([]string, error) {
-	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("selector of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
-	}
-	pods, err := client.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-	if err != nil {
-		return nil, fmt.Errorf("list pods of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
-	}
-	return notReadyNodes(pods.Items, ds), nil
-}
-
-// notReadyNodes returns up to maxStuckNodes nodes (sorted) whose pod of ds is
-// not ready or not of the current generation.
-func notReadyNodes(pods []corev1.Pod, ds *appsv1.DaemonSet) []string {
-	var nodes []string
-	for i := range pods {
-		pod := &pods[i]
-		if pod.Spec.NodeName == "" || !ownedBy(pod, ds) || podReady(pod) {
-			continue
-		}
-		nodes = append(nodes, pod.Spec.NodeName)
-	}
-	slices.Sort(nodes)
-	nodes = slices.Compact(nodes)
-	if len(nodes) > maxStuckNodes {
-		nodes = nodes[:maxStuckNodes]
-	}
-	return nodes
 }
 
 func ownedBy(pod *corev1.Pod, ds *appsv1.DaemonSet) bool {

@@ -75,6 +75,8 @@ const (
 var DegradedReasons = []string{ReasonApplyFailed, ReasonDeleteFailed, ReasonConflictingWriter, ReasonRolloutStuck, ReasonInvalidConfig}
 
 // RolloutStuck describes a rollout that made no progress for the deadline.
+// It is "for a while" by construction (the deadline is its inertia), so
+// Degraded reports it at once.
 type RolloutStuck struct {
 	// For is how long it has made no progress (at least the deadline).
 	For time.Duration
@@ -140,25 +142,46 @@ type WriterCount struct {
 	Repairs int
 }
 
+// message names the writers, not how often each undid a repair nor for how
+// long: those grow during the fight, and the Warning Events and the metrics
+// carry them. ConflictingWriter is "for a while" by construction (the verdict
+// takes several undos by one writer), so it needs no inertia of its own.
 func (w *ConflictingWriter) message() string {
+	return fmt.Sprintf("another writer keeps undoing the controller's repairs of the DaemonSet: changes by %s; "+
+		"repairs now come at most every %s. Likely another copy of this controller with another manifest "+
+		"(e.g. an operator that embeds it running next to the standalone binary) or a GitOps tool that applies its own "+
+		"version of the DaemonSet: find the writer in the DaemonSet's metadata.managedFields and stop one of the two",
+		strings.Join(w.managers(), ", "), roundBackoff(w.RepairEvery))
+}
+
+// Tally is what the message leaves out, for the Warning Event that reports
+// the fight, e.g. "6 undone repairs in 32s: gitops-fight (5), kubectl-edit (1)".
+func (w *ConflictingWriter) Tally() string {
 	names := make([]string, 0, len(w.Writers))
 	for _, wc := range w.Writers {
 		names = append(names, fmt.Sprintf("%s (%d)", wc.Manager, wc.Repairs))
 	}
-	return fmt.Sprintf("another writer keeps undoing the controller's repairs of the DaemonSet: %d repairs in %s, of changes by %s; "+
-		"repairs now come at most every %s. Likely another copy of this controller with another manifest "+
-		"(e.g. an operator that embeds it running next to the standalone binary) or a GitOps tool that applies its own "+
-		"version of the DaemonSet: find the writer in the DaemonSet's metadata.managedFields and stop one of the two",
-		w.Repairs, roundBackoff(w.For), strings.Join(names, ", "), roundBackoff(w.RepairEvery))
+	return fmt.Sprintf("%d undone repairs in %s: %s", w.Repairs, roundBackoff(w.For), strings.Join(names, ", "))
 }
 
-// equal leaves For out: it grows by itself, and a status write for each
-// second of a fight would be a fight of its own.
+// managers are the writers' names, sorted.
+func (w *ConflictingWriter) managers() []string {
+	names := make([]string, 0, len(w.Writers))
+	for _, wc := range w.Writers {
+		names = append(names, wc.Manager)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// equal compares what the message says: For and the counts grow by
+// themselves, and a status write for each repair of a fight would be a fight
+// of its own.
 func (w *ConflictingWriter) equal(o *ConflictingWriter) bool {
 	if w == nil || o == nil {
 		return w == o
 	}
-	return w.Repairs == o.Repairs && w.RepairEvery == o.RepairEvery && slices.Equal(w.Writers, o.Writers)
+	return w.RepairEvery == o.RepairEvery && slices.Equal(w.managers(), o.managers())
 }
 
 // Snapshot is what the controller knows at one moment, the only input of Conditions.
@@ -171,11 +194,19 @@ type Snapshot struct {
 	// (desiredNumberScheduled, updatedNumberScheduled, numberAvailable); 0 when absent.
 	Desired, Updated, Available int32
 	// Failures counts consecutive failed actions; 0 once one succeeds.
+	// No condition shows it (the Warning Events and the metrics do), and
+	// Equal leaves it out, so a retry that fails as the last one did changes
+	// no status.
 	Failures int
 	// LastError is the last action error, nil when healthy.
 	LastError error
 	// RetryIn is the backoff before the next retry, 0 when none is pending.
+	// Like Failures, no condition shows it and Equal leaves it out.
 	RetryIn time.Duration
+	// FailurePersists: the failing action (LastError) has failed for the
+	// Degraded inertia, or failed in a way no retry can fix. Only then is
+	// RuntimeExtractorDegraded True for it; before, Progressing says it.
+	FailurePersists bool
 	// ConfigError is why insights-config was rejected (the last good config is kept);
 	// nil when the current config is good.
 	ConfigError error
@@ -218,10 +249,12 @@ type Snapshot struct {
 }
 
 // Equal reports whether s and o say the same (errors compare by message).
+// Failures and RetryIn, which change with every retry and which no condition
+// shows, are left out.
 func (s Snapshot) Equal(o Snapshot) bool {
 	return s.State == o.State && s.Version == o.Version &&
 		s.Desired == o.Desired && s.Updated == o.Updated && s.Available == o.Available &&
-		s.Failures == o.Failures && s.RetryIn == o.RetryIn &&
+		failing(s) == failing(o) && s.FailurePersists == o.FailurePersists &&
 		errorText(s.LastError) == errorText(o.LastError) && errorText(s.ConfigError) == errorText(o.ConfigError) &&
 		s.Stuck.equal(o.Stuck) && s.Conflict.equal(o.Conflict) &&
 		s.Holding == o.Holding && s.Present == o.Present && s.AppliedVersion == o.AppliedVersion &&
@@ -274,9 +307,15 @@ func errorText(err error) string {
 // Progressing and not Degraded. Deleting converges on it, so it stays Available
 // while it makes progress.
 //
+// While an action fails (Failures >= 1 with a LastError), Progressing's
+// message ends with the failure, and Degraded says it only once it persists
+// (FailurePersists): the ClusterOperator contract wants Degraded for a state
+// that lasts, not for one blip that the next retry clears. No message counts
+// the failures or the time to the next retry, so a retry that fails the same
+// way writes nothing.
+//
 // Degraded does not depend on the state: True [ApplyFailed, or DeleteFailed in
-// Disabled and Deleting] once an action failed (Failures >= 1 with a LastError),
-// else True [ConflictingWriter] while another writer keeps undoing the
+// Disabled and Deleting] while a failure persists, else True [ConflictingWriter] while another writer keeps undoing the
 // controller's repairs, else True [RolloutStuck] while a rollout with pods still to update made no
 // progress for the rollout deadline, else True [InvalidConfig] when
 // insights-config was rejected, else False [AsExpected]. A failing action and
@@ -292,6 +331,9 @@ func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	out := []configv1.ClusterOperatorStatusCondition{available(s), progressing(s), degraded(s)}
 	if s.TLSProfileUnknown != "" && !removing(s) {
 		out[0].Message += "; " + s.TLSProfileUnknown
+	}
+	if failing(s) {
+		out[1].Message += "; " + failureMessage(s)
 	}
 	for i := range out {
 		out[i].Message = CapMessage(out[i].Message)
@@ -487,7 +529,7 @@ func unavailableMessage(s Snapshot) string {
 func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	c := configv1.ClusterOperatorStatusCondition{Type: ConditionDegraded, Status: configv1.ConditionTrue}
 	switch {
-	case failing(s):
+	case failing(s) && s.FailurePersists:
 		c.Reason, c.Message = failureReason(s.State), failureMessage(s)
 	case s.Conflict != nil:
 		// Before RolloutStuck: each of the other writer's changes starts a
@@ -590,24 +632,18 @@ func failureReason(s fsm.State) string {
 	return ReasonApplyFailed
 }
 
-// failureMessage reads e.g. "apply failed 4 times: forbidden: ...; retrying in 8s".
+// failureMessage reads e.g. "the last apply failed: forbidden: ...;
+// retrying with backoff". It names no count and no delay: those change with
+// every retry, and the Warning Event and the metrics carry them.
 func failureMessage(s Snapshot) string {
 	action := "apply"
 	if failureReason(s.State) == ReasonDeleteFailed {
 		action = "delete"
 	}
-	times := "once"
-	if s.Failures > 1 {
-		times = fmt.Sprintf("%d times", s.Failures)
-	}
-	msg := fmt.Sprintf("%s failed %s: %v", action, times, s.LastError)
-	if s.RetryIn > 0 {
-		msg += "; retrying in " + roundBackoff(s.RetryIn).String()
-	}
-	return msg
+	return fmt.Sprintf("the last %s failed: %v; retrying with backoff", action, s.LastError)
 }
 
-// roundBackoff drops the jitter's sub-second noise so the message stays readable.
+// roundBackoff drops sub-second noise so a duration stays readable.
 func roundBackoff(d time.Duration) time.Duration {
 	if d >= time.Second {
 		return d.Round(time.Second)

@@ -50,11 +50,17 @@ func TestConditionsEveryStateAndCause(t *testing.T) {
 		degraded func(failReason string) string
 	}{
 		{"healthy", func(*Snapshot) {}, func(string) string { return "False AsExpected" }},
-		{"action failing", func(s *Snapshot) { s.Failures, s.LastError, s.RetryIn = 3, errForbidden, 4*time.Second },
+		{"action failing", func(s *Snapshot) {
+			s.Failures, s.LastError, s.RetryIn, s.FailurePersists = 3, errForbidden, 4*time.Second, true
+		},
 			func(r string) string { return "True " + r }},
+		{"action failing within the inertia", func(s *Snapshot) { s.Failures, s.LastError, s.RetryIn = 3, errForbidden, 4*time.Second },
+			func(string) string { return "False AsExpected" }},
 		{"config rejected", func(s *Snapshot) { s.ConfigError = errConfig },
 			func(string) string { return "True InvalidConfig" }},
-		{"action failing and config rejected", func(s *Snapshot) { s.Failures, s.LastError, s.ConfigError = 1, errForbidden, errConfig },
+		{"action failing and config rejected", func(s *Snapshot) {
+			s.Failures, s.LastError, s.ConfigError, s.FailurePersists = 1, errForbidden, errConfig, true
+		},
 			func(r string) string { return "True " + r }},
 		{"failure count without an error", func(s *Snapshot) { s.Failures = 2 },
 			func(string) string { return "False AsExpected" }},
@@ -64,7 +70,9 @@ func TestConditionsEveryStateAndCause(t *testing.T) {
 			func(string) string { return "True ConflictingWriter" }},
 		{"conflicting writer and rollout stuck", func(s *Snapshot) { s.Conflict, s.Stuck = conflict, &RolloutStuck{For: time.Hour, NotReady: 1} },
 			func(string) string { return "True ConflictingWriter" }},
-		{"conflicting writer and action failing", func(s *Snapshot) { s.Conflict, s.Failures, s.LastError = conflict, 1, errForbidden },
+		{"conflicting writer and action failing", func(s *Snapshot) {
+			s.Conflict, s.Failures, s.LastError, s.FailurePersists = conflict, 1, errForbidden, true
+		},
 			func(r string) string { return "True " + r }},
 	}
 
@@ -115,7 +123,7 @@ func TestConditionsNoPodAvailable(t *testing.T) {
 			s := c.s
 			s.State = c.state
 			if c.failing {
-				s.Failures, s.LastError = 1, errors.New("forbidden")
+				s.Failures, s.LastError, s.FailurePersists = 1, errors.New("forbidden"), true
 			}
 			assertConditions(t, s, c.want)
 		})
@@ -199,18 +207,20 @@ func TestConditionMessages(t *testing.T) {
 			ConditionAvailable, "runtime extractor is disabled by insights-config"},
 		{"deleting", Snapshot{State: fsm.StateDeleting},
 			ConditionProgressing, "removing the runtime extractor: disabled by insights-config"},
-		{"apply failing, jittered backoff rounded", Snapshot{State: fsm.StateRunning, Failures: 4, LastError: forbidden, RetryIn: 8*time.Second + 123*time.Millisecond},
-			ConditionDegraded, `apply failed 4 times: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update; retrying in 8s`},
-		{"first failure, sub-second backoff", Snapshot{State: fsm.StateDeploying, Failures: 1, LastError: forbidden, RetryIn: 5 * time.Millisecond},
-			ConditionDegraded, `apply failed once: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update; retrying in 5ms`},
-		{"delete failing, no retry pending", Snapshot{State: fsm.StateDeleting, Failures: 2, LastError: forbidden},
-			ConditionDegraded, `delete failed 2 times: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update`},
+		{"apply failing past the inertia", Snapshot{State: fsm.StateRunning, Failures: 4, LastError: forbidden, RetryIn: 8*time.Second + 123*time.Millisecond, FailurePersists: true},
+			ConditionDegraded, `the last apply failed: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update; retrying with backoff`},
+		{"first failure, in Progressing", present(Snapshot{State: fsm.StateRunning, Updated: 3, Available: 3, Failures: 1, LastError: forbidden, RetryIn: 5 * time.Millisecond}),
+			ConditionProgressing, `runtime extractor is rolled out on 3/3 nodes at version 4.22.1; the last apply failed: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update; retrying with backoff`},
+		{"first failure, not in Degraded", Snapshot{State: fsm.StateDeploying, Failures: 1, LastError: forbidden, RetryIn: 5 * time.Millisecond},
+			ConditionDegraded, "no errors"},
+		{"delete failing, no retry pending", Snapshot{State: fsm.StateDeleting, Failures: 2, LastError: forbidden, FailurePersists: true},
+			ConditionDegraded, `the last delete failed: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update; retrying with backoff`},
 		{"apply failing with no pod", present(Snapshot{State: fsm.StateDrifted, Failures: 2, LastError: forbidden, RetryIn: 2 * time.Second}),
-			ConditionAvailable, `no runtime extractor pod is available: apply failed 2 times: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update; retrying in 2s`},
+			ConditionAvailable, `no runtime extractor pod is available: the last apply failed: daemonsets.apps "insights-runtime-extractor" is forbidden: User cannot update; retrying with backoff`},
 		{"config rejected", Snapshot{State: fsm.StateRunning, ConfigError: badConfig},
 			ConditionDegraded, "insights-config rejected, keeping the last good config: dataReporting.runtimeExtractor.nodeSelector: must be a map"},
-		{"failing and config rejected", Snapshot{State: fsm.StateRunning, Failures: 1, LastError: errors.New("timeout"), RetryIn: time.Second, ConfigError: badConfig},
-			ConditionDegraded, "apply failed once: timeout; retrying in 1s; insights-config rejected, keeping the last good config: dataReporting.runtimeExtractor.nodeSelector: must be a map"},
+		{"failing and config rejected", Snapshot{State: fsm.StateRunning, Failures: 1, LastError: errors.New("timeout"), RetryIn: time.Second, ConfigError: badConfig, FailurePersists: true},
+			ConditionDegraded, "the last apply failed: timeout; retrying with backoff; insights-config rejected, keeping the last good config: dataReporting.runtimeExtractor.nodeSelector: must be a map"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -310,10 +320,12 @@ func TestConditionsUpgradeNotApplied(t *testing.T) {
 	assert.Equal(t, "True Upgrading", summary(got[0]))
 	assert.Equal(t, "runtime extractor is available on 4/4 nodes while the upgrade to 4.22.9 is not applied: the DaemonSet is still at version 4.22.8", got[0].Message)
 	assert.Equal(t, "True Upgrading", summary(got[1]))
-	assert.Equal(t, "the upgrade to 4.22.9 is not applied: the DaemonSet is still at version 4.22.8", got[1].Message)
-	assert.Equal(t, "True ApplyFailed", summary(got[2]))
+	assert.Equal(t, `the upgrade to 4.22.9 is not applied: the DaemonSet is still at version 4.22.8; the last apply failed: admission webhook "policy" denied the request; retrying with backoff`, got[1].Message)
+	assert.Equal(t, "False AsExpected", summary(got[2]), "a refusal within the inertia is not Degraded")
+	s.FailurePersists = true
+	assert.Equal(t, "True ApplyFailed", summary(Conditions(s)[2]))
 
-	s.AppliedVersion = ""
+	s.AppliedVersion, s.Failures, s.LastError = "", 0, nil
 	assert.Equal(t, "the upgrade to 4.22.9 is not applied: the DaemonSet carries no version", Conditions(s)[1].Message)
 }
 
@@ -416,15 +428,17 @@ func TestCapMessage(t *testing.T) {
 	}
 }
 
-// The fight's message names each writer with its count and the likely
-// causes; the snapshot compares equal while only its age grows, so a fight
-// does not cost a status write each second.
+// The fight's message names each writer and the likely causes, with no
+// counts; the snapshot compares equal while only its age and counts grow, so
+// a fight does not cost a status write each repair.
 func TestConditionsConflictingWriter(t *testing.T) {
 	c := &ConflictingWriter{Writers: []WriterCount{{Manager: "gitops-fight", Repairs: 5}, {Manager: "kubectl-edit", Repairs: 1}}, Repairs: 6, For: 32 * time.Second, RepairEvery: 32 * time.Second}
 	s := Snapshot{State: fsm.StateDrifted, Present: true, Desired: 3, Updated: 3, Available: 3, RolledOut: true, Conflict: c}
 	d := v1helpers.FindStatusCondition(Conditions(s), ConditionDegraded)
 	assert.Equal(t, "True ConflictingWriter", summary(*d))
-	for _, part := range []string{"6 repairs in 32s", "gitops-fight (5), kubectl-edit (1)", "at most every 32s", "another copy of this controller", "GitOps", "managedFields"} {
+	assert.NotContains(t, d.Message, "5", "no counts")
+	assert.Equal(t, "6 undone repairs in 32s: gitops-fight (5), kubectl-edit (1)", c.Tally(), "the counts are the Event's")
+	for _, part := range []string{"changes by gitops-fight, kubectl-edit;", "at most every 32s", "another copy of this controller", "GitOps", "managedFields"} {
 		assert.Contains(t, d.Message, part)
 	}
 	older := *c
@@ -434,8 +448,11 @@ func TestConditionsConflictingWriter(t *testing.T) {
 	assert.True(t, s.Equal(later), "only the fight's age differs")
 	more := older
 	more.Repairs = 7
+	more.Writers = []WriterCount{{Manager: "kubectl-edit", Repairs: 6}, {Manager: "gitops-fight", Repairs: 5}}
 	later.Conflict = &more
-	assert.False(t, s.Equal(later), "another repair is news")
+	assert.True(t, s.Equal(later), "another repair by the same writers says nothing new")
+	more.Writers = append(more.Writers, WriterCount{Manager: "helm", Repairs: 1})
+	assert.False(t, s.Equal(later), "another writer is news")
 	later.Conflict = nil
 	assert.False(t, s.Equal(later), "the fight's end is news")
 }
@@ -477,4 +494,19 @@ func TestConditionsSayTheTLSProfileIsUnknown(t *testing.T) {
 
 	disabled := Snapshot{State: fsm.StateDisabled, TLSProfileUnknown: why}
 	assert.NotContains(t, Conditions(disabled)[0].Message, "TLS profile")
+}
+
+// A retry that fails as the last one did changes no condition and compares
+// equal, so it costs no status write; the failure persisting past the
+// inertia is news.
+func TestRetryThatFailsTheSameWayIsNoNews(t *testing.T) {
+	s := Snapshot{State: fsm.StateRunning, Version: "4.22.1", Failures: 1, LastError: errors.New("forbidden"), RetryIn: 100 * time.Millisecond}
+	next := s
+	next.Failures, next.RetryIn = 2, 200*time.Millisecond
+	assert.True(t, s.Equal(next))
+	assert.Equal(t, Conditions(s), Conditions(next))
+	next.FailurePersists = true
+	assert.False(t, s.Equal(next))
+	next.Failures, next.LastError = 0, nil
+	assert.False(t, s.Equal(next), "the failure's end is news")
 }

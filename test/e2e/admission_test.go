@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
@@ -109,12 +110,13 @@ func TestRefusedUpgradeIsNotReportedDone(t *testing.T) {
 	e.waitState(c, "Running")
 	allow := e.refuseDaemonSetUpdates()
 
+	degradedSeen := e.watchDegraded()
 	e.setClusterVersion(target)
-	degraded := e.waitCondition(status.ConditionDegraded, configv1.ConditionTrue, status.ReasonApplyFailed)
-	if !strings.Contains(degraded.Message, refuseUpdatesPolicy) {
-		t.Errorf("Degraded does not name the refusing policy: %q", degraded.Message)
-	}
-	t.Logf("Degraded: %s", degraded.Message)
+	// A refusal younger than the Degraded inertia is news for Progressing,
+	// not Degraded: an upgrade that an admission policy holds up for a while
+	// must not flap the ClusterOperator.
+	progressing := e.waitConditionMessage(status.ConditionProgressing, refuseUpdatesPolicy)
+	t.Logf("Progressing: %s", progressing.Message)
 	if ds := e.daemonSet(); ds.Annotations[resources.VersionAnnotation] == target {
 		t.Fatalf("the DaemonSet reached %s through the policy", target)
 	}
@@ -154,6 +156,47 @@ func TestRefusedUpgradeIsNotReportedDone(t *testing.T) {
 	}
 	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
 	e.waitCondition(status.ConditionProgressing, configv1.ConditionFalse, "")
+	if seen := degradedSeen(); len(seen) > 0 {
+		t.Errorf("an upgrade refused for less than the Degraded inertia (%s) made RuntimeExtractorDegraded True: %v", runtimeextractor.DefaultDegradedInertia, seen)
+	}
+}
+
+// TestLastingRefusalIsDegraded is the test of the Degraded inertia, so it
+// alone shortens it: an upgrade that an admission policy keeps refusing
+// shows in Progressing first, then, once the refusal lasted the inertia, as
+// RuntimeExtractorDegraded ApplyFailed, whose message retries do not change;
+// it clears once the policy is lifted.
+func TestLastingRefusalIsDegraded(t *testing.T) {
+	const inertia = 20 * time.Second
+	e := newEnv(t)
+	c, _ := e.deployed(controllerOpts{args: []string{"--degraded-inertia", inertia.String()}})
+	e.waitState(c, "Running")
+	allow := e.refuseDaemonSetUpdates()
+	e.setClusterVersion("4.22.1")
+	refused := time.Now()
+	e.waitConditionMessage(status.ConditionProgressing, refuseUpdatesPolicy)
+	if d := e.condition(status.ConditionDegraded); d == nil || d.Status != configv1.ConditionFalse {
+		t.Fatalf("Degraded before the inertia: %+v", d)
+	}
+	degraded := e.waitCondition(status.ConditionDegraded, configv1.ConditionTrue, status.ReasonApplyFailed)
+	after := time.Since(refused)
+	t.Logf("Degraded %s after the refused upgrade (inertia %s): %s", after.Round(100*time.Millisecond), inertia, degraded.Message)
+	if after < inertia-time.Second {
+		t.Errorf("Degraded %s after the refusal, before the inertia %s", after, inertia)
+	}
+	if !strings.Contains(degraded.Message, refuseUpdatesPolicy) {
+		t.Errorf("Degraded does not name the refusing policy: %q", degraded.Message)
+	}
+	// The next retry (its backoff about 26 s by now) fails the same way: the
+	// condition stays as it was.
+	retries := c.logCount(retryLine)
+	waitLogCount(t, c, retryLine, retries+1, time.Minute)
+	if now := e.condition(status.ConditionDegraded); now == nil || now.Message != degraded.Message || !now.LastTransitionTime.Equal(&degraded.LastTransitionTime) {
+		t.Errorf("a retry that failed the same way changed Degraded: %+v, was %+v", now, degraded)
+	}
+	allow()
+	e.waitCondition(status.ConditionDegraded, configv1.ConditionFalse, "")
+	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
 }
 
 // claimsDone returns what, in the controller's report, claims the upgrade to

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
@@ -164,6 +166,57 @@ func (e *env) waitCondition(t configv1.ClusterStatusConditionType, status config
 		return c != nil && c.Status == status && (reason == "" || c.Reason == reason), nil
 	})
 	return c
+}
+
+// waitConditionMessage waits for condition t's message to contain part.
+func (e *env) waitConditionMessage(t configv1.ClusterStatusConditionType, part string) *configv1.ClusterOperatorStatusCondition {
+	e.t.Helper()
+	var c *configv1.ClusterOperatorStatusCondition
+	e.eventually(fmt.Sprintf("%s saying %q", t, part), func(context.Context) (bool, error) {
+		c = e.condition(t)
+		return c != nil && strings.Contains(c.Message, part), nil
+	})
+	return c
+}
+
+// watchDegraded watches the ClusterOperator from now on; the function it
+// returns stops the watch and lists every RuntimeExtractorDegraded=True it
+// saw, as "Reason: message".
+func (e *env) watchDegraded() func() []string {
+	e.t.Helper()
+	w, err := e.config.ConfigV1().ClusterOperators().Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=insights"})
+	if err != nil {
+		e.t.Fatalf("watch the ClusterOperator: %v", err)
+	}
+	var seen []string
+	var stopped atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if !stopped.Load() { // the server ended it: what came after is unseen
+				seen = append(seen, "the watch ended before the test stopped it")
+			}
+		}()
+		for ev := range w.ResultChan() {
+			co, ok := ev.Object.(*configv1.ClusterOperator)
+			if !ok {
+				continue
+			}
+			for _, c := range co.Status.Conditions {
+				if c.Type == status.ConditionDegraded && c.Status == configv1.ConditionTrue {
+					seen = append(seen, c.Reason+": "+c.Message)
+				}
+			}
+		}
+	}()
+	e.t.Cleanup(w.Stop)
+	return func() []string {
+		stopped.Store(true)
+		w.Stop()
+		<-done
+		return seen
+	}
 }
 
 // events returns the Events in openshift-insights with reason.

@@ -104,8 +104,8 @@ func TestTugOfWarIsBoundedAndReported(t *testing.T) {
 	if toDegraded > degradedBound {
 		t.Errorf("the fight was reported %s after the first foreign write, want at most %s", toDegraded.Round(100*time.Millisecond), degradedBound)
 	}
-	if !strings.Contains(degraded.Message, "of changes by "+manager+" (") {
-		t.Errorf("the Degraded message does not name the writer's manager %s with a count: %q", manager, degraded.Message)
+	if !strings.Contains(degraded.Message, "changes by "+manager+";") {
+		t.Errorf("the Degraded message does not name the writer's manager %s: %q", manager, degraded.Message)
 	}
 	m := c.metrics()
 	if g := metricSum(m, "runtime_extractor_conflicting_writer"); g != 1 {
