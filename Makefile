@@ -13,7 +13,7 @@ FUZZ_MACHINE_EXECS ?= 200000x
 FUZZ_PARSE_EXECS ?= 20000x
 LISTEN ?= 127.0.0.1:8443
 
-.PHONY: all build tools test unit model model-reverts schema rules race e2e fuzz verify docs run bench soak host-check host-series clean
+.PHONY: api all build tools test unit model model-reverts schema rules race e2e fuzz verify docs run bench soak host-check host-series clean
 
 all: build
 
@@ -94,6 +94,12 @@ verify:
 	$(GO) test -count=1 -run 'TestGeneratedDocsAreCurrent|TestScenarios' ./fsm
 	$(GO) test -count=1 -run 'Golden' ./cmd/... ./pkg/resources
 	$(GO) test -count=1 ./hack/readme-diagram ./manifests ./docs
+	$(GO) run ./hack/apirecord
+
+# Rewrites api/exported.txt, the record of the exported API that `make verify`
+# checks (docs/embedding.md#api).
+api:
+	$(GO) run ./hack/apirecord -write
 
 docs:
 	$(GO) run ./cmd/runtime-extractor-controller diagram --format markdown > docs/state-machine.md
