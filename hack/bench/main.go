@@ -69,6 +69,7 @@ type options struct {
 	outage          time.Duration
 	scaleNodes      int
 	scaleSmall      int
+	scaleLargest    int
 	scaleTrials     int
 	scaleBlocks     int
 	scaleQPS        int
@@ -100,6 +101,7 @@ func main() {
 	flag.IntVar(&o.outages, "outages", 5, "API server outages after which the first correction is timed")
 	flag.DurationVar(&o.outage, "outage", 15*time.Second, "how long kube-apiserver stays down in each outage")
 	flag.IntVar(&o.scaleNodes, "scale-nodes", 1000, "kwok nodes of the large cluster in the scale group (0 skips the group)")
+	flag.IntVar(&o.scaleLargest, "scale-largest", 2000, "kwok nodes of a third, largest cluster in the scale group, OpenShift's tested maximum (0 or not above -scale-nodes: none)")
 	flag.IntVar(&o.scaleSmall, "scale-small", testcluster.DefaultNodes, "kwok nodes of the small cluster the scale group compares with")
 	flag.IntVar(&o.scaleTrials, "scale-trials", 10, "drift-delete samples per size in the scale group, of the controller and as many of the floor")
 	flag.IntVar(&o.scaleBlocks, "scale-blocks", 2, "interleaved blocks the scale group's drift samples are taken in")

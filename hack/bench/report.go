@@ -86,6 +86,7 @@ type optionsJSON struct {
 	Outage       string `json:"outageDuration"`
 	ScaleNodes   int    `json:"scaleNodes,omitempty"`
 	ScaleSmall   int    `json:"scaleSmall,omitempty"`
+	ScaleLargest int    `json:"scaleLargest,omitempty"`
 	ScaleTrials  int    `json:"scaleTrials,omitempty"`
 	ScaleQPS     int    `json:"scaleQPS,omitempty"`
 	// Only lists the steps run when not all were (-only).
@@ -220,7 +221,7 @@ func newResults(o options) *results {
 		Options: optionsJSON{Nodes: o.nodes, Trials: o.trials, RepairEvery: o.repairEvery.String(), Fight: o.fightFor.String(), Blocks: o.blocks, ImageTrials: o.imageTrials, Toggles: o.toggles,
 			Noops: o.noops, Storm: o.storm, Burst: o.burst, RolloutNodes: o.rolloutNodes, Clutter: o.clutter,
 			Outages: o.outages, Outage: o.outage.String(), Only: o.only,
-			ScaleNodes: o.scaleNodes, ScaleSmall: o.scaleSmall, ScaleTrials: o.scaleTrials, ScaleQPS: o.scaleQPS},
+			ScaleNodes: o.scaleNodes, ScaleSmall: o.scaleSmall, ScaleLargest: o.scaleLargest, ScaleTrials: o.scaleTrials, ScaleQPS: o.scaleQPS},
 	}
 }
 

@@ -37,21 +37,22 @@ const (
 
 // scaleRun is one cluster size's figures.
 type scaleRun struct {
-	Nodes          int       `json:"nodes"`
-	NodesReadyS    float64   `json:"clusterStartSeconds"` // start, nodes Ready included
-	FirstRunningS  float64   `json:"firstApplyToRunningSeconds"`
-	FirstRollout   usage     `json:"firstRollout"`
-	UpgradeS       float64   `json:"versionChangeToRunningSeconds"`
-	UpgradeWaves   int       `json:"upgradeWaves"` // distinct batches of pods replaced, as the DaemonSet's status showed
-	Upgrade        usage     `json:"upgradeRollout"`
-	IdleRSSBytes   int64     `json:"idleRssBytes"` // Running, nothing happening
-	DriftP50Ms     float64   `json:"driftDeleteP50Ms"`
-	FloorP50Ms     float64   `json:"floorP50Ms"`
-	DriftRatio     float64   `json:"driftDeleteP50FloorRatio"`
-	DriftSamples   int       `json:"driftSamples"`
-	DriftSamplesMs []float64 `json:"driftSamplesMs"`
-	FloorSamplesMs []float64 `json:"floorSamplesMs"`
-	DriftRequests  counts    `json:"driftRequestsPerTrial"`
+	Nodes          int         `json:"nodes"`
+	NodesReadyS    float64     `json:"clusterStartSeconds"` // start, nodes Ready included
+	FirstRunningS  float64     `json:"firstApplyToRunningSeconds"`
+	FirstRollout   usage       `json:"firstRollout"`
+	UpgradeS       float64     `json:"versionChangeToRunningSeconds"`
+	UpgradeWaves   int         `json:"upgradeWaves"` // distinct batches of pods replaced, as the DaemonSet's status showed
+	Upgrade        usage       `json:"upgradeRollout"`
+	IdleRSSBytes   int64       `json:"idleRssBytes"` // Running, nothing happening
+	DriftP50Ms     float64     `json:"driftDeleteP50Ms"`
+	FloorP50Ms     float64     `json:"floorP50Ms"`
+	DriftRatio     float64     `json:"driftDeleteP50FloorRatio"`
+	DriftSamples   int         `json:"driftSamples"`
+	DriftSamplesMs []float64   `json:"driftSamplesMs"`
+	FloorSamplesMs []float64   `json:"floorSamplesMs"`
+	DriftRequests  counts      `json:"driftRequestsPerTrial"`
+	Memory         scaleMemory `json:"memory"`
 }
 
 // usage is what the controller cost over one rollout window.
@@ -87,7 +88,11 @@ func (b *bench) scale(ctx context.Context) error {
 			return fmt.Errorf("stop the main cluster: %w", err)
 		}
 	}
-	for _, n := range []int{b.o.scaleSmall, b.o.scaleNodes} {
+	sizes := []int{b.o.scaleSmall, b.o.scaleNodes}
+	if b.o.scaleLargest > b.o.scaleNodes {
+		sizes = append(sizes, b.o.scaleLargest)
+	}
+	for _, n := range sizes {
 		r, err := b.scaleOnce(ctx, n)
 		if err != nil {
 			if ctx.Err() != nil || n == b.o.scaleSmall {
@@ -127,6 +132,9 @@ func (b *bench) scaleOnce(ctx context.Context, nodes int) (scaleRun, error) {
 	if s.ctrl, err = s.startController(defaultResync, "scale"); err != nil {
 		return r, err
 	}
+	if r.Memory.StartRSSBytes, err = s.startRSS(ctx); err != nil {
+		return r, fmt.Errorf("the controller's first /metrics: %w", err)
+	}
 	smp := s.sample(ctx)
 	smp.fromZero()
 	if err := s.waitSteady(ctx, true); err != nil {
@@ -144,12 +152,27 @@ func (b *bench) scaleOnce(ctx context.Context, nodes int) (scaleRun, error) {
 	if err != nil {
 		return r, err
 	}
-	r.IdleRSSBytes = idle.RSSBytes
+	r.IdleRSSBytes, r.Memory.RolledOutRSSBytes = idle.RSSBytes, idle.RSSBytes
 
 	if err := s.scaleUpgrade(ctx, &r); err != nil {
 		return r, err
 	}
 	logf("scale: %d nodes: version change Running after %.1f s (%d waves)", nodes, r.UpgradeS, r.UpgradeWaves)
+	upgraded, err := s.sampleMemory(ctx, "upgraded")
+	if err != nil {
+		return r, err
+	}
+	r.Memory.UpgradedRSSBytes = upgraded.RSSBytes
+	if err := s.scaleDiagnosis(ctx, &r.Memory); err != nil {
+		return r, err
+	}
+	// Lift the hold, so that the drift trials start from a rolled-out DaemonSet.
+	if err := s.cluster.HoldPods(ctx); err != nil {
+		return r, fmt.Errorf("lift the hold: %w", err)
+	}
+	if err := s.waitSteady(ctx, true); err != nil {
+		return r, err
+	}
 	if err := s.scaleDrift(ctx, &r); err != nil {
 		return r, err
 	}
@@ -182,6 +205,9 @@ func (b *bench) scaleUpgrade(ctx context.Context, r *scaleRun) error {
 		resources.EnvKubeRBACProxyImage+"="+tag(images.KubeRBACProxy))
 	if b.ctrl, err = b.startController(defaultResync, "scale-upgrade"); err != nil {
 		return err
+	}
+	if r.Memory.UpgradeStartRSSBytes, err = b.startRSS(ctx); err != nil {
+		return fmt.Errorf("the restarted controller's first /metrics: %w", err)
 	}
 	smp := b.sample(ctx)
 	smp.fromZero() // a new process: its CPU counter started at 0
@@ -451,6 +477,10 @@ func (r *results) printScale(out *strings.Builder, ref *results) {
 	}
 	row("controller RSS, idle after the first rollout", func(s scaleRun) string { return mib(s.IdleRSSBytes) },
 		within(float64(large.IdleRSSBytes), float64(small.IdleRSSBytes)))
+	printMemory(row, runs)
+	row("controller CPU seconds, first rollout + upgrade", func(s scaleRun) string {
+		return fmt.Sprintf("%.2f", s.FirstRollout.CPUSeconds+s.Upgrade.CPUSeconds)
+	}, cpuPerRollout(runs))
 	row("drift-delete (orphaning), gone -> recreated, p50 ms", func(s scaleRun) string { return fmt.Sprintf("%.1f", s.DriftP50Ms) }, "")
 	row("  floor (ideal watcher) p50 ms", func(s scaleRun) string { return fmt.Sprintf("%.1f", s.FloorP50Ms) }, "")
 	row("  p50 / floor p50", func(s scaleRun) string { return fmt.Sprintf("%.2f× (n=%d)", s.DriftRatio, s.DriftSamples) }, "")

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
+)
+
+// heldNodes is how many nodes the diagnosis step leaves without a ready pod:
+// more than the three a message names, so that the names come from
+// anywhere in the pod list's pages, and fewer than maxUnavailable.
+const heldNodes = 15
+
+// memoryTarget is issue 36's bound on the controller's RSS growth from its
+// start, at any node count.
+const memoryTarget = 5 << 20
+
+// scaleMemory is the controller's RSS at the moments issue 36 names, each the
+// median of five scrapes, and what the unavailable-node diagnosis cost.
+type scaleMemory struct {
+	StartRSSBytes        int64   `json:"startRssBytes"`        // first scrape of the first process
+	RolledOutRSSBytes    int64   `json:"rolledOutRssBytes"`    // idle after the first rollout
+	UpgradeStartRSSBytes int64   `json:"upgradeStartRssBytes"` // first scrape of the restarted process
+	UpgradedRSSBytes     int64   `json:"upgradedRssBytes"`     // idle after the upgrade's rollout
+	DiagnosedRSSBytes    int64   `json:"diagnosedRssBytes"`    // idle after the nodes were named
+	DiagnosisS           float64 `json:"diagnosisSeconds"`     // pods held -> nodes named
+	DiagnosisPodLists    int     `json:"diagnosisPodLists"`    // list requests on pods (pages)
+}
+
+// scaleDiagnosis leaves heldNodes nodes without a ready pod (kwok holds their
+// pods, which are deleted and come back unready), waits for the controller's
+// Available condition to name the first of them, and measures its RSS then.
+func (b *bench) scaleDiagnosis(ctx context.Context, mem *scaleMemory) error {
+	held := slices.Clone(b.cluster.Nodes[len(b.cluster.Nodes)-heldNodes:])
+	slices.Sort(held)
+	if err := b.cluster.HoldPods(ctx, held...); err != nil {
+		return fmt.Errorf("hold pods: %w", err)
+	}
+	start := time.Now()
+	zero := int64(0)
+	for _, node := range held {
+		pods, err := b.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+		if err != nil {
+			return fmt.Errorf("list pods on %s: %w", node, err)
+		}
+		for _, p := range pods.Items {
+			if err := b.kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				return fmt.Errorf("delete pod %s: %w", p.Name, err)
+			}
+		}
+	}
+	var msg string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, b.timeout, true, func(ctx context.Context) (bool, error) {
+		co, err := b.config.ConfigV1().ClusterOperators().Get(ctx, "insights", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range co.Status.Conditions {
+			if c.Type == status.ConditionAvailable {
+				msg = c.Message
+			}
+		}
+		return strings.Contains(msg, ": "+held[0]), nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for the controller to name %s: %w (Available: %q)", held[0], err, msg)
+	}
+	named := time.Now()
+	mem.DiagnosisS = round1(named.Sub(start).Seconds())
+	logf("scale: %d nodes: %s", len(b.cluster.Nodes), msg)
+	m, err := b.sampleMemory(ctx, "diagnosed")
+	if err != nil {
+		return err
+	}
+	mem.DiagnosedRSSBytes = m.RSSBytes
+	if err := b.flushAudit(ctx); err != nil {
+		return err
+	}
+	for _, e := range b.requestsBetween(start, named.Add(tail)) {
+		if e.Resource == "pods" && e.Verb == "list" {
+			mem.DiagnosisPodLists++
+		}
+	}
+	return nil
+}
+
+// startRSS waits for the controller's first /metrics answer and returns its
+// RSS: the process is up, its caches syncing, nothing diagnosed.
+func (b *bench) startRSS(ctx context.Context) (int64, error) {
+	var rss float64
+	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		m, err := b.ctrl.scrape(ctx)
+		if err != nil {
+			return false, nil
+		}
+		rss = m.Sum(testcluster.MetricRSS)
+		return rss > 0, nil
+	})
+	return int64(rss), err
+}
+
+// printMemory prints the RSS rows, each against the start of its process.
+func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRun) {
+	judge := func(get func(scaleRun) (int64, int64)) string {
+		worst := int64(0)
+		for _, s := range runs {
+			at, from := get(s)
+			worst = max(worst, at-from)
+		}
+		verdict := "met"
+		if worst > memoryTarget {
+			verdict = "NOT MET"
+		}
+		return fmt.Sprintf("(largest growth %s, target ≤ %s: %s)", mib(worst), mib(memoryTarget), verdict)
+	}
+	grown := func(get func(scaleRun) (int64, int64)) func(scaleRun) string {
+		return func(s scaleRun) string {
+			at, from := get(s)
+			return fmt.Sprintf("%s (%+.1f)", mib(at), float64(at-from)/(1<<20))
+		}
+	}
+	row("controller RSS at start (first scrape)", func(s scaleRun) string { return mib(s.Memory.StartRSSBytes) }, "")
+	first := func(s scaleRun) (int64, int64) { return s.Memory.RolledOutRSSBytes, s.Memory.StartRSSBytes }
+	row("  after the first rollout (MiB above start)", grown(first), judge(first))
+	row("restarted for the upgrade: RSS at start", func(s scaleRun) string { return mib(s.Memory.UpgradeStartRSSBytes) }, "")
+	up := func(s scaleRun) (int64, int64) { return s.Memory.UpgradedRSSBytes, s.Memory.UpgradeStartRSSBytes }
+	row("  after the upgrade's rollout of every pod", grown(up), judge(up))
+	diag := func(s scaleRun) (int64, int64) { return s.Memory.DiagnosedRSSBytes, s.Memory.UpgradeStartRSSBytes }
+	row(fmt.Sprintf("  after naming %d unready nodes", heldNodes), grown(diag), judge(diag))
+	row("  diagnosis: pods held -> named (s), pod list pages", func(s scaleRun) string {
+		return fmt.Sprintf("%.1f s, %d", s.Memory.DiagnosisS, s.Memory.DiagnosisPodLists)
+	}, "")
+}
+
+// cpuPerRollout judges the largest size's CPU per rollout against the one
+// before it (issue 36: at most twice).
+func cpuPerRollout(runs []scaleRun) string {
+	if len(runs) < 3 {
+		return ""
+	}
+	a, b := runs[len(runs)-2], runs[len(runs)-1]
+	ratio := (b.FirstRollout.CPUSeconds + b.Upgrade.CPUSeconds) / max(a.FirstRollout.CPUSeconds+a.Upgrade.CPUSeconds, 0.01)
+	verdict := "met"
+	if ratio > 2 {
+		verdict = "NOT MET"
+	}
+	return fmt.Sprintf("(%d nodes / %d nodes: %.2f×, target ≤ 2×: %s)", b.Nodes, a.Nodes, ratio, verdict)
+}
