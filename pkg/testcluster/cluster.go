@@ -2,21 +2,16 @@ package testcluster
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -303,158 +298,6 @@ func (c *Cluster) qpsArgs() []string {
 
 func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }
 
-// waitFor polls cond until it holds, a component exits, or timeout passes. Errors
-// from cond count as "not yet" (the API server may still be warming up); the last
-// one is reported on timeout.
-func (c *Cluster) waitFor(ctx context.Context, what string, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
-	return c.waitForEvery(ctx, what, pollInterval, timeout, cond)
-}
-
-// waitForEvery is waitFor, polling every interval.
-func (c *Cluster) waitForEvery(ctx context.Context, what string, interval, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
-	var lastErr, exitErr error
-	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		if proc := c.exitedProcess(); proc != nil {
-			exitErr = proc.exitError()
-			return false, exitErr
-		}
-		ok, err := cond(ctx)
-		if err != nil {
-			lastErr = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	switch {
-	case err == nil:
-		return nil
-	case exitErr != nil:
-		return fmt.Errorf("wait for %s: %w", what, exitErr)
-	case lastErr != nil:
-		return fmt.Errorf("wait for %s: %w (last error: %v)", what, err, lastErr)
-	default:
-		return fmt.Errorf("wait for %s: %w", what, err)
-	}
-}
-
-// exitedProcess returns a component that has exited. While Start or
-// StartAPIServer waits, any exit is a failure worth reporting at once.
-func (c *Cluster) exitedProcess() *process {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.child != nil && p.child.exited() {
-			return p
-		}
-	}
-	return nil
-}
-
-func (c *Cluster) waitAPIServerReady(ctx context.Context) error {
-	client, err := readyzClient(c.pki.caPEM)
-	if err != nil {
-		return err
-	}
-	return c.waitFor(ctx, "kube-apiserver /readyz", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		return httpOK(ctx, client, c.RESTConfig.Host+"/readyz"), nil
-	})
-}
-
-// readyzClient calls the API server anonymously, which the default RBAC allows
-// for health endpoints, trusting only the cluster's CA.
-func readyzClient(caPEM []byte) (*http.Client, error) {
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("parse cluster CA")
-	}
-	return &http.Client{
-		Timeout:   5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
-	}, nil
-}
-
-func httpOK(ctx context.Context, client *http.Client, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-// apiServerGrace is kube-apiserver's grace period, at every stop. It is short:
-// with its clients still watching, kube-apiserver drains for up to its request
-// timeout (a minute) after SIGTERM. etcd holds the data, so a SIGKILL loses
-// nothing, and an abrupt end is what the fault tests want.
-const apiServerGrace = 2 * time.Second
-
-// StopAPIServer stops kube-apiserver only (SIGTERM, SIGKILL after a short grace);
-// etcd and its data stay, and so do the controllers and kwok, which retry until
-// it is back. For fault tests.
-func (c *Cluster) StopAPIServer() error {
-	c.mu.Lock()
-	api := c.apiserver
-	c.mu.Unlock()
-	if api == nil {
-		return errors.New("kube-apiserver was never started")
-	}
-	began := time.Now()
-	api.stop()
-	logf(c.opts.Log, "kube-apiserver (pid %d) stopped in %s", api.pid(), since(began))
-	return nil
-}
-
-// StartAPIServer starts kube-apiserver again after StopAPIServer, on the same
-// port, certificates and etcd, waits for /readyz, and then restarts kwok so
-// the node agents resync their pods, as kubelets do.
-func (c *Cluster) StartAPIServer(ctx context.Context) error {
-	c.mu.Lock()
-	old := c.apiserver
-	if c.stopped || old == nil {
-		c.mu.Unlock()
-		return errors.New("cluster is not running")
-	}
-	if old.running() {
-		c.mu.Unlock()
-		return errors.New("kube-apiserver is already running")
-	}
-	restarted := newProcess(old.name, old.bin, c.Dir, old.grace, old.args...)
-	if err := restarted.start(); err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	for i, p := range c.procs {
-		if p == old {
-			c.procs[i] = restarted
-		}
-	}
-	c.apiserver = restarted
-	c.mu.Unlock()
-
-	began := time.Now()
-	if err := c.waitAPIServerReady(ctx); err != nil {
-		return fmt.Errorf("restart kube-apiserver: %w\n%s", err, tailFile(restarted.logPath, 20))
-	}
-	logf(c.opts.Log, "kube-apiserver (pid %d) ready again in %s", restarted.pid(), since(began))
-	// A kubelet's status manager sends every pod's status again on its sync
-	// period, so a status write lost to the outage is made good within
-	// seconds. kwok does not: a pod status patch that fails with anything but
-	// "connection refused" (a reset or EOF from the stopping server) is
-	// dropped, and its watch resumes without a relist when it can, so that pod
-	// stays unready for good (one CI run: a DaemonSet created as the API
-	// server stopped never became available). Restarting kwok relists and
-	// replays every pod's stages, which is what the kubelets' resync would do.
-	if err := c.restartKwok(ctx, ""); err != nil {
-		return fmt.Errorf("resync the node agents after the kube-apiserver restart: %w", err)
-	}
-	return nil
-}
-
 // Processes lists the OS processes the cluster started and that are still
 // running, in start order.
 func (c *Cluster) Processes() []Process {
@@ -516,36 +359,6 @@ func stopAll(procs []*process) {
 		wg.Go(p.stop)
 	}
 	wg.Wait()
-}
-
-// TailLogs returns the last n lines of every component's log.
-func (c *Cluster) TailLogs(n int) string { return c.tailLogs(n) }
-
-func (c *Cluster) tailLogs(n int) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var b strings.Builder
-	for _, p := range c.procs {
-		b.WriteString(tailFile(p.logPath, n))
-	}
-	return b.String()
-}
-
-// ComponentLog returns the last n lines of one component's log (its name, as
-// in Processes) that contain match ("" matches every line), across its
-// restarts.
-func (c *Cluster) ComponentLog(name, match string, n int) string {
-	data, err := os.ReadFile(filepath.Join(c.Dir, name+".log"))
-	if err != nil {
-		return err.Error()
-	}
-	var lines []string
-	for line := range strings.Lines(string(data)) {
-		if strings.Contains(line, match) {
-			lines = append(lines, line)
-		}
-	}
-	return strings.Join(lines[max(len(lines)-n, 0):], "")
 }
 
 // freePorts asks the kernel for n distinct free loopback ports. The listeners stay

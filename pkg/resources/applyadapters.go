@@ -1,0 +1,64 @@
+package resources
+
+import (
+	"context"
+
+	"github.com/openshift/library-go/pkg/operator/events"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
+)
+
+// Adapters through which library-go's ApplyDaemonSet sees the DaemonSet the
+// manager has read already, and records only the Events of writes.
+
+// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet that was already
+// read (from the cache, usually), so its Get costs no request, and stamps
+// the field manager on its writes. Everything else is the real client.
+type prefetchedDaemonSets struct {
+	getter   appsclientv1.DaemonSetsGetter
+	existing *appsv1.DaemonSet // nil: known not to exist
+}
+
+func (p prefetchedDaemonSets) DaemonSets(namespace string) appsclientv1.DaemonSetInterface {
+	return prefetchedDaemonSet{
+		DaemonSetInterface: p.getter.DaemonSets(namespace),
+		namespace:          namespace,
+		existing:           p.existing,
+	}
+}
+
+type prefetchedDaemonSet struct {
+	appsclientv1.DaemonSetInterface
+	namespace string
+	existing  *appsv1.DaemonSet
+}
+
+func (p prefetchedDaemonSet) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error) {
+	if p.namespace != Namespace || name != DaemonSetName {
+		return p.DaemonSetInterface.Get(ctx, name, opts)
+	}
+	if p.existing == nil {
+		return nil, apierrors.NewNotFound(appsv1.Resource("daemonsets"), name)
+	}
+	return p.existing.DeepCopy(), nil
+}
+
+func (p prefetchedDaemonSet) Create(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.CreateOptions) (*appsv1.DaemonSet, error) {
+	opts.FieldManager = FieldManager
+	return p.DaemonSetInterface.Create(ctx, ds, opts)
+}
+
+func (p prefetchedDaemonSet) Update(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.UpdateOptions) (*appsv1.DaemonSet, error) {
+	opts.FieldManager = FieldManager
+	return p.DaemonSetInterface.Update(ctx, ds, opts)
+}
+
+// writeEventsOnly drops the warnings ApplyDaemonSet records for a failed
+// write: a lost race is retried here and a final failure is returned to
+// the caller, which reports it. Created/Updated events pass through.
+type writeEventsOnly struct{ events.Recorder }
+
+func (writeEventsOnly) Warning(string, string)                  {}
+func (writeEventsOnly) Warningf(string, string, ...interface{}) {}

@@ -1,0 +1,186 @@
+package resources
+
+import (
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The manager's expectations: the own writes it awaits in the informer cache,
+// and what it remembers of the objects it wrote, so that a cache that lags
+// behind its own write is not mistaken for someone else's change.
+
+// ExpectationTimeout bounds how long an own write may stay unseen by the
+// cache before the manager stops trusting it and reads the server again. A
+// healthy watch shows a write within milliseconds.
+const ExpectationTimeout = 5 * time.Second
+
+// ownedObject identifies one incarnation of the DaemonSet: a generation is
+// only meaningful for the same UID (a recreated object restarts at 1).
+type ownedObject struct {
+	uid        types.UID
+	generation int64
+	// meta is OwnedMetadata as last written to (or adopted on) this object.
+	meta map[string]string
+	// versions are the resourceVersions of the last few writes to it, and of
+	// what each of them replaced: a watch event of an older own write (or of
+	// a version a later own write overwrote, such as a status update seen
+	// only after a re-list) can still arrive after a newer one. They are told
+	// apart by resourceVersion, never by values someone else may write back.
+	versions []string
+}
+
+// maxOwnedVersions bounds the write history kept per object, maxPast the
+// objects kept after the manager moved on from them.
+const (
+	maxOwnedVersions = 8
+	maxPast          = 4
+)
+
+// expectedGeneration returns the generation ApplyDaemonSet should expect
+// of existing, and whether existing is an object this manager did not write,
+// to be adopted by a write the server may find unchanged (see Apply).
+func (m *Manager) expectedGeneration(existing *appsv1.DaemonSet) (int64, bool) {
+	if existing == nil {
+		return 0, false // library-go creates; the value is unused.
+	}
+	m.mu.Lock()
+	owned := m.owned
+	m.mu.Unlock()
+	if owned.uid != "" && owned.uid == existing.UID {
+		return owned.generation, false
+	}
+	return -1, true // no generation matches: write.
+}
+
+// expect records an own create or spec update the cache has yet to show.
+func (m *Manager) expect(ds *appsv1.DaemonSet) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expected, m.expectedUntil = ds.DeepCopy(), m.clock.Now().Add(ExpectationTimeout)
+}
+
+// expectation returns (a copy of) the expected own write while the cache,
+// showing cached (nil: nothing), has not caught up with it, and forgets it
+// once the cache shows it or it timed out.
+func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	exp := m.expected
+	switch {
+	case exp == nil:
+		return nil
+	case !m.clock.Now().Before(m.expectedUntil):
+		m.expected = nil // timed out: read the server (cacheBehind) or trust the cache
+		return nil
+	case cached == nil:
+		return exp.DeepCopy() // our create is not in the cache yet
+	case cached.UID == exp.UID && cached.Generation < exp.Generation:
+		return exp.DeepCopy() // our update is not in the cache yet
+	default:
+		m.expected = nil // shown, or another object holds the name: the cache knows better
+		return nil
+	}
+}
+
+// AwaitsOwnWrite reports whether an own write is still awaited in the
+// cache: a list the informer finds without it may predate it. Unlike
+// Expecting, it never ends an expectation.
+func (m *Manager) AwaitsOwnWrite() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
+}
+
+// Expecting reports how long an own write may still be awaited in the cache
+// (false when none is). The caller re-asserts after it, so a write the cache
+// never shows is re-read from the server. An expectation ends when it times
+// out, even with no apply to consult it (the DaemonSet is being deleted): it
+// is reported due (0, true) once, then never again, so the caller's
+// re-assert cannot repeat without a pause.
+func (m *Manager) Expecting() (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.expected == nil {
+		return 0, false
+	}
+	left := m.expectedUntil.Sub(m.clock.Now())
+	if left <= 0 {
+		m.expected = nil
+		return 0, true
+	}
+	return left, true
+}
+
+// ObservedDeletion tells the manager that the informer saw object uid
+// deleted, or ("") that a live read found no DaemonSet: a write of it is no
+// longer expected, and the cache is to be believed.
+func (m *Manager) ObservedDeletion(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.expected != nil && (uid == "" || m.expected.UID == uid) {
+		m.expected = nil
+	}
+}
+
+// cacheBehind reports whether cached is an older generation of the object
+// this manager last wrote.
+func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owned.uid != "" && m.owned.uid == cached.UID && cached.Generation < m.owned.generation
+}
+
+// own records ds as written (or adopted) by this manager; replaced is what
+// the write replaced (nil for a create).
+func (m *Manager) own(ds, replaced *appsv1.DaemonSet) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owned.uid != ds.UID {
+		m.retire()
+		m.owned = ownedObject{uid: ds.UID}
+	}
+	m.owned.generation = ds.Generation
+	m.owned.meta = OwnedMetadata(ds)
+	if replaced != nil && replaced.UID == ds.UID {
+		m.owned.addVersion(replaced.ResourceVersion)
+	}
+	m.owned.addVersion(ds.ResourceVersion)
+}
+
+func (o *ownedObject) addVersion(rv string) {
+	if rv == "" || slices.Contains(o.versions, rv) {
+		return
+	}
+	o.versions = append(o.versions, rv)
+	if len(o.versions) > maxOwnedVersions {
+		o.versions = o.versions[1:]
+	}
+}
+
+// retire moves the owned object to the past; the caller holds m.mu.
+func (m *Manager) retire() {
+	if m.owned.uid == "" {
+		return
+	}
+	m.past = append(m.past, m.owned)
+	if len(m.past) > maxPast {
+		m.past = m.past[1:]
+	}
+}
+
+func (m *Manager) dropExpectation() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expected = nil
+}
+
+func (m *Manager) disown() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.retire()
+	m.owned = ownedObject{}
+	m.expected = nil
+}
