@@ -116,24 +116,47 @@ func (DeleteFailed) Name() EventName { return EventDeleteFailed }
 
 // Describe renders an event with its payload, e.g. "VersionChanged(4.21.0 -> 4.22.0)".
 func Describe(e Event) string {
+	if e == nil {
+		return "<nil>"
+	}
+	switch kind, values := payload(e); kind {
+	case payloadVersions:
+		return fmt.Sprintf("%s(%s -> %s)", e.Name(), values[0], values[1])
+	case payloadGeneration:
+		return fmt.Sprintf("%s(gen=%s)", e.Name(), values[0])
+	case payloadError:
+		return fmt.Sprintf("%s(%s)", e.Name(), values[0])
+	}
+	return string(e.Name())
+}
+
+// What an event carries besides its name.
+const (
+	payloadNone = iota
+	payloadVersions
+	payloadGeneration
+	payloadError
+)
+
+// payload is what e carries besides its name, as text: the two versions of
+// a VersionChanged, the generation of a rollout or an apply, the error of a
+// failure. Describe and FormatEvent render it, each in its own syntax.
+func payload(e Event) (kind int, values []string) {
 	switch e := e.(type) {
 	case VersionChanged:
-		return fmt.Sprintf("%s(%s -> %s)", e.Name(), e.From, e.To)
+		return payloadVersions, []string{e.From, e.To}
 	case Modified:
-		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.Generation)
+		return payloadGeneration, []string{fmt.Sprint(e.Generation)}
 	case RolloutComplete:
-		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.Generation)
+		return payloadGeneration, []string{fmt.Sprint(e.Generation)}
 	case Applied:
-		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.Generation)
+		return payloadGeneration, []string{fmt.Sprint(e.Generation)}
 	case AppliedUnchanged:
-		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.Generation)
+		return payloadGeneration, []string{fmt.Sprint(e.Generation)}
 	case ApplyFailed:
-		return fmt.Sprintf("%s(%v)", e.Name(), e.Err)
+		return payloadError, []string{fmt.Sprint(e.Err)}
 	case DeleteFailed:
-		return fmt.Sprintf("%s(%v)", e.Name(), e.Err)
-	case nil:
-		return "<nil>"
-	default:
-		return string(e.Name())
+		return payloadError, []string{fmt.Sprint(e.Err)}
 	}
+	return payloadNone, nil
 }

@@ -154,23 +154,8 @@ func ParseEvent(f []string) (Event, error) {
 
 // FormatEvent renders an event in the scenario format (the inverse of ParseEvent).
 func FormatEvent(ev Event) string {
-	switch e := ev.(type) {
-	case VersionChanged:
-		return fmt.Sprintf("%s %s %s", e.Name(), e.From, e.To)
-	case Modified:
-		return fmt.Sprintf("%s %d", e.Name(), e.Generation)
-	case RolloutComplete:
-		return fmt.Sprintf("%s %d", e.Name(), e.Generation)
-	case Applied:
-		return fmt.Sprintf("%s %d", e.Name(), e.Generation)
-	case AppliedUnchanged:
-		return fmt.Sprintf("%s %d", e.Name(), e.Generation)
-	case ApplyFailed:
-		return fmt.Sprintf("%s %v", e.Name(), e.Err)
-	case DeleteFailed:
-		return fmt.Sprintf("%s %v", e.Name(), e.Err)
-	}
-	return string(ev.Name())
+	_, values := payload(ev)
+	return strings.Join(append([]string{string(ev.Name())}, values...), " ")
 }
 
 // ParseState parses a state name.
