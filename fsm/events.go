@@ -48,8 +48,10 @@ type Modified struct{ Generation int64 }
 // Deleted: the DaemonSet disappeared.
 type Deleted struct{}
 
-// RolloutComplete: the DaemonSet object UID at Generation is observed, updated and
-// available on every node that should run it. The machine accepts it only for the
+// RolloutComplete: the DaemonSet object UID at Generation is observed, and every
+// node that should run its pod runs one of that generation's template
+// (updated == desired). Availability is not part of it: a pod that stays
+// unavailable leaves nothing to roll out, and the conditions report it. The machine accepts it only for the
 // object of the last successful apply (see Machine.Fire).
 type RolloutComplete struct {
 	UID        string

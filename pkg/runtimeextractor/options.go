@@ -101,9 +101,11 @@ func WithRepairPolicy(p RepairPolicy) Option {
 	}
 }
 
-// WithClock runs every timer of the controller on clk: the coalescing of
-// level signals, the repair backoff, the retry backoff, the resync, the rollout
-// deadline, the own-write expectations (default: the real clock).
+// WithClock runs the control loop's timers on clk: the coalescing of level
+// signals, the repair gate, the retry backoff and the Degraded inertia, the
+// resync, the rollout deadline, the own-write expectations, the status
+// writer's spacing (default: the real clock). The resource manager's wait for
+// the cache after a lost race and the TLS probe still use wall time.
 func WithClock(clk clock.WithTicker) Option { return func(c *Controller) { c.clock = clk } }
 
 // WithMetrics reports the controller's metrics on m.
