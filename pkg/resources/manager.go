@@ -163,6 +163,7 @@ func (m *Manager) SetClock(c clock.PassiveClock) {
 // The first attempt reads the lister; a retry after a Conflict, NotFound or
 // AlreadyExists (a stale cache) waits for the cache to show what the write ran
 // into, and reads the API server only if it does not within cacheCatchUp.
+// Every retry after a second lost race reads the API server.
 // library-go's Event (to the log) is recorded only when the DaemonSet was
 // created or updated.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
@@ -174,7 +175,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	var (
 		result Result
 		tried  *appsv1.DaemonSet // what the last attempt found; nil before it, or none
-		first  = true
+		lost   int               // lost races so far
 		// replaced is the object deleted to be replaced (deleteReplaced),
 		// because why; reported only with the create that follows.
 		replaced types.UID
@@ -183,12 +184,18 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	err = retry.OnError(m.backoff, isLostRace, func() error {
 		var existing *appsv1.DaemonSet
 		var err error
-		if first {
+		switch lost {
+		case 0:
 			existing, err = m.read(ctx, false)
-		} else {
+		case 1:
 			existing, err = m.readAfterLostRace(ctx, tried)
+		default:
+			// Lost twice: the cache is behind a stream of writes (the
+			// DaemonSet controller's status updates during a rollout), and
+			// its next copy would lose again.
+			existing, err = m.read(ctx, true)
 		}
-		first = false
+		lost++
 		if err != nil {
 			return err
 		}

@@ -1052,3 +1052,39 @@ func TestReplaceNeverDeletesAnUnreadObject(t *testing.T) {
 		t.Errorf("result %s, replaced %q; want %q replaced by a create", summary(res), res.Replaced, second.UID)
 	}
 }
+
+// The DaemonSet controller's status stream during a rollout: each of the
+// first two attempts meets a status update the cache shows and a newer one it
+// does not yet. A second lost race says the cache is behind a stream of
+// writes: the third attempt reads the server instead of trying the cache's
+// stale copy again (one CI run saw 4 conflicts in one repair).
+func TestSecondLostRaceReadsTheServer(t *testing.T) {
+	fc := newFakeCluster(t)
+	m := newTestManager(fc)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
+	stream := 2
+	fc.client.PrependReactor("update", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "" || stream == 0 {
+			return false, nil, nil
+		}
+		stream--
+		for i := range 2 {
+			ds := fc.stored().DeepCopy()
+			ds.Status.NumberAvailable++
+			if _, err := fc.srv.UpdateStatus(ds); err != nil {
+				t.Errorf("status write: %v", err)
+			}
+			if i == 0 {
+				fc.sync() // the informer delivers the first; the second is in flight
+			}
+		}
+		return false, nil, nil // the server refuses the stale resourceVersion
+	})
+	res := apply(t, m, defaultDesired())
+	got := fc.requests()
+	if want := []string{"update", "update", "get", "update"}; !slices.Equal(got.Verbs, want) || !res.Changed || fc.stored().Spec.MinReadySeconds != 0 {
+		t.Errorf("requests %v, result %s; want %v and the spec restored", got.Verbs, summary(res), want)
+	}
+}

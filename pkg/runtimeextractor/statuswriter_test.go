@@ -392,3 +392,26 @@ func TestStatusWriterRewritesARecreatedClusterOperator(t *testing.T) {
 		t.Fatalf("%d applies, want 2", n)
 	}
 }
+
+// The informer shows the ClusterOperator, but a write gets NotFound (the API
+// server, just restarted, does not serve the custom resource yet). No
+// change of the ClusterOperator will come to say it is back: the write is
+// retried after statusRetry. One CI run's status stayed unwritten for good
+// after an API server outage.
+func TestStatusWriterRetriesAWriteThatFoundNoClusterOperator(t *testing.T) {
+	f := startWriterFixture(t, 0, true, &configv1.ClusterOperator{ObjectMeta: metav1.ObjectMeta{Name: "insights"}})
+	var notFound atomic.Bool
+	notFound.Store(true)
+	f.client.PrependReactor("patch", "clusteroperators", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if notFound.CompareAndSwap(true, false) {
+			f.applies.Add(1)
+			return true, nil, apierrors.NewNotFound(configv1.Resource("clusteroperators"), "insights")
+		}
+		return false, nil, nil
+	})
+	f.offer(swRunning)
+	f.step(StatusSettle)
+	f.eventually("the write that found no ClusterOperator", func() bool { return f.applies.Load() == 1 })
+	f.step(statusRetry)
+	f.eventually("the retry", func() bool { return f.shows(swRunning) })
+}

@@ -127,7 +127,7 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	defer r.mu.Unlock()
 	logger := klog.FromContext(ctx).WithValues("clusterOperator", r.name)
 
-	known, over := r.applied, ""
+	known, over, shown := r.applied, "", false
 	if r.lister != nil && r.synced() {
 		co, err := r.lister.Get(r.name)
 		switch {
@@ -138,7 +138,7 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 		case err != nil:
 			return fmt.Errorf("report conditions on clusteroperator %s: read cache: %w", r.name, err)
 		}
-		over = co.ResourceVersion
+		over, shown = co.ResourceVersion, true
 		if r.applied == nil || over != r.appliedOver && !olderThan(over, r.appliedAs) {
 			known = co.Status.Conditions
 		}
@@ -160,6 +160,13 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	result, err := r.client.ClusterOperators().ApplyStatus(ctx, configv1ac.ClusterOperator(r.name).WithStatus(apply),
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	switch {
+	case isMissing(err) && shown:
+		// The informer shows it, the server did not find it: an API server
+		// that just restarted serves the custom resource moments later. No
+		// change of the object will say when, so this is a failure to
+		// retry, not an absence to wait out.
+		r.applied = nil
+		return fmt.Errorf("report conditions on clusteroperator %s, which the informer shows: %w", r.name, err)
 	case isMissing(err):
 		r.setMissing(logger, true)
 		r.applied = nil

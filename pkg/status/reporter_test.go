@@ -438,3 +438,22 @@ func TestReportTrustsItsApplyOverAnOlderCachedVersion(t *testing.T) {
 	require.NoError(t, f.reporter.Report(ctx, running))
 	assert.Equal(t, 2, f.count("patch", "status"), "conditions removed after our write are applied again")
 }
+
+// The informer shows the ClusterOperator but the write finds none: an API
+// server that just restarted and does not serve the custom resource yet. No
+// change of the object will follow, so this is a failure to retry, not an
+// absence to wait for (ErrMissing would wait for Changed).
+func TestReportNotFoundWhileTheInformerShowsItIsRetried(t *testing.T) {
+	logs := &logSink{}
+	f := newFixture(clusterOperator(othersOf()...))
+	f.observe(t)
+	notFound := apierrors.NewNotFound(schema.GroupResource{Group: "config.openshift.io", Resource: "clusteroperators"}, "insights")
+	f.client.PrependReactor("patch", "clusteroperators", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, notFound
+	})
+	err := f.reporter.Report(logs.context(), running)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrMissing, "the informer shows it: not an absence")
+	require.ErrorIs(t, err, notFound, "the API error is kept")
+	assert.Empty(t, logs.all(), "no absence logged")
+}

@@ -124,9 +124,14 @@ func TestRequestCostsAtProductionDefaults(t *testing.T) {
 		requests.flush()
 		got := requests.cost(user, from, time.Now())
 		t.Logf("%s repair: %d gets, writes: %s", r.name, got.gets, joinOrNone(got.writes))
-		if got.daemonSetWrites != 1 || got.conflicts > 1 || got.statusWrites > 1 || got.eventWrites > 1 || got.otherWrites > 0 || got.gets > 0 {
-			t.Errorf("%s repair cost %d DaemonSet writes (and %d refused with a conflict), %d status, %d Event, %d other writes and %d reads; want 1 (≤1), ≤1, ≤1, 0 and 0",
-				r.name, got.daemonSetWrites, got.conflicts, got.statusWrites, got.eventWrites, got.otherWrites, got.gets)
+		// A repair made while the DaemonSet controller streams status
+		// updates may lose a race to one: the retry takes the cache's newer
+		// copy, and after a second lost race reads the server once.
+		if got.daemonSetWrites != 1 || got.conflicts > 2 || got.gets > max(got.conflicts-1, 0) ||
+			got.statusWrites > 1 || got.eventWrites > 1 || got.otherWrites > 0 {
+			t.Errorf("%s repair cost %d DaemonSet writes (and %d refused with a conflict), %d reads, %d status, %d Event and %d other writes; "+
+				"want 1 (≤2 refused), a read only after 2 refusals, ≤1, ≤1 and 0",
+				r.name, got.daemonSetWrites, got.conflicts, got.gets, got.statusWrites, got.eventWrites, got.otherWrites)
 		}
 	}
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -161,10 +162,23 @@ func (e *env) condition(t configv1.ClusterStatusConditionType) *configv1.Cluster
 func (e *env) waitCondition(t configv1.ClusterStatusConditionType, status configv1.ConditionStatus, reason string) *configv1.ClusterOperatorStatusCondition {
 	e.t.Helper()
 	var c *configv1.ClusterOperatorStatusCondition
-	e.eventually(fmt.Sprintf("%s=%s (%s)", t, status, reason), func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
 		c = e.condition(t)
 		return c != nil && c.Status == status && (reason == "" || c.Reason == reason), nil
 	})
+	if err != nil {
+		// What was there instead, and what the cluster showed: a stale view
+		// of the DaemonSet and an unwritten status read differently.
+		seen := "absent"
+		if c != nil {
+			seen = fmt.Sprintf("%s %s %q (since %s)", c.Status, c.Reason, c.Message, c.LastTransitionTime.Format(time.RFC3339))
+		}
+		var ds string
+		if d := e.daemonSet(); d != nil {
+			ds = fmt.Sprintf("generation %d, status %+v", d.Generation, d.Status)
+		}
+		e.t.Fatalf("timed out waiting for %s=%s (%s): it is %s; the DaemonSet: %s", t, status, reason, seen, ds)
+	}
 	return c
 }
 
@@ -305,7 +319,7 @@ func (e *env) startController(o controllerOpts) *controller {
 	e.t.Cleanup(func() {
 		c.stop()
 		if e.t.Failed() && !o.ownLogReport {
-			e.t.Logf("controller %d log (tail):\n%s", c.PID(), tail(c.Log, 40))
+			e.t.Logf("controller %d log, without client-go's and the serving library's lines (last 300):\n%s", c.PID(), ownLines(c.Log, 300))
 		}
 	})
 	return c
@@ -350,6 +364,25 @@ func (c *controller) state() string {
 func (e *env) waitState(c *controller, state string) {
 	e.t.Helper()
 	e.eventually("the controller in state "+state, func(context.Context) (bool, error) { return c.state() == state, nil })
+}
+
+// library lines are the controller's log lines from client-go and the
+// serving library: on a failure they bury what the controller did.
+var libraryLines = regexp.MustCompile(`\] "?(Listing and watching|Caches populated|Watch closed|Stopping reflector|Exiting watch|Got a Retry-After|HTTP"|\[graceful-termination\]|Shutting down|Starting|Waiting for caches)| (reflector|genericapiserver|httplog|with_retry|configmap_cafile_content|dynamic_serving_content|tlsconfig|secure_serving|requestheader_controller|object_count_tracker|shared_informer|base_controller)\.go:`)
+
+// ownLines is the last n lines of the log at path that are not libraryLines.
+func ownLines(path string, n int) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for line := range strings.Lines(string(raw)) {
+		if !libraryLines.MatchString(line) {
+			lines = append(lines, strings.TrimRight(line, "\n"))
+		}
+	}
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 func tail(path string, n int) string {
