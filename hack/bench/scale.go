@@ -152,7 +152,7 @@ func (b *bench) scaleOnce(ctx context.Context, nodes int) (scaleRun, error) {
 	if err != nil {
 		return r, err
 	}
-	r.IdleRSSBytes, r.Memory.RolledOutRSSBytes = idle.RSSBytes, idle.RSSBytes
+	r.IdleRSSBytes = idle.RSSBytes
 
 	if err := s.scaleUpgrade(ctx, &r); err != nil {
 		return r, err

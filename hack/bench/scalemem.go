@@ -28,7 +28,6 @@ const memoryTarget = 5 << 20
 // median of five scrapes, and what the unavailable-node diagnosis cost.
 type scaleMemory struct {
 	StartRSSBytes        int64   `json:"startRssBytes"`        // first scrape of the first process
-	RolledOutRSSBytes    int64   `json:"rolledOutRssBytes"`    // idle after the first rollout
 	UpgradeStartRSSBytes int64   `json:"upgradeStartRssBytes"` // first scrape of the restarted process
 	UpgradedRSSBytes     int64   `json:"upgradedRssBytes"`     // idle after the upgrade's rollout
 	DiagnosedRSSBytes    int64   `json:"diagnosedRssBytes"`    // idle after the nodes were named
@@ -129,7 +128,7 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 		}
 	}
 	row("controller RSS at start (first scrape)", func(s scaleRun) string { return mib(s.Memory.StartRSSBytes) }, "")
-	first := func(s scaleRun) (int64, int64) { return s.Memory.RolledOutRSSBytes, s.Memory.StartRSSBytes }
+	first := func(s scaleRun) (int64, int64) { return s.IdleRSSBytes, s.Memory.StartRSSBytes }
 	row("  after the first rollout (MiB above start)", grown(first), judge(first))
 	row("restarted for the upgrade: RSS at start", func(s scaleRun) string { return mib(s.Memory.UpgradeStartRSSBytes) }, "")
 	up := func(s scaleRun) (int64, int64) { return s.Memory.UpgradedRSSBytes, s.Memory.UpgradeStartRSSBytes }
