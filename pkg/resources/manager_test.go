@@ -297,15 +297,23 @@ func TestObservedDeletionEndsTheExpectation(t *testing.T) {
 	}
 }
 
-// driftedWithOneConflict returns a manager whose next apply restores a spec
-// someone changed and meets one Conflict first; beforeConflict runs when it
-// does (the write that won).
-func driftedWithOneConflict(t *testing.T, beforeConflict func(*fakeCluster)) (*fakeCluster, *Manager) {
+// drifted returns a manager whose DaemonSet someone changed since its apply
+// (minReadySeconds 7), the cache showing the change.
+func drifted(t *testing.T) (*fakeCluster, *Manager) {
+	t.Helper()
 	fc := newFakeCluster(t)
 	m := newTestManager(fc)
 	apply(t, m, defaultDesired())
 	fc.sync()
 	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
+	return fc, m
+}
+
+// driftedWithOneConflict returns a manager whose next apply restores a spec
+// someone changed and meets one Conflict first; beforeConflict runs when it
+// does (the write that won).
+func driftedWithOneConflict(t *testing.T, beforeConflict func(*fakeCluster)) (*fakeCluster, *Manager) {
+	fc, m := drifted(t)
 	conflicts := 1
 	fc.client.PrependReactor("update", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if conflicts == 0 {
@@ -350,11 +358,7 @@ func TestApplyRetriesConflict(t *testing.T) {
 }
 
 func TestApplyGivesUpAfterEndlessConflicts(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
-	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
+	fc, m := drifted(t)
 
 	fc.client.PrependReactor("update", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
@@ -560,11 +564,7 @@ func TestWrittenGenerationConcurrentReads(t *testing.T) {
 // gets NotFound, and a live read turns the retry into a create instead of a
 // failed apply (and a backoff).
 func TestApplyAfterUnseenDeleteCreates(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
-	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
+	fc, m := drifted(t)
 	fc.sync()
 	if err := fc.client.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("daemonsets"), Namespace, DaemonSetName); err != nil {
 		t.Fatal(err)
@@ -1059,11 +1059,7 @@ func TestReplaceNeverDeletesAnUnreadObject(t *testing.T) {
 // writes: the third attempt reads the server instead of trying the cache's
 // stale copy again (one CI run saw 4 conflicts in one repair).
 func TestSecondLostRaceReadsTheServer(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
-	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
+	fc, m := drifted(t)
 	stream := 2
 	fc.client.PrependReactor("update", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "" || stream == 0 {
