@@ -108,10 +108,11 @@ func (c *Cluster) start(ctx context.Context) error {
 	c.pki = p
 	logf(log, "certificates generated in %s", since(step))
 
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return err
 	}
+	kwokPort := ports[3]
 	etcdClientURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	etcdPeerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(ports[2])
@@ -242,6 +243,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--kubeconfig="+c.Kubeconfig,
 		"--manage-all-nodes=true",
 		"--config="+c.bin(kwokStagesFile),
+		// Its /healthz answers once it has listed and watches; restarts wait
+		// for it. The port is never reused: each restart picks a free one.
+		fmt.Sprintf("--server-address=127.0.0.1:%d", kwokPort),
 	)
 	for _, proc := range []*process{kcm, sched, kwok} {
 		if err := c.launch(proc); err != nil {

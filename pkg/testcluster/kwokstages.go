@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -94,27 +96,54 @@ func (c *Cluster) restartKwok(ctx context.Context, path string) error {
 		return errors.New("restart kwok: the cluster is not running")
 	}
 	old.stop()
+	ports, err := freePorts(1)
+	if err != nil {
+		return fmt.Errorf("restart kwok: %w", err)
+	}
+	health := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	args := slices.Clone(old.args)
 	for i, a := range args {
-		if path != "" && strings.HasPrefix(a, "--config=") {
+		switch {
+		case path != "" && strings.HasPrefix(a, "--config="):
 			args[i] = "--config=" + path
+		case strings.HasPrefix(a, "--server-address="):
+			args[i] = "--server-address=" + health
 		}
 	}
 	restarted := newProcess(old.name, old.bin, c.Dir, old.grace, args...)
+	began := time.Now()
+	if err := c.replace(old, restarted); err != nil {
+		return fmt.Errorf("restart kwok: %w", err)
+	}
+	// kwok lists nodes, pods and leases before it serves /healthz, and exits
+	// if a list fails; an API server stopped in that window (the next outage
+	// of a fault test) would leave no node agent at all, as one CI run did.
+	// So the restart is done only once kwok serves.
+	err = c.waitFor(ctx, "kwok /healthz", time.Minute, func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, http.DefaultClient, "http://"+health+"/healthz"), nil
+	})
+	if err != nil {
+		return fmt.Errorf("restart kwok: %w", err)
+	}
+	logf(c.opts.Log, "kwok restarted (pid %d, serving in %s) with stages %q", restarted.pid(), since(began), path)
+	return nil
+}
+
+// replace starts proc in place of the kwok process old.
+func (c *Cluster) replace(old, proc *process) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return errors.New("restart kwok: the cluster was stopped")
+		return errors.New("the cluster was stopped")
 	}
-	if err := restarted.start(); err != nil {
-		return fmt.Errorf("restart kwok: %w", err)
+	if err := proc.start(); err != nil {
+		return err
 	}
 	for i, p := range c.procs {
 		if p == old {
-			c.procs[i] = restarted
+			c.procs[i] = proc
 		}
 	}
-	c.kwok = restarted
-	logf(c.opts.Log, "kwok restarted (pid %d) with stages %s", restarted.pid(), path)
+	c.kwok = proc
 	return nil
 }

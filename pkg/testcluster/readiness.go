@@ -47,6 +47,16 @@ func (c *Cluster) waitForEvery(ctx context.Context, what string, interval, timeo
 	}
 }
 
+// Exited returns nil while every component runs, and otherwise an error
+// naming one that has exited, with the end of its log. A test that fails
+// after a component died (kwok: then no pod ever becomes ready) says so.
+func (c *Cluster) Exited() error {
+	if proc := c.exitedProcess(); proc != nil {
+		return proc.exitError()
+	}
+	return nil
+}
+
 // exitedProcess returns a component that has exited. While Start or
 // StartAPIServer waits, any exit is a failure worth reporting at once.
 func (c *Cluster) exitedProcess() *process {

@@ -321,6 +321,11 @@ func (e *env) startController(o controllerOpts) *controller {
 		if e.t.Failed() && !o.ownLogReport {
 			e.t.Logf("controller %d log, without client-go's and the serving library's lines (last 300):\n%s", c.PID(), ownLines(c.Log, 300))
 		}
+		if e.t.Failed() {
+			if err := cluster.Exited(); err != nil {
+				e.t.Logf("a cluster component is down: %v", err)
+			}
+		}
 	})
 	return c
 }
