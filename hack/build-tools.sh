@@ -89,8 +89,10 @@ done
 # kwok's stage files ship inside its module: node "fast" (initialize), node
 # "heartbeat" and pod "fast" (ready, complete, delete). Only the Stage manifests:
 # each directory also holds a kustomization.yaml and testdata/ with sample Nodes
-# and Pods, which kwok must not load.
-stages="$bindir/cache/kwok-stages-$(key_of kwok).yaml"
+# and Pods, which kwok must not load. Our own (hack/tools/kwok/stages.yaml)
+# follow; the file's name keys on them too.
+ours="$root/hack/tools/kwok/stages.yaml"
+stages="$bindir/cache/kwok-stages-$(key_of kwok)-$(sha256sum <"$ours" | cut -c1-8).yaml"
 if [[ ! -s "$stages" ]]; then
   kwokdir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   : >"$stages.tmp"
@@ -102,6 +104,8 @@ if [[ ! -s "$stages" ]]; then
       cat "$f" >>"$stages.tmp"
     done
   done
+  echo "---" >>"$stages.tmp"
+  grep -v '^#' "$ours" >>"$stages.tmp"
   mv "$stages.tmp" "$stages"
 fi
 ln -sfn "cache/$(basename "$stages")" "$bindir/kwok-stages.yaml"

@@ -132,6 +132,40 @@ func TestClusterRunsDaemonSetOnEveryNode(t *testing.T) {
 		}
 	})
 
+	// kube-controller-manager marks the pods of a node whose heartbeat is
+	// late not ready; the kubelet's next status sync makes them ready again.
+	t.Run("a running pod marked not ready is ready again", func(t *testing.T) {
+		pods, err := client.CoreV1().Pods(testcluster.InsightsNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=trivial"})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("list pods: %v (%d)", err, len(pods.Items))
+		}
+		pod := pods.Items[0].DeepCopy()
+		for i, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodReady {
+				pod.Status.Conditions[i].Status = corev1.ConditionFalse
+				pod.Status.Conditions[i].Reason = "NodeNotReady"
+			}
+		}
+		if _, err := client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("mark pod %s not ready: %v", pod.Name, err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == corev1.PodReady {
+					return cond.Status == corev1.ConditionTrue, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("pod %s not ready again: %v", pod.Name, err)
+		}
+	})
+
 	t.Run("host platform and manifests", func(t *testing.T) {
 		versions := []string{"4.22.0", "4.22.1"}
 		if err := c.InstallHostPlatform(ctx, versions); err != nil {

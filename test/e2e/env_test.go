@@ -325,6 +325,7 @@ func (e *env) startController(o controllerOpts) *controller {
 			if err := cluster.Exited(); err != nil {
 				e.t.Logf("a cluster component is down: %v", err)
 			}
+			e.t.Logf("kwok's last errors (the kubelets' part):\n%s", cluster.ComponentLog("kwok", "ERROR", 20))
 		}
 	})
 	return c
