@@ -111,14 +111,14 @@ func (s *propSim) randomStep() {
 		{1, s.relist, false},
 		{6, func() {
 			if r := s.ready(); len(r) > 0 {
-				s.dispatch(pick(r, s.rng.IntN).wake)
+				s.dispatch(r[s.rng.IntN(len(r))])
 			}
 		}, true},
-		{1, func() { s.dispatch(wakeResync) }, false},
+		{1, func() { s.dispatch(srcResync) }, false},
 		{2, func() {
 			if s.c.retry.pending() {
 				s.advanceTo(s.c.retry.timer.at, "the retry")
-				s.dispatch(wakeRetry)
+				s.dispatch(srcRetry)
 			}
 		}, false},
 	}
@@ -148,7 +148,7 @@ func (s *propSim) randomStep() {
 func (s *propSim) flipConfig() {
 	s.cfg.disabled = !s.cfg.disabled
 	s.cfg.invalid, s.cfg.good = false, true
-	s.notifyConfig()
+	s.configPending = true
 	s.logf("config: runtime extractor %s", map[bool]string{true: "disabled", false: "enabled"}[s.cfg.disabled])
 }
 
@@ -158,7 +158,7 @@ func (s *propSim) flipConfig() {
 func (s *propSim) changePriorityClass() {
 	s.cfg.priority = map[string]string{"": "system-node-critical", "system-node-critical": ""}[s.cfg.priority]
 	s.cfg.invalid, s.cfg.good = false, true
-	s.notifyConfig()
+	s.configPending = true
 	s.logf("config: priority class %q", s.cfg.priority)
 }
 
@@ -168,7 +168,7 @@ func (s *propSim) breakConfig() {
 		return
 	}
 	s.cfg.invalid = true
-	s.notifyConfig()
+	s.configPending = true
 	s.logf("config: insights-config turns invalid")
 }
 
@@ -180,8 +180,7 @@ func (s *propSim) restart() {
 		s.shutdown()
 	}
 	s.cfg.good = !s.cfg.invalid
-	s.inFlight = nil
-	s.drainConfigHint()
+	s.inFlight, s.configPending = nil, false
 	s.unseenOther, s.seenOther, s.observed, s.lossy, s.lastApply = 0, 0, nil, false, nil
 	s.repairTimes = nil
 	s.drainVersionSignal()
@@ -194,15 +193,6 @@ func (s *propSim) restart() {
 	}
 	s.logf("controller restarts (lists %s)", what)
 	s.controller("startup", func() { s.c.start(s.ctx) })
-}
-
-// drainConfigHint drops a config notification the old process had not taken:
-// the new one reads the config at start.
-func (s *propSim) drainConfigHint() {
-	select {
-	case <-s.configHint:
-	default:
-	}
 }
 
 func (s *propSim) drainVersionSignal() {
@@ -296,7 +286,7 @@ func (s *propSim) fight(rounds int) {
 			return
 		}
 		if i > 0 {
-			s.waitOnTimers(fightPeriod)
+			s.clock.SetTime(s.clock.Now().Add(fightPeriod))
 		}
 		s.stimulus()
 		if ds := s.stored(); ds != nil {
@@ -374,7 +364,12 @@ func (s *propSim) burstAfterOtherEdits() {
 	s.runThroughDoor()
 	s.bursts++
 	editor, burster := fmt.Sprintf("kubectl-set-%d", s.bursts), fmt.Sprintf("kubectl-patch-%d", s.bursts)
-	step := s.writeAndRun
+	step := func(d time.Duration, manager, image string) {
+		s.clock.SetTime(s.clock.Now().Add(d))
+		s.stimulus()
+		s.writeImageAs(manager, image)
+		s.runToQuiet()
+	}
 	s.logf("%s changes the image 3 times, 100ms apart", editor)
 	for i := range 3 {
 		step(100*time.Millisecond, editor, fmt.Sprintf("quay.io/someone/set:%d", i))
@@ -509,7 +504,7 @@ func (s *propSim) coalescedWriteAndLabelRemoval() {
 			break
 		}
 		if r := s.ready(); len(r) > 0 {
-			s.dispatch(pick(r, first).wake)
+			s.dispatch(r[0])
 		} else if !s.timerDue() {
 			break
 		}
@@ -519,7 +514,7 @@ func (s *propSim) coalescedWriteAndLabelRemoval() {
 	}
 	s.expireExpectations()
 	for r := s.ready(); len(r) > 0 && len(s.violations) == 0; r = s.ready() {
-		s.dispatch(pick(r, first).wake)
+		s.dispatch(r[0])
 	}
 	s.removeLabel(resources.LabelManagedBy)
 	s.relist()
@@ -647,10 +642,10 @@ func (s *propSim) writeStatus(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
 }
 
 // writeAndRun changes the image as manager (see writeImageAs) after d of
-// simulated time (the loop's timers firing as they come due), and runs the
-// controller until it is quiet.
+// simulated time, and runs the controller until it is quiet.
 func (s *propSim) writeAndRun(d time.Duration, manager, image string) {
-	s.waitOnTimers(d)
+	s.clock.SetTime(s.clock.Now().Add(d))
+	s.stimulus()
 	s.writeImageAs(manager, image)
 	s.runToQuiet()
 }
@@ -787,8 +782,8 @@ func (s *propSim) staleRelistAfterCreate() {
 	s.deleteExternally()
 	s.deliver(len(s.inFlight))
 	for _, src := range s.ready() {
-		if src.wake == wakeDrift {
-			s.dispatch(wakeDrift)
+		if src == srcDrift {
+			s.dispatch(src)
 		}
 	}
 	if len(s.inFlight) == 0 || s.stored() == nil {
