@@ -43,7 +43,7 @@ model:
 
 # The model finds each defect of testdata/model-reverts with its fix undone
 # (testdata/model-reverts/*.patch, each applied to a scratch worktree of HEAD);
-# prints each shortest failing sequence. About 11 min on 2 cores (18 patches).
+# prints each shortest failing sequence. About 11 min on 2 cores (17 patches).
 model-reverts:
 	./hack/model-reverts.sh
 

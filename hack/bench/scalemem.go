@@ -15,10 +15,13 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
-// heldNodes is how many nodes the diagnosis step leaves without a ready pod:
-// more than the three a message names, so that the names come from
-// anywhere in the pod list's pages, and fewer than maxUnavailable.
+// heldNodes is how many nodes the diagnosis step leaves without a ready pod
+// in a large cluster: more than the three a message names, so that the names
+// come from anywhere in the pod list's pages, and fewer than maxUnavailable.
+// A small cluster holds a tenth of its nodes, at least one.
 const heldNodes = 15
+
+func heldCount(nodes int) int { return min(heldNodes, max(1, nodes/10)) }
 
 // memoryTarget is issue 36's bound on the controller's RSS growth from its
 // start, at any node count.
@@ -39,7 +42,7 @@ type scaleMemory struct {
 // pods, which are deleted and come back unready), waits for the controller's
 // Available condition to name the first of them, and measures its RSS then.
 func (b *bench) scaleDiagnosis(ctx context.Context, mem *scaleMemory) error {
-	held := slices.Clone(b.cluster.Nodes[len(b.cluster.Nodes)-heldNodes:])
+	held := slices.Clone(b.cluster.Nodes[len(b.cluster.Nodes)-heldCount(len(b.cluster.Nodes)):])
 	slices.Sort(held)
 	if err := b.cluster.HoldPods(ctx, held...); err != nil {
 		return fmt.Errorf("hold pods: %w", err)
@@ -134,7 +137,7 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 	up := func(s scaleRun) (int64, int64) { return s.Memory.UpgradedRSSBytes, s.Memory.UpgradeStartRSSBytes }
 	row("  after the upgrade's rollout of every pod", grown(up), judge(up))
 	diag := func(s scaleRun) (int64, int64) { return s.Memory.DiagnosedRSSBytes, s.Memory.UpgradeStartRSSBytes }
-	row(fmt.Sprintf("  after naming %d unready nodes", heldNodes), grown(diag), judge(diag))
+	row(fmt.Sprintf("  after naming unready nodes (%d held, 1 at 3 nodes)", heldNodes), grown(diag), judge(diag))
 	row("  diagnosis: pods held -> named (s), pod list pages", func(s scaleRun) string {
 		return fmt.Sprintf("%.1f s, %d", s.Memory.DiagnosisS, s.Memory.DiagnosisPodLists)
 	}, "")
