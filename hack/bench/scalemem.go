@@ -137,7 +137,7 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 	up := func(s scaleRun) (int64, int64) { return s.Memory.UpgradedRSSBytes, s.Memory.UpgradeStartRSSBytes }
 	row("  after the upgrade's rollout of every pod", grown(up), judge(up))
 	diag := func(s scaleRun) (int64, int64) { return s.Memory.DiagnosedRSSBytes, s.Memory.UpgradeStartRSSBytes }
-	row(fmt.Sprintf("  after naming unready nodes (%d held, 1 at 3 nodes)", heldNodes), grown(diag), judge(diag))
+	row(fmt.Sprintf("  after naming unready nodes (a tenth held, at most %d)", heldNodes), grown(diag), judge(diag))
 	row("  diagnosis: pods held -> named (s), pod list pages", func(s scaleRun) string {
 		return fmt.Sprintf("%.1f s, %d", s.Memory.DiagnosisS, s.Memory.DiagnosisPodLists)
 	}, "")

@@ -115,7 +115,7 @@ func (c *Cluster) restartKwok(ctx context.Context, path string) error {
 	if err := c.replace(old, restarted); err != nil {
 		return fmt.Errorf("restart kwok: %w", err)
 	}
-	// kwok lists nodes, pods and leases before it serves /healthz, and exits
+	// kwok lists nodes and pods before it serves /healthz, and exits
 	// if a list fails; an API server stopped in that window (the next outage
 	// of a fault test) would leave no node agent at all, as one CI run did.
 	// So the restart is done only once kwok serves.

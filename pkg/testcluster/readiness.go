@@ -24,8 +24,7 @@ func (c *Cluster) waitFor(ctx context.Context, what string, timeout time.Duratio
 func (c *Cluster) waitForEvery(ctx context.Context, what string, interval, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
 	var lastErr, exitErr error
 	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		if proc := c.exitedProcess(); proc != nil {
-			exitErr = proc.exitError()
+		if exitErr = c.Exited(); exitErr != nil {
 			return false, exitErr
 		}
 		ok, err := cond(ctx)

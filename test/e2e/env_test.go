@@ -322,13 +322,20 @@ func (e *env) startController(o controllerOpts) *controller {
 			e.t.Logf("controller %d log, without client-go's and the serving library's lines (last 300):\n%s", c.PID(), ownLines(c.Log, 300))
 		}
 		if e.t.Failed() {
-			if err := cluster.Exited(); err != nil {
-				e.t.Logf("a cluster component is down: %v", err)
-			}
-			e.t.Logf("kwok's last errors (the kubelets' part):\n%s", cluster.ComponentLog("kwok", "ERROR", 20))
+			logNodeAgents(e.t)
 		}
 	})
 	return c
+}
+
+// logNodeAgents tells a failed test what the kubelets' part of the cluster
+// did: a component that is down (no pod becomes ready without kwok), and
+// kwok's last errors.
+func logNodeAgents(t *testing.T) {
+	if err := cluster.Exited(); err != nil {
+		t.Logf("a cluster component is down: %v", err)
+	}
+	t.Logf("kwok's last errors (the kubelets' part):\n%s", cluster.ComponentLog("kwok", "ERROR", 20))
 }
 
 // stop sends SIGTERM to exactly this process and waits; SIGKILL after a grace.

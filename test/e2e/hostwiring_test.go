@@ -289,9 +289,7 @@ func captureKlog(t *testing.T) string {
 		f.Close()
 		if t.Failed() {
 			t.Logf("in-process controller log (tail):\n%s", tail(path, 40))
-			if err := cluster.Exited(); err != nil {
-				t.Logf("a cluster component is down: %v", err)
-			}
+			logNodeAgents(t)
 		}
 	})
 	return path
