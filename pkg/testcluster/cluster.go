@@ -228,6 +228,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--cluster-signing-cert-file="+p.caCert,
 		"--cluster-signing-key-file="+p.caKey,
 		"--service-cluster-ip-range="+serviceClusterIPRange,
+		// The DaemonSet controller's syncs and expectations, for a failed
+		// rollout wait to quote (it logs them at level 4 only).
+		"--vmodule=daemon_controller=4,controller_utils=4",
 	)
 	kcm.args = append(kcm.args, c.qpsArgs()...)
 	sched := newProcess(binScheduler, c.bin(binScheduler), c.Dir, stopGrace,

@@ -67,6 +67,31 @@ func (e *env) reset() {
 	e.setClusterVersion(testcluster.DefaultVersion)
 	e.clearConditions()
 	e.waitDaemonSet("no DaemonSet left from an earlier test", func(ds *appsv1.DaemonSet) bool { return ds == nil })
+	// An earlier test may have ended while the DaemonSet controller was
+	// creating its pods (see waitDaemonSetControllerDone).
+	e.waitDaemonSetControllerDone(name)
+}
+
+// waitDaemonSetControllerDone waits until kube-controller-manager's
+// DaemonSet controller has logged nothing about dsName for a second, after
+// its deletion. A sync of the deleted DaemonSet that began before the
+// controller saw the deletion creates pods for it, and then expects them
+// under the name: if the next DaemonSet of the name exists by the time that
+// sync ends, it takes the old one's status and gets no pod for 5 minutes,
+// until the expectations expire. If it does not exist yet, the sync fails,
+// and its retry finds the name gone and drops the expectations; both log,
+// so a second with no line about the name means they are settled.
+func (e *env) waitDaemonSetControllerDone(dsName string) {
+	e.t.Helper()
+	var last string
+	since := time.Now()
+	e.eventually("kube-controller-manager done with DaemonSet "+dsName, func(context.Context) (bool, error) {
+		if line := cluster.ComponentLog("kube-controller-manager", dsName, 1); line != last {
+			last, since = line, time.Now()
+			return false, nil
+		}
+		return time.Since(since) >= time.Second, nil
+	})
 }
 
 func (e *env) eventually(what string, cond func(ctx context.Context) (bool, error)) {
@@ -92,17 +117,97 @@ func (e *env) daemonSet() *appsv1.DaemonSet {
 func (e *env) waitDaemonSet(what string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
 	e.t.Helper()
 	var ds *appsv1.DaemonSet
-	e.eventually(what, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
 		ds = e.daemonSet()
 		return cond(ds), nil
 	})
+	if err != nil {
+		e.logRollout(ds)
+		e.t.Fatalf("timed out waiting for %s: %v", what, err)
+	}
 	return ds
 }
 
-// rolledOut: observed, updated and available on every node of the cluster.
+// logRollout tells a failed wait what the rollout's parts showed: the
+// DaemonSet's status, its pods, the nodes, and what kube-controller-manager
+// logged about the DaemonSet. A DaemonSet with no pod and an unready count
+// is the DaemonSet controller's; a pod left Pending is the node agents'.
+func (e *env) logRollout(ds *appsv1.DaemonSet) {
+	ctx := context.Background()
+	var b strings.Builder
+	dsName := name
+	if ds != nil {
+		dsName = ds.Name
+		s := ds.Status
+		fmt.Fprintf(&b, "DaemonSet uid %s generation %d: observed %d, desired %d, scheduled %d, updated %d, ready %d, available %d\n",
+			ds.UID, ds.Generation, s.ObservedGeneration, s.DesiredNumberScheduled, s.CurrentNumberScheduled, s.UpdatedNumberScheduled, s.NumberReady, s.NumberAvailable)
+	}
+	if pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		fmt.Fprintf(&b, "pods: %v\n", err)
+	} else {
+		fmt.Fprintf(&b, "%d pods in %s:\n", len(pods.Items), ns)
+		for _, p := range pods.Items {
+			owner := "-"
+			if ref := metav1.GetControllerOf(&p); ref != nil {
+				owner = string(ref.UID)
+			}
+			fmt.Fprintf(&b, "  %s node %q phase %s ready %t deleting %t owner %s\n", p.Name, p.Spec.NodeName, p.Status.Phase, podIsReady(&p), p.DeletionTimestamp != nil, owner)
+		}
+	}
+	if nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		fmt.Fprintf(&b, "nodes: %v\n", err)
+	} else {
+		for _, n := range nodes.Items {
+			ready := "unknown"
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					ready = fmt.Sprintf("%s (heartbeat %s)", c.Status, c.LastHeartbeatTime.Format(time.TimeOnly))
+				}
+			}
+			fmt.Fprintf(&b, "  node %s ready %s taints %v\n", n.Name, ready, n.Spec.Taints)
+		}
+	}
+	e.t.Logf("the rollout's parts at the timeout:\n%skube-controller-manager on the DaemonSet:\n%s", b.String(), cluster.ComponentLog("kube-controller-manager", dsName, 40))
+	logNodeAgents(e.t)
+}
+
+// rolledOut: observed, updated and available on every node of the cluster,
+// by the DaemonSet's status and by its pods. The status alone can show a
+// rollout that has not happened: kube-controller-manager's status update
+// re-reads the DaemonSet by name after a conflict, so a sync of a deleted
+// DaemonSet can write its counts onto the new one of the same name (the
+// generations are both 1). A test that then deletes the new DaemonSet does
+// so while the DaemonSet controller is creating its pods, and the one after
+// it gets no pod for 5 minutes (the controller waits for pods it will never
+// see, until its expectations expire). TestRolledOutNeedsThePods shows both.
 func rolledOut(ds *appsv1.DaemonSet) bool {
 	r := resources.RolloutOf(ds)
-	return r.FullyAvailable() && r.Desired == int32(len(cluster.Nodes))
+	return r.FullyAvailable() && r.Desired == int32(len(cluster.Nodes)) && readyOnEveryNode(ds)
+}
+
+// readyOnEveryNode: every node of the cluster runs a ready pod that ds
+// controls and that is not being deleted.
+func readyOnEveryNode(ds *appsv1.DaemonSet) bool {
+	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return false
+	}
+	pods, err := cluster.Client().CoreV1().Pods(ds.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return false
+	}
+	nodes := map[string]bool{}
+	for _, p := range pods.Items {
+		if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == ds.UID && p.DeletionTimestamp == nil && podIsReady(&p) {
+			nodes[p.Spec.NodeName] = true
+		}
+	}
+	for _, n := range cluster.Nodes {
+		if !nodes[n] {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *env) waitRolledOut() *appsv1.DaemonSet {
