@@ -96,10 +96,14 @@ func (e *env) waitDaemonSetControllerDone(dsName string) {
 
 func (e *env) eventually(what string, cond func(ctx context.Context) (bool, error)) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, convergeTimeout, true, cond)
-	if err != nil {
+	if err := poll(cond); err != nil {
 		e.t.Fatalf("timed out waiting for %s: %v", what, err)
 	}
+}
+
+// poll is every wait's rhythm and bound.
+func poll(cond func(ctx context.Context) (bool, error)) error {
+	return wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, convergeTimeout, true, cond)
 }
 
 func (e *env) daemonSet() *appsv1.DaemonSet {
@@ -117,11 +121,10 @@ func (e *env) daemonSet() *appsv1.DaemonSet {
 func (e *env) waitDaemonSet(what string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
 	e.t.Helper()
 	var ds *appsv1.DaemonSet
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
+	if err := poll(func(context.Context) (bool, error) {
 		ds = e.daemonSet()
 		return cond(ds), nil
-	})
-	if err != nil {
+	}); err != nil {
 		e.logRollout(ds)
 		e.t.Fatalf("timed out waiting for %s: %v", what, err)
 	}
@@ -181,8 +184,13 @@ func (e *env) logRollout(ds *appsv1.DaemonSet) {
 // it gets no pod for 5 minutes (the controller waits for pods it will never
 // see, until its expectations expire). TestRolledOutNeedsThePods shows both.
 func rolledOut(ds *appsv1.DaemonSet) bool {
+	return statusRolledOut(ds) && readyOnEveryNode(ds)
+}
+
+// statusRolledOut: rolled out on every node by the DaemonSet's status alone.
+func statusRolledOut(ds *appsv1.DaemonSet) bool {
 	r := resources.RolloutOf(ds)
-	return r.FullyAvailable() && r.Desired == int32(len(cluster.Nodes)) && readyOnEveryNode(ds)
+	return r.FullyAvailable() && r.Desired == int32(len(cluster.Nodes))
 }
 
 // readyOnEveryNode: every node of the cluster runs a ready pod that ds
@@ -267,7 +275,7 @@ func (e *env) condition(t configv1.ClusterStatusConditionType) *configv1.Cluster
 func (e *env) waitCondition(t configv1.ClusterStatusConditionType, status configv1.ConditionStatus, reason string) *configv1.ClusterOperatorStatusCondition {
 	e.t.Helper()
 	var c *configv1.ClusterOperatorStatusCondition
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, convergeTimeout, true, func(context.Context) (bool, error) {
+	err := poll(func(context.Context) (bool, error) {
 		c = e.condition(t)
 		return c != nil && c.Status == status && (reason == "" || c.Reason == reason), nil
 	})

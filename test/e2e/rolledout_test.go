@@ -11,8 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
 // TestRolledOutNeedsThePods checks the two waits the other tests rely on
@@ -69,10 +67,12 @@ func TestRolledOutNeedsThePods(t *testing.T) {
 				return false, nil
 			}
 			last = ds
-			if resources.RolloutOf(ds).FullyAvailable() && ds.Status.DesiredNumberScheduled > 0 && !readyOnEveryNode(ds) {
+			// rolledOut's two halves, so the pods are listed once a poll.
+			byStatus, byPods := statusRolledOut(ds), readyOnEveryNode(ds)
+			if byStatus && !byPods {
 				aheadOfPods++
 			}
-			return rolledOut(ds), nil
+			return byStatus && byPods, nil
 		})
 		if err != nil {
 			e.logRollout(last)
