@@ -5,6 +5,9 @@
 # against (main on 2026-05-05, "Merge pull request #1335").
 HOST_COMMIT=8494b69b8075fd1e8eac49db77bcda7588078155
 MODULE=github.com/insights-runtime-extractor/controller
+# LIBRARY_VERSION is the version the series requires. Until the module is
+# published, a local proxy (library_proxy) serves it, made from library_commit.
+LIBRARY_VERSION=v0.1.0
 HOST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$HOST_DIR/../.." && pwd)
 
@@ -31,7 +34,8 @@ with_series() {
 	[ $# -eq 1 ] || die "usage: hack/host/$name.sh HOST_SRC (a git clone of openshift/insights-operator)"
 	src=$(cd "$1" && pwd)
 	work=$(mktemp -d "${TMPDIR:-/tmp}/host-$name.XXXXXX")
-	trap 'rm -rf "$work"' EXIT
+	# the module cache's files are read-only
+	trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 	say "checking out the host at $HOST_COMMIT"
 	host_checkout "$src" "$work/host"
 	say "applying the series"
@@ -48,64 +52,48 @@ apply_series() {
 }
 
 # LIBRARY_PATHS are the files of this repository a host's vendor/ can hold:
-# the library's packages without their tests, test data and docs, and the
-# local-cluster code only tests use.
-LIBRARY_PATHS=(fsm pkg go.mod ':(exclude)pkg/testcluster' ':(exclude)*_test.go' ':(exclude)*.md' ':(exclude)**/testdata/**')
+# the library's packages without their tests, test data and docs, its licence,
+# and not the local-cluster code only tests use.
+LIBRARY_PATHS=(LICENSE fsm pkg go.mod ':(exclude)pkg/testcluster' ':(exclude)*_test.go' ':(exclude)*.md' ':(exclude)**/testdata/**')
 
-# library_commit: the newest commit that changed LIBRARY_PATHS, the one whose
-# library the series vendors; later commits that leave them alone do not
-# make the series stale.
+# library_commit: the newest commit that changed LIBRARY_PATHS, the one the
+# local proxy serves as LIBRARY_VERSION; later commits that leave them alone
+# do not make the series stale.
 library_commit() {
 	git -C "$REPO_ROOT" log -1 --format=%H HEAD -- "${LIBRARY_PATHS[@]}"
 }
 
-# library_version: the pseudo-version of library_commit.
-library_version() {
-	local commit when
-	commit=$(library_commit)
-	when=$(TZ=UTC git -C "$REPO_ROOT" show -s --format=%cd --date=format-local:%Y%m%d%H%M%S "$commit")
-	echo "v0.0.0-$when-${commit:0:12}"
+# library_proxy DIR: a file-system module proxy in DIR that serves MODULE at
+# LIBRARY_VERSION, zipped from library_commit as a public proxy zips a tag
+# (modproxy), and then exports the Go environment of a host build against it:
+# - GOPROXY asks it first, then the module cache's downloads, then the proxy
+#   configured here;
+# - GOMODCACHE is a cache of the work directory's own, so that a version made
+#   from another commit never lingers in the user's cache;
+# - GONOSUMDB: the public checksum database knows no unpublished version.
+library_proxy() {
+	local dir=$1 cache upstream
+	say "serving $MODULE $LIBRARY_VERSION from $(git -C "$REPO_ROOT" rev-parse --short=12 "$(library_commit)") on a local proxy"
+	(cd "$HOST_DIR/modproxy" && go run . -repo "$REPO_ROOT" -commit "$(library_commit)" \
+		-module "$MODULE" -version "$LIBRARY_VERSION" -out "$dir/proxy") | sed 's/^/  /'
+	cache=$(go env GOMODCACHE)
+	upstream=$(go env GOPROXY)
+	export GOPROXY="file://$dir/proxy,file://$cache/cache/download,$upstream"
+	export GOMODCACHE="$dir/modcache"
+	export GONOSUMDB="$MODULE"
+	restore_go_env="export GOPROXY='$upstream' GOMODCACHE='$cache'; unset GONOSUMDB"
 }
 
-# library_snapshot DIR: the library at library_commit (without the work
-# tree's uncommitted changes) in DIR.
-library_snapshot() {
-	mkdir -p "$1"
-	git -C "$REPO_ROOT" archive "$(library_commit)" | tar -x -C "$1"
+# library_proxy_off: the Go environment as it was before library_proxy.
+library_proxy_off() {
+	eval "$restore_go_env"
 }
 
-# vendor_library HOST LIB VERSION: the host's go.mod requires MODULE at
-# VERSION, and vendor/ holds the packages it imports, taken from LIB. The
-# module is not on the proxy, so it is vendored through a replace that is
-# then dropped: with -mod=vendor (the host's GOFLAGS) go.mod and
-# vendor/modules.txt must agree, and they do without it.
-vendor_library() {
-	local host=$1 lib=$2 version=$3
-	(
-		cd "$host"
-		require_first "$version"
-		go mod edit -replace="$MODULE=$lib"
-		GOFLAGS= go mod tidy
-		GOFLAGS= go mod vendor
-		go mod edit -dropreplace="$MODULE"
-		# modules.txt names the replacement twice: on the module's line and
-		# in a line of its own.
-		sed -i -e "s|^# $MODULE $version => .*|# $MODULE $version|" \
-			-e "\|^# $MODULE => |d" vendor/modules.txt
-		go build ./... >/dev/null
-	)
-}
-
-# require_first VERSION: go.mod (in the working directory) requires MODULE at
-# VERSION in its first require block, in order, beside the host's other
-# direct requirements (go mod edit would append it to the last block).
-require_first() {
-	go mod edit -droprequire="$MODULE"
-	awk -v line="	$MODULE $1" -v mod="$MODULE" '
-		/^require \(/ && !seen { seen = 1; inblock = 1; print; next }
-		inblock && !done && ($0 == ")" || $1 > mod) { print line; done = 1 }
-		inblock && $0 == ")" { inblock = 0 }
-		{ print }
-	' go.mod >go.mod.new
-	mv go.mod.new go.mod
+# host_make_vendor DIR: the host's own make vendor (go mod tidy, go mod
+# vendor, go mod verify) in DIR. build-machinery-go's minimum Go version check
+# misreads go1.26 as older than 1.15.2; the override skips only that check.
+host_make_vendor() {
+	make -C "$1" --no-print-directory vendor GO_REQUIRED_MIN_VERSION:= 2>&1 |
+		grep -v -e '^go: downloading ' -e '^go: finding ' -e 'set: Illegal option -o pipefail' | sed 's/^/  /'
+	return "${PIPESTATUS[0]}"
 }

@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# series.sh HOST_SRC: vendors this tree's library (library_commit) into the first patch of the
-# series again, and writes the series anew into patches/. The other patches
-# are kept as they are. Run it (make host-series HOST_SRC=…) after a library
-# change that the host's copy should have; check.sh fails until then.
+# series.sh HOST_SRC: makes the series require the library as library_commit
+# makes it: the host's make vendor, against the local proxy (library_proxy),
+# writes go.sum into the first patch and vendor/ into the second, and the
+# series is written anew into patches/. Run it (make host-series HOST_SRC=…)
+# after a library change that the host's copy should have; check.sh fails
+# until then.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 with_series series "$@"
-library_snapshot "$work/lib"
-version=$(library_version)
-say "vendoring $MODULE $version"
-vendor_library "$work/host" "$work/lib" "$version"
-
+library_proxy "$work"
 cd "$work/host"
-git add -A go.mod go.sum vendor
-if git diff --cached --quiet; then
-	say "the series already vendors HEAD's library"
+# go.sum holds the hashes of the version made from an older commit
+sed -i "\|^$MODULE |d" go.sum
+say "make vendor"
+host_make_vendor "$work/host"
+if [ -z "$(git status --porcelain)" ]; then
+	say "the series already requires library commit $(library_commit)"
 	exit 0
 fi
-first=$(git rev-list --reverse "$HOST_COMMIT..HEAD" | head -n1)
-git commit --quiet --fixup="$first"
+commits=($(git rev-list --reverse "$HOST_COMMIT..HEAD"))
+git add go.mod go.sum
+git diff --cached --quiet || git commit --quiet --fixup="${commits[0]}"
+git add -A vendor
+git diff --cached --quiet || git commit --quiet --fixup="${commits[1]}"
 GIT_SEQUENCE_EDITOR=true git rebase --quiet --autosquash -i "$HOST_COMMIT"
 rm -f "$HOST_DIR"/patches/*.patch
 git format-patch --quiet --no-signature --zero-commit -o "$HOST_DIR/patches" "$HOST_COMMIT"

@@ -19,6 +19,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientInformers "k8s.io/client-go/informers"
@@ -27,7 +28,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
@@ -66,6 +66,12 @@ func hostRules(t *testing.T) (cluster, namespaced []rbacv1.PolicyRule) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rulesOf(t, data)
+}
+
+// rulesOf are the rules of data, the fixture or a copy of it.
+func rulesOf(t *testing.T, data []byte) (cluster, namespaced []rbacv1.PolicyRule) {
+	t.Helper()
 	const hostSA = "operator"
 	var clusterRole, role string
 	bound := map[string]bool{}
@@ -110,34 +116,95 @@ func bindsHostAccount(subjects []rbacv1.Subject, name string) bool {
 	return false
 }
 
-// seriesRules are the rules the host series adds to the host's Role in
-// openshift-insights: the lines its RBAC patch adds to
-// manifests/03-clusterrole.yaml.
+// seriesRules are the rules of the host's Role in openshift-insights that
+// the host series changes: its RBAC patch's hunks of
+// manifests/03-clusterrole.yaml applied to the fixture, whose documents are
+// that file's, the Role's rules that then differ. The patch only adds, so the
+// host's rules with these appended grant what the patched Role grants.
 func seriesRules(t *testing.T) []rbacv1.PolicyRule {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.FromSlash(rbacPatches))
 	if err != nil || len(paths) != 1 {
 		t.Fatalf("want one patch %s, found %v (%v)", rbacPatches, paths, err)
 	}
-	data, err := os.ReadFile(paths[0])
+	patch, err := os.ReadFile(paths[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	var added []string
-	inFile := false
-	for _, line := range strings.Split(string(data), "\n") {
-		switch {
-		case strings.HasPrefix(line, "+++ "):
-			inFile = line == "+++ b/manifests/03-clusterrole.yaml"
-		case inFile && strings.HasPrefix(line, "+"):
-			added = append(added, line[1:])
+	fixture, err := os.ReadFile(filepath.FromSlash(hostRBACFixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := applyHunks(string(fixture), string(patch), "manifests/03-clusterrole.yaml")
+	if err != nil {
+		t.Fatalf("%s on %s: %v", paths[0], hostRBACFixture, err)
+	}
+	_, before := rulesOf(t, fixture)
+	_, after := rulesOf(t, []byte(patched))
+	var changed []rbacv1.PolicyRule
+	for i := range after {
+		if i >= len(before) || !equality.Semantic.DeepEqual(after[i], before[i]) {
+			changed = append(changed, after[i])
 		}
 	}
-	var rules []rbacv1.PolicyRule
-	if err := yaml.UnmarshalStrict([]byte(strings.Join(added, "\n")), &rules); err != nil || len(rules) == 0 {
-		t.Fatalf("%s adds no rule list to manifests/03-clusterrole.yaml (%v):\n%s", paths[0], err, strings.Join(added, "\n"))
+	if len(changed) == 0 {
+		t.Fatalf("%s changes no rule of the Role in %s", paths[0], ns)
 	}
-	return rules
+	return changed
+}
+
+// applyHunks applies the hunks of a unified diff that change path to text.
+// Each hunk's old lines (context and removals) must occur in text exactly
+// once: the fixture holds only some of the file's documents, so the hunks'
+// line numbers do not apply, and their context places them instead.
+func applyHunks(text, patch, path string) (string, error) {
+	var old, added []string
+	inFile, inHunk, hunks := false, false, 0
+	apply := func() error {
+		if !inHunk {
+			return nil
+		}
+		inHunk = false
+		from, to := strings.Join(old, "\n")+"\n", strings.Join(added, "\n")+"\n"
+		if n := strings.Count(text, from); n != 1 {
+			return fmt.Errorf("hunk %d's old lines occur %d times, want once:\n%s", hunks, n, from)
+		}
+		text = strings.Replace(text, from, to, 1)
+		return nil
+	}
+	for _, line := range strings.Split(patch, "\n") {
+		switch {
+		case strings.HasPrefix(line, "diff --git "), strings.HasPrefix(line, "+++ "), strings.HasPrefix(line, "@@"):
+			if err := apply(); err != nil {
+				return "", err
+			}
+			if strings.HasPrefix(line, "+++ ") {
+				inFile = line == "+++ b/"+path
+			}
+			if inFile && strings.HasPrefix(line, "@@") {
+				inHunk, old, added = true, nil, nil
+				hunks++
+			}
+		case !inHunk:
+		case strings.HasPrefix(line, " "):
+			old, added = append(old, line[1:]), append(added, line[1:])
+		case strings.HasPrefix(line, "-"):
+			old = append(old, line[1:])
+		case strings.HasPrefix(line, "+"):
+			added = append(added, line[1:])
+		default: // the end of the diff, or "\ No newline at end of file"
+			if err := apply(); err != nil {
+				return "", err
+			}
+		}
+	}
+	if err := apply(); err != nil {
+		return "", err
+	}
+	if hunks == 0 {
+		return "", fmt.Errorf("no hunk changes %s", path)
+	}
+	return text, nil
 }
 
 // installHostRBAC creates hostAccount and binds it to copies of the host's

@@ -1,10 +1,11 @@
 // Command run starts the Insights Operator's binary, patched by the series in
 // hack/host/patches, on the local cluster, as the operator's ServiceAccount
 // with the RBAC of the patched manifests/, and shows with timings what an
-// admin would see: the DaemonSet deployed, a deleted DaemonSet repaired, a
-// version change refused by admission named in the insights ClusterOperator
-// and cleared once admitted, and the host's own conditions still written by
-// the host. hack/host/check.sh runs it; see docs/embedding.md.
+// admin would see: the DaemonSet deployed, a deleted DaemonSet repaired, an
+// upgrade whose DaemonSet update admission refuses for 10 s that never
+// degrades the insights ClusterOperator, one refused for good that does and
+// clears once admitted, and the host's own conditions still written by the
+// host. hack/host/check.sh runs it; see docs/embedding.md.
 package main
 
 import (
@@ -24,10 +25,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
@@ -37,9 +42,23 @@ const (
 	podName      = "insights-operator-local"
 	firstVersion = "4.22.0"
 	nextVersion  = "4.22.1"
+	lastVersion  = "4.22.2"
 	frozenPolicy = "host-check-freeze-runtime-extractor"
 	rxDegraded   = "RuntimeExtractorDegraded"
 	stepTimeout  = 3 * time.Minute
+	// shortRefusal is how long admission refuses the upgrade that must not
+	// degrade the operator: well within the library's Degraded inertia.
+	shortRefusal = 10 * time.Second
+	// hostStatusPeriod is how often the host's status controller writes the
+	// ClusterOperator from its sources (pkg/controller/status: its ticker).
+	hostStatusPeriod = 2 * time.Minute
+	// degradedTimeout bounds the wait for a lasting refusal to show: the
+	// library's inertia, then up to one host status period.
+	degradedTimeout = runtimeextractor.DefaultDegradedInertia + hostStatusPeriod + time.Minute
+	// clearedTimeout bounds the wait for it to clear once admitted: the
+	// library's next retry (its backoff has grown during the inertia), then
+	// up to one host status period.
+	clearedTimeout = runtimeextractor.DefaultRetryMax + hostStatusPeriod + time.Minute
 )
 
 // hostManifests are the host's manifests/ files applied as it ships them:
@@ -120,7 +139,7 @@ func run(binary, hostDir string, keep bool) error {
 	if err := c.platform(hostDir); err != nil {
 		return err
 	}
-	for _, s := range []func() error{c.deployed, c.deletedIsRepaired, c.refusedVersionChange, c.hostConditions} {
+	for _, s := range []func() error{c.deployed, c.deletedIsRepaired, c.shortRefusal, c.lastingRefusal, c.hostConditions} {
 		if err := s(); err != nil {
 			if c.host != nil {
 				fmt.Fprintf(os.Stderr, "--- the host's log (last 60 lines)\n%s\n", tail(c.host.Log(), 60))
@@ -136,7 +155,7 @@ func run(binary, hostDir string, keep bool) error {
 // token, so nothing is uploaded) and the Pod the operator checks it runs in.
 func (c *check) platform(hostDir string) error {
 	start := time.Now()
-	if err := c.cluster.InstallHostPlatform(c.ctx, []string{firstVersion, nextVersion}); err != nil {
+	if err := c.cluster.InstallHostPlatform(c.ctx, []string{firstVersion, nextVersion, lastVersion}); err != nil {
 		return err
 	}
 	for _, f := range hostManifests {
@@ -254,14 +273,121 @@ func (c *check) deletedIsRepaired() error {
 	return nil
 }
 
-// refusedVersionChange restarts the host at the next version, as an upgrade
-// does, while an admission policy refuses every update of the DaemonSet.
-func (c *check) refusedVersionChange() error {
+// shortRefusal restarts the host at the next version, as an upgrade does,
+// while an admission policy refuses every update of the DaemonSet, and admits
+// them again 10 s after the first refusal. The insights ClusterOperator is
+// watched from the restart until one host status period after the library's
+// inertia has passed: it is never Degraded, and never has
+// RuntimeExtractorDegraded.
+func (c *check) shortRefusal() error {
 	if err := c.stopHost(); err != nil {
 		return err
 	}
+	if err := c.freeze(); err != nil {
+		return err
+	}
+	watch, err := c.watchOperator()
+	if err != nil {
+		return err
+	}
+	defer watch.stop()
+	start := time.Now()
+	if err := c.startHost(nextVersion); err != nil {
+		return err
+	}
+	refused, err := c.waitRefusal(start)
+	if err != nil {
+		return err
+	}
+	step("the upgrade's DaemonSet update refused, after the host's start", refused.Sub(start))
+	if err := c.sleepUntil(refused.Add(shortRefusal)); err != nil {
+		return err
+	}
+	lifted, err := c.thaw()
+	if err != nil {
+		return err
+	}
+	step(fmt.Sprintf("admission refused it for %s, then admitted updates again", shortRefusal), time.Since(refused))
+	ds, err := c.waitDaemonSet("the DaemonSet at "+nextVersion, func(ds *appsv1.DaemonSet) bool {
+		return ds.Annotations[resources.VersionAnnotation] == nextVersion
+	})
+	if err != nil {
+		return err
+	}
+	step("the DaemonSet at "+nextVersion+" after the policy's removal", time.Since(lifted))
+	fmt.Printf("  %s at version %s, images %s\n", ds.Name, nextVersion, imagesOf(ds))
+	until := refused.Add(runtimeextractor.DefaultDegradedInertia + hostStatusPeriod + 10*time.Second)
+	if err := c.sleepUntil(until); err != nil {
+		return err
+	}
+	seen := watch.stop()
+	step(fmt.Sprintf("watched the insights ClusterOperator from the host's start (%d versions of it)", seen.versions), time.Since(start))
+	if len(seen.degraded) > 0 {
+		return fmt.Errorf("a refusal of %s degraded the insights ClusterOperator: %s", shortRefusal, strings.Join(seen.degraded, "; "))
+	}
+	fmt.Printf("    never Degraded=True, never %s, for %s after the first refusal\n", rxDegraded, until.Sub(refused).Round(time.Second))
+	printConditions(seen.last, configv1.OperatorAvailable, configv1.OperatorProgressing, configv1.OperatorDegraded, rxDegraded)
+	return nil
+}
+
+// lastingRefusal restarts the host at the last version while updates of the
+// DaemonSet are refused until the insights ClusterOperator is Degraded, and
+// then admits them: the condition clears.
+func (c *check) lastingRefusal() error {
+	if err := c.stopHost(); err != nil {
+		return err
+	}
+	if err := c.freeze(); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := c.startHost(lastVersion); err != nil {
+		return err
+	}
+	refused, err := c.waitRefusal(start)
+	if err != nil {
+		return err
+	}
+	step("the upgrade's DaemonSet update refused, after the host's start", refused.Sub(start))
+	co, err := c.waitOperatorFor("the insights ClusterOperator Degraded by the refusal", degradedTimeout, func(co *configv1.ClusterOperator) bool {
+		d, rx := condition(co, configv1.OperatorDegraded), condition(co, rxDegraded)
+		return d != nil && d.Status == configv1.ConditionTrue && rx != nil && rx.Status == configv1.ConditionTrue
+	})
+	if err != nil {
+		return err
+	}
+	step(fmt.Sprintf("Degraded, after the first refusal (the library's inertia is %s)", runtimeextractor.DefaultDegradedInertia), time.Since(refused))
+	printConditions(co, configv1.OperatorAvailable, configv1.OperatorDegraded, rxDegraded)
+
+	lifted, err := c.thaw()
+	if err != nil {
+		return err
+	}
+	ds, err := c.waitDaemonSetFor("the DaemonSet at "+lastVersion, clearedTimeout, func(ds *appsv1.DaemonSet) bool {
+		return ds.Annotations[resources.VersionAnnotation] == lastVersion
+	})
+	if err != nil {
+		return err
+	}
+	step("the DaemonSet at "+lastVersion+" after the policy's removal (the library's next retry)", time.Since(lifted))
+	fmt.Printf("  %s at version %s, images %s\n", ds.Name, lastVersion, imagesOf(ds))
+	co, err = c.waitOperatorFor("the insights ClusterOperator clear of it", clearedTimeout, func(co *configv1.ClusterOperator) bool {
+		d := condition(co, configv1.OperatorDegraded)
+		return d != nil && d.Status == configv1.ConditionFalse && condition(co, rxDegraded) == nil
+	})
+	if err != nil {
+		return err
+	}
+	step("the condition cleared after the policy's removal", time.Since(lifted))
+	printConditions(co, configv1.OperatorAvailable, configv1.OperatorDegraded)
+	return nil
+}
+
+// freeze makes admission refuse every update of the DaemonSet.
+func (c *check) freeze() error {
 	policies := c.kube.AdmissionregistrationV1()
-	if _, err := policies.ValidatingAdmissionPolicies().Create(c.ctx, testcluster.FrozenUpdatesPolicy(frozenPolicy, resources.DaemonSetName), metav1.CreateOptions{}); err != nil {
+	_, err := policies.ValidatingAdmissionPolicies().Create(c.ctx, testcluster.FrozenUpdatesPolicy(frozenPolicy, resources.DaemonSetName), metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create the admission policy: %w", err)
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
@@ -273,49 +399,116 @@ func (c *check) refusedVersionChange() error {
 	if _, err := policies.ValidatingAdmissionPolicyBindings().Create(c.ctx, binding, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create the admission policy binding: %w", err)
 	}
-	if err := c.poll("the admission policy enforced", c.updateRefused); err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := c.startHost(nextVersion); err != nil {
-		return err
-	}
-	co, err := c.waitOperator("the insights ClusterOperator naming the refusal", func(co *configv1.ClusterOperator) bool {
-		d := condition(co, rxDegraded)
-		return d != nil && d.Status == configv1.ConditionTrue
-	})
-	if err != nil {
-		return err
-	}
-	step("a refused version change named in the insights ClusterOperator, after the host's start", time.Since(start))
-	printConditions(co, configv1.OperatorDegraded, rxDegraded, configv1.OperatorAvailable)
+	return c.poll("the admission policy enforced", c.updateRefused)
+}
 
-	start = time.Now()
-	if err := policies.ValidatingAdmissionPolicyBindings().Delete(c.ctx, frozenPolicy, metav1.DeleteOptions{}); err != nil {
-		return err
+// thaw deletes the policy's binding, and returns when admission stopped
+// refusing updates.
+func (c *check) thaw() (time.Time, error) {
+	if err := c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(c.ctx, frozenPolicy, metav1.DeleteOptions{}); err != nil {
+		return time.Time{}, err
 	}
-	if err := c.poll("the admission policy lifted", func() (bool, error) { refused, err := c.updateRefused(); return !refused, err }); err != nil {
-		return err
-	}
-	lifted := time.Since(start)
-	ds, err := c.waitDaemonSet("the DaemonSet at the next version", func(ds *appsv1.DaemonSet) bool {
-		return ds.Annotations[resources.VersionAnnotation] == nextVersion
+	err := c.poll("the admission policy lifted", func() (bool, error) { refused, err := c.updateRefused(); return !refused, err })
+	return time.Now(), err
+}
+
+// waitRefusal waits for the library's Warning that an apply of the DaemonSet
+// failed, recorded after since, and returns when it was first seen.
+func (c *check) waitRefusal(since time.Time) (time.Time, error) {
+	err := c.poll("the library's "+runtimeextractor.ReasonApplyFailed+" Event", func() (bool, error) {
+		events, err := c.kube.CoreV1().Events(namespace).List(c.ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == runtimeextractor.ReasonApplyFailed && e.InvolvedObject.Name == resources.DaemonSetName &&
+				!e.LastTimestamp.Time.Before(since.Truncate(time.Second)) {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
-	if err != nil {
-		return err
+	return time.Now(), err
+}
+
+// sleepUntil waits until t, and fails at once when the host exits.
+func (c *check) sleepUntil(t time.Time) error {
+	for time.Now().Before(t) {
+		if err := c.host.Exited(); err != nil {
+			return err
+		}
+		time.Sleep(min(time.Second, time.Until(t)))
 	}
-	step("the DaemonSet at "+nextVersion+" after the policy's removal", time.Since(start))
-	fmt.Printf("  %s at version %s, images %s\n", ds.Name, nextVersion, imagesOf(ds))
-	co, err = c.waitOperator("the insights ClusterOperator clear of it", func(co *configv1.ClusterOperator) bool {
-		d := condition(co, configv1.OperatorDegraded)
-		return d != nil && d.Status == configv1.ConditionFalse && condition(co, rxDegraded) == nil
-	})
-	if err != nil {
-		return err
-	}
-	step(fmt.Sprintf("the condition cleared after the policy's removal (its binding deleted; enforced until %s)", lifted.Round(10*time.Millisecond)), time.Since(start))
-	printConditions(co, configv1.OperatorDegraded, configv1.OperatorAvailable)
 	return nil
+}
+
+// operatorWatch records every version of the insights ClusterOperator that a
+// watch delivers.
+type operatorWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	seen   operatorSeen
+}
+
+type operatorSeen struct {
+	versions int
+	// degraded describes each version that was Degraded or had
+	// RuntimeExtractorDegraded.
+	degraded []string
+	last     *configv1.ClusterOperator
+}
+
+// watchOperator starts a watch of the insights ClusterOperator, resumed when
+// the API server closes it.
+func (c *check) watchOperator() (*operatorWatch, error) {
+	co, err := c.config.ConfigV1().ClusterOperators().Get(c.ctx, testcluster.InsightsOperator, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	lw := cache.NewListWatchFromClient(c.config.ConfigV1().RESTClient(), "clusteroperators", "",
+		fields.OneTermEqualSelector("metadata.name", testcluster.InsightsOperator))
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, co.ResourceVersion, lw)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	w := &operatorWatch{cancel: cancel, done: make(chan struct{}), seen: operatorSeen{last: co}}
+	go func() {
+		defer close(w.done)
+		defer rw.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-rw.ResultChan():
+				if !ok {
+					return
+				}
+				if co, isCO := ev.Object.(*configv1.ClusterOperator); isCO {
+					w.record(co)
+				}
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *operatorWatch) record(co *configv1.ClusterOperator) {
+	w.seen.versions++
+	w.seen.last = co
+	for _, t := range []configv1.ClusterStatusConditionType{configv1.OperatorDegraded, rxDegraded} {
+		if d := condition(co, t); d != nil && d.Status == configv1.ConditionTrue {
+			w.seen.degraded = append(w.seen.degraded, fmt.Sprintf("%s=True [%s] at resourceVersion %s", t, d.Reason, co.ResourceVersion))
+		}
+	}
+}
+
+// stop ends the watch and returns what it saw; later calls return the same.
+func (w *operatorWatch) stop() operatorSeen {
+	w.cancel()
+	<-w.done
+	return w.seen
 }
 
 // hostConditions shows that the host still writes its own conditions.
@@ -367,8 +560,12 @@ func (c *check) updateRefused() (bool, error) {
 }
 
 func (c *check) waitDaemonSet(what string, ok func(*appsv1.DaemonSet) bool) (*appsv1.DaemonSet, error) {
+	return c.waitDaemonSetFor(what, stepTimeout, ok)
+}
+
+func (c *check) waitDaemonSetFor(what string, timeout time.Duration, ok func(*appsv1.DaemonSet) bool) (*appsv1.DaemonSet, error) {
 	var got *appsv1.DaemonSet
-	err := c.poll(what, func() (bool, error) {
+	err := c.pollFor(what, timeout, func() (bool, error) {
 		ds, err := c.kube.AppsV1().DaemonSets(namespace).Get(c.ctx, resources.DaemonSetName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -383,8 +580,12 @@ func (c *check) waitDaemonSet(what string, ok func(*appsv1.DaemonSet) bool) (*ap
 }
 
 func (c *check) waitOperator(what string, ok func(*configv1.ClusterOperator) bool) (*configv1.ClusterOperator, error) {
+	return c.waitOperatorFor(what, stepTimeout, ok)
+}
+
+func (c *check) waitOperatorFor(what string, timeout time.Duration, ok func(*configv1.ClusterOperator) bool) (*configv1.ClusterOperator, error) {
 	var got *configv1.ClusterOperator
-	err := c.poll(what, func() (bool, error) {
+	err := c.pollFor(what, timeout, func() (bool, error) {
 		co, err := c.config.ConfigV1().ClusterOperators().Get(c.ctx, testcluster.InsightsOperator, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -401,7 +602,11 @@ func (c *check) waitOperator(what string, ok func(*configv1.ClusterOperator) boo
 // poll checks cond every 100 ms for up to stepTimeout, and fails at once
 // when the host exits.
 func (c *check) poll(what string, cond func() (bool, error)) error {
-	err := wait.PollUntilContextTimeout(c.ctx, 100*time.Millisecond, stepTimeout, true, func(context.Context) (bool, error) {
+	return c.pollFor(what, stepTimeout, cond)
+}
+
+func (c *check) pollFor(what string, timeout time.Duration, cond func() (bool, error)) error {
+	err := wait.PollUntilContextTimeout(c.ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		if c.host != nil {
 			if err := c.host.Exited(); err != nil {
 				return false, err
