@@ -43,7 +43,7 @@ var hostDifferences = []struct{ path, reason string }{
 	{"spec.template.metadata.labels[app.kubernetes.io/managed-by]",
 		"The same label on the pods, so that one selector finds the DaemonSet and its pods (not in the selector, which is immutable)."},
 	{"spec.template.spec.containers[kube-rbac-proxy].imagePullPolicy",
-		"IfNotPresent: OpenShift's conformance suite requires it of every container in an openshift-* namespace. Release images are pinned by digest, so Always only adds a registry round trip to each pod start and fails the start while the registry is unreachable. (The host leaves it unset, which the API server defaults to Always for a :latest tag, IfNotPresent for a digest.)"},
+		"IfNotPresent: release images are pinned by digest, so a node's copy is the one the release names, and Always would make every pod start depend on the registry (a round trip, and a failed start while it is unreachable). (The host leaves it unset, which the API server defaults to Always for a :latest tag, IfNotPresent for a digest.)"},
 	{"spec.template.spec.containers[exporter].imagePullPolicy",
 		"IfNotPresent, for the same reason (the host sets Always)."},
 	{"spec.template.spec.containers[extractor].imagePullPolicy",
