@@ -126,8 +126,10 @@ soak: tools build
 
 # Not part of `make test`: they need the Insights Operator's source (HOST_SRC, a
 # clone of openshift/insights-operator), which CI does not have. host-check applies
-# hack/host/patches to it, runs its build and tests, and runs the patched binary on
-# the local cluster; host-series vendors HEAD into the series again (hack/host/README.md).
+# hack/host/patches to it, runs its make vendor (against a local module proxy that
+# serves this tree as v0.1.0), build, linters and tests, and runs the patched binary
+# on the local cluster; host-series makes the series require the newest library
+# (hack/host/README.md).
 host-check: tools
 	@test -n "$(HOST_SRC)" || { echo "usage: make host-check HOST_SRC=<clone of openshift/insights-operator>"; exit 2; }
 	./hack/host/check.sh $(HOST_SRC)
