@@ -325,6 +325,21 @@ func (c *check) shortRefusal() error {
 	if len(seen.degraded) > 0 {
 		return fmt.Errorf("a refusal of %s degraded the insights ClusterOperator: %s", shortRefusal, strings.Join(seen.degraded, "; "))
 	}
+	// The host writes the ClusterOperator only when it changes, so the watch
+	// shows no write for a status that stayed as it was: the host's own log
+	// says whether the source was ever unhealthy (controllerstatus logs each
+	// change of health).
+	log, err := os.ReadFile(c.host.Log())
+	if err != nil {
+		return err
+	}
+	if unhealthy := "name=runtimeextractor healthy=false"; strings.Contains(string(log), unhealthy) {
+		return fmt.Errorf("the host's log has %q: the runtime extractor's source was unhealthy", unhealthy)
+	}
+	if healthy := "name=runtimeextractor healthy=true"; !strings.Contains(string(log), healthy) {
+		return fmt.Errorf("the host's log has no %q: the runtime extractor's source never reported", healthy)
+	}
+	fmt.Println("    the host's log: the runtime extractor's source reported healthy, and never unhealthy")
 	fmt.Printf("    never Degraded=True, never %s, for %s after the first refusal\n", rxDegraded, until.Sub(refused).Round(time.Second))
 	printConditions(seen.last, configv1.OperatorAvailable, configv1.OperatorProgressing, configv1.OperatorDegraded, rxDegraded)
 	return nil
