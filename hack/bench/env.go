@@ -274,7 +274,7 @@ type dsWatcher struct {
 	mu      sync.Mutex
 	cur     *appsv1.DaemonSet
 	seen    chan struct{} // closed and replaced on every change
-	done    chan struct{}
+	done    <-chan struct{}
 	// history is every change since the last resetHistory, in order.
 	history []observation
 }
@@ -306,41 +306,29 @@ func watchDaemonSet(ctx context.Context, kube kubernetes.Interface, timeout time
 		cancel()
 		return nil, fmt.Errorf("watch daemonset: %w", err)
 	}
-	w := &dsWatcher{cancel: cancel, timeout: timeout, seen: make(chan struct{}), done: make(chan struct{})}
+	w := &dsWatcher{cancel: cancel, timeout: timeout, seen: make(chan struct{})}
 	if len(list.Items) > 0 {
 		w.cur = list.Items[0].DeepCopy()
 	}
-	go func() {
-		defer close(w.done)
-		defer rw.Stop()
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case ev, ok := <-rw.ResultChan():
-				if !ok {
-					return
-				}
-				ds, isDS := ev.Object.(*appsv1.DaemonSet)
-				if !isDS {
-					continue
-				}
-				w.mu.Lock()
-				if ev.Type == watch.Deleted {
-					w.cur = nil
-				} else {
-					w.cur = ds
-				}
-				w.history = append(w.history, observation{
-					at: time.Now(), present: ev.Type != watch.Deleted, deleting: ds.DeletionTimestamp != nil,
-					uid: ds.UID, generation: ds.Generation,
-				})
-				close(w.seen)
-				w.seen = make(chan struct{})
-				w.mu.Unlock()
-			}
+	w.done = testcluster.EachEvent(wctx, rw, func(ev watch.Event) {
+		ds, isDS := ev.Object.(*appsv1.DaemonSet)
+		if !isDS {
+			return
 		}
-	}()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if ev.Type == watch.Deleted {
+			w.cur = nil
+		} else {
+			w.cur = ds
+		}
+		w.history = append(w.history, observation{
+			at: time.Now(), present: ev.Type != watch.Deleted, deleting: ds.DeletionTimestamp != nil,
+			uid: ds.UID, generation: ds.Generation,
+		})
+		close(w.seen)
+		w.seen = make(chan struct{})
+	})
 	return w, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // TestTugOfWarIsBoundedAndReported runs the controller at its defaults next
@@ -382,7 +383,7 @@ type dsVersions struct {
 	mu       sync.Mutex
 	versions []dsVersion
 	gaps     int // error events: the history may be missing versions there
-	done     chan struct{}
+	done     <-chan struct{}
 }
 
 type daemonSetWatch struct{ kube kubernetes.Interface }
@@ -400,28 +401,16 @@ func (e *env) recordDaemonSetVersions(ctx context.Context, from *appsv1.DaemonSe
 	if err != nil {
 		e.t.Fatalf("watch the DaemonSet: %v", err)
 	}
-	r := &dsVersions{done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		defer rw.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-rw.ResultChan():
-				if !ok {
-					return
-				}
-				r.mu.Lock()
-				if ds, isDS := ev.Object.(*appsv1.DaemonSet); isDS {
-					r.versions = append(r.versions, dsVersion{at: time.Now(), rv: ds.ResourceVersion, generation: ds.Generation, image: extractorImage(ds), deleted: ev.Type == watch.Deleted})
-				} else if ev.Type == watch.Error && ctx.Err() == nil {
-					r.gaps++
-				}
-				r.mu.Unlock()
-			}
+	r := &dsVersions{}
+	r.done = testcluster.EachEvent(ctx, rw, func(ev watch.Event) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if ds, isDS := ev.Object.(*appsv1.DaemonSet); isDS {
+			r.versions = append(r.versions, dsVersion{at: time.Now(), rv: ds.ResourceVersion, generation: ds.Generation, image: extractorImage(ds), deleted: ev.Type == watch.Deleted})
+		} else if ev.Type == watch.Error && ctx.Err() == nil {
+			r.gaps++
 		}
-	}()
+	})
 	return r
 }
 

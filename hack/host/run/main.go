@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -461,7 +462,7 @@ func (c *check) sleepUntil(t time.Time) error {
 // watch delivers.
 type operatorWatch struct {
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   <-chan struct{}
 	seen   operatorSeen
 }
 
@@ -488,24 +489,12 @@ func (c *check) watchOperator() (*operatorWatch, error) {
 		cancel()
 		return nil, err
 	}
-	w := &operatorWatch{cancel: cancel, done: make(chan struct{}), seen: operatorSeen{last: co}}
-	go func() {
-		defer close(w.done)
-		defer rw.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-rw.ResultChan():
-				if !ok {
-					return
-				}
-				if co, isCO := ev.Object.(*configv1.ClusterOperator); isCO {
-					w.record(co)
-				}
-			}
+	w := &operatorWatch{cancel: cancel, seen: operatorSeen{last: co}}
+	w.done = testcluster.EachEvent(ctx, rw, func(ev watch.Event) {
+		if co, isCO := ev.Object.(*configv1.ClusterOperator); isCO {
+			w.record(co)
 		}
-	}()
+	})
 	return w, nil
 }
 
