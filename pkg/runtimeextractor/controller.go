@@ -224,10 +224,6 @@ func (c *Controller) Run(ctx context.Context) {
 	defer func() { stopRelays(); relays.Wait() }()
 	configHint := relay(relayCtx, &relays, configCh)
 	versionHint := relay(relayCtx, &relays, c.updateCh)
-	var tlsChanged <-chan struct{}
-	if c.tls != nil {
-		tlsChanged = c.tls.Changed()
-	}
 	if c.eventRecorder == nil {
 		rec, stop := newEventRecorder(ctx, c.kubeClient, c.component())
 		defer stop()
@@ -246,54 +242,13 @@ func (c *Controller) Run(ctx context.Context) {
 	c.start(ctx)
 	resync := c.clock.NewTicker(c.resync)
 	defer resync.Stop()
+	in := loopInputs{config: configHint, version: versionHint, resync: resync.C()}
 	for {
-		// A pending drift goes first: its repair's latency is what an admin
-		// sees, and the rollout wake-up that comes with every change of the
-		// DaemonSet can wait for it.
-		select {
-		case <-c.informer.ResourceModified():
-			if ctx.Err() != nil {
-				return
-			}
-			c.handle(ctx, wakeDrift)
-			c.afterWake(ctx)
-			continue
-		default:
-		}
-		select {
-		case <-ctx.Done():
+		src, payload, ok := receive(ctx, c.loopSources(in))
+		if !ok {
 			return
-		case <-configHint:
-			c.handle(ctx, wakeConfig)
-		case <-versionHint:
-			c.handle(ctx, wakeVersion)
-		case <-c.versions.Changed():
-			c.handle(ctx, wakeVersion)
-		case <-tlsChanged:
-			c.handle(ctx, wakeTLS)
-		case <-c.door.C():
-			c.handle(ctx, wakeDoor)
-		case <-c.informer.ResourceModified():
-			c.handle(ctx, wakeDrift)
-		case <-c.extraDrift:
-			c.handle(ctx, wakeDriftHint)
-		case <-c.informer.rollout:
-			c.handle(ctx, wakeRollout)
-		case <-c.retry.C():
-			c.handle(ctx, wakeRetry)
-		case <-resync.C():
-			c.handle(ctx, wakeResync)
-		case <-c.expect.C():
-			c.handle(ctx, wakeExpect)
-		case <-c.gate.C():
-			c.handle(ctx, wakeGate)
-		case <-c.rollouts.C():
-			c.handle(ctx, wakeDeadline)
-		case r := <-c.rollouts.result:
-			c.onDiagnosis(r)
-		case r := <-c.rollouts.named:
-			c.rollouts.acceptNames(r)
 		}
+		c.handle(ctx, src.wake, payload)
 		c.afterWake(ctx)
 	}
 }

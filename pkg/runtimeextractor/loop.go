@@ -16,22 +16,35 @@ import (
 type wake int
 
 const (
-	wakeConfig    wake = iota // insights-config (or the host's config) may have changed
-	wakeVersion               // the cluster version may have changed
-	wakeTLS                   // the cluster TLS profile changed
-	wakeDoor                  // held level signals may be due
-	wakeDrift                 // the informer observed changes of the DaemonSet
-	wakeDriftHint             // a caller's informer says something changed
-	wakeRollout               // the DaemonSet's status or generation moved
-	wakeRetry                 // a failed action's retry is due
-	wakeResync                // the periodic re-assert
-	wakeExpect                // an own write the cache has not shown is overdue
-	wakeGate                  // the repair gate has something due
-	wakeDeadline              // a rollout made no progress for the deadline
+	wakeConfig     wake = iota // insights-config (or the host's config) may have changed
+	wakeVersion                // the cluster version may have changed
+	wakeTLS                    // the cluster TLS profile changed
+	wakeDoor                   // held level signals may be due
+	wakeDrift                  // the informer observed changes of the DaemonSet
+	wakeDriftHint              // a caller's informer says something changed
+	wakeRollout                // the DaemonSet's status or generation moved
+	wakeRetry                  // a failed action's retry is due
+	wakeResync                 // the periodic re-assert
+	wakeExpect                 // an own write the cache has not shown is overdue
+	wakeGate                   // the repair gate has something due
+	wakeDeadline               // a rollout made no progress for the deadline
+	wakeDiagnosis              // a stuck rollout's diagnosis is done (payload: stuckResult)
+	wakeNodesNamed             // the unavailable pods' nodes are named (payload: namedResult)
 )
 
-// handle is the loop's answer to one wake-up; afterWake follows it.
-func (c *Controller) handle(ctx context.Context, w wake) {
+var wakeNames = [...]string{
+	wakeConfig: "config changed", wakeVersion: "version changed", wakeTLS: "TLS profile changed",
+	wakeDoor: "front door timer", wakeDrift: "resource modified", wakeDriftHint: "caller's drift hint",
+	wakeRollout: "rollout", wakeRetry: "retry timer", wakeResync: "resync timer",
+	wakeExpect: "expectation timer", wakeGate: "repair gate timer", wakeDeadline: "rollout deadline",
+	wakeDiagnosis: "stuck diagnosis", wakeNodesNamed: "unavailable nodes named",
+}
+
+func (w wake) String() string { return wakeNames[w] }
+
+// handle is the loop's answer to one wake-up, with what its channel carried
+// (only the background reads' results carry something); afterWake follows it.
+func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	switch w {
 	case wakeConfig:
 		// Always acted on, even when the newest content was rejected: the
@@ -68,6 +81,14 @@ func (c *Controller) handle(ctx context.Context, w wake) {
 		if ds, ok := c.informer.current(); ok {
 			c.rollouts.expired(ctx, c.kubeClient, ds, c.clock.Now())
 		}
+	case wakeDiagnosis:
+		if r, ok := payload.(stuckResult); ok && c.rollouts.accept(r) {
+			c.stuckChanged()
+		}
+	case wakeNodesNamed:
+		if r, ok := payload.(namedResult); ok {
+			c.rollouts.acceptNames(r)
+		}
 	}
 }
 
@@ -86,13 +107,6 @@ func (c *Controller) afterWake(ctx context.Context) {
 	}
 	c.gate.follow()
 	c.report()
-}
-
-// onDiagnosis takes a stuck rollout's diagnosis.
-func (c *Controller) onDiagnosis(r stuckResult) {
-	if c.rollouts.accept(r) {
-		c.stuckChanged()
-	}
 }
 
 // start is what Run does once the caches are synced: read the version, and

@@ -76,7 +76,9 @@ var coreLetters = alphabet{
 // name on every write, one drain naming many managers, an update that
 // clears managedFields, a periodic sync; and a re-list from a lagging watch
 // cache right after the controller's create; a delete held by someone's
-// finalizer while insights-config enables the extractor again. Their
+// finalizer while insights-config enables the extractor again; a loop
+// timer that fires between the informer's queueing of drift and its
+// notification of the loop. Their
 // sequences are
 // shorter: the fights and the burst are long already.
 var repairLetters = alphabet{
@@ -96,6 +98,7 @@ var repairLetters = alphabet{
 	{"periodic sync", (*propSim).periodicSync},
 	{"stale re-list after a create", (*propSim).staleRelistAfterCreate},
 	{"finalizer-held delete, enabled again", (*propSim).finalizerHeldReenable},
+	{"timer before the informer's notice", (*propSim).timerBeforeNotice},
 }
 
 // modelRun is one sequence's outcome.
@@ -284,10 +287,19 @@ func (s *propSim) fingerprint() string {
 		}
 		return t.Sub(now).String()
 	}
-	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v foreign=%v failures=%d since=%s pending=%d config=%v version=%v drift=%v rollout=%v applied=%d\n",
+	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v foreign=%v failures=%d since=%s pending=%d ready=%v deadline=%s diagnosing=%v applied=%d\n",
 		ownsStored, ownsCached, expecting, due(&s.c.expect), due(&s.c.retry.timer), due(&s.c.gate.timer), due(&s.c.door.timer),
 		s.c.door.pending, rel(s.c.door.pendingSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.foreignOutstanding, s.c.retry.failures, rel(s.c.retry.since), len(s.ri.pending),
-		s.configPending, len(s.ver.changed) > 0, len(s.ri.modified) > 0, len(s.ri.rollout) > 0, min(len(s.applied), 2))
+		readyWakes(s.ready()), due(&s.c.rollouts.timer), s.c.rollouts.diagnosing, min(len(s.applied), 2))
 	fmt.Fprintf(&b, "gate: %s\n", s.c.gate.log.Key(now))
 	return b.String()
+}
+
+// readyWakes names the ready sources, in the table's order.
+func readyWakes(ready []loopSource) []string {
+	var out []string
+	for _, src := range ready {
+		out = append(out, src.wake.String())
+	}
+	return out
 }

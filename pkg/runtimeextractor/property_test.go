@@ -184,7 +184,7 @@ func TestPropertyRemovedLabelIsRestoredWithoutResync(t *testing.T) {
 	s.settle()
 	s.removeLabel(resources.LabelManagedBy)
 	s.deliver(len(s.inFlight))
-	s.dispatch(srcDrift)
+	s.dispatch(wakeDrift)
 	s.settleAndCheck()
 	s.report()
 }
@@ -200,10 +200,10 @@ func TestPropertyOldGenerationStatusDoesNotCompleteRefusedUpgrade(t *testing.T) 
 	s.settle()
 	s.setRefused("update", true)
 	s.bumpVersion()
-	s.dispatch(srcVersion)
+	s.dispatch(wakeVersion)
 	s.statusNoise(false)
 	s.deliver(len(s.inFlight))
-	s.dispatch(srcRollout)
+	s.dispatch(wakeRollout)
 	s.settleAndCheck()
 	s.report()
 }
@@ -218,12 +218,12 @@ func TestPropertyReenableBeforeOwnDeleteIsSeenCreates(t *testing.T) {
 	s := newScriptedSim(t, true)
 	s.settle()
 	s.flipConfig()
-	s.dispatch(srcConfig)
+	s.dispatch(wakeConfig)
 	s.flipConfig()
 	s.quiet() // past the front door's quiet spell: acted on at once
-	s.dispatch(srcConfig)
+	s.dispatch(wakeConfig)
 	s.deliver(len(s.inFlight))
-	s.dispatch(srcDrift)
+	s.dispatch(wakeDrift)
 	s.settleAndCheck()
 	s.report()
 }
@@ -241,13 +241,13 @@ func TestPropertyOwnDeleteOfUncachedObject(t *testing.T) {
 	s := newScriptedSim(t, true) // creates the DaemonSet; its Added is in flight
 	s.flipConfig()
 	s.rollOut()
-	s.dispatch(srcConfig) // deletes it; Added, rolled-out status, Deleted in flight
+	s.dispatch(wakeConfig) // deletes it; Added, rolled-out status, Deleted in flight
 	s.flipConfig()
 	s.deliver(2) // Added and the rolled-out status, not yet the Deleted
 	s.quiet()
-	s.dispatch(srcConfig)
+	s.dispatch(wakeConfig)
 	s.deliver(len(s.inFlight))
-	s.dispatch(srcDrift)
+	s.dispatch(wakeDrift)
 	s.settleAndCheck()
 	s.report()
 }
@@ -262,16 +262,16 @@ func TestPropertyHeldConfigAndVersionSignalsActOnBoth(t *testing.T) {
 	quietKlog(t)
 	s := newScriptedSim(t, false)
 	s.bumpVersion()
-	s.dispatch(srcVersion)
+	s.dispatch(wakeVersion)
 	s.flipConfig()
-	s.dispatch(srcConfig) // held: within levelQuiet of the last action
+	s.dispatch(wakeConfig) // held: within levelQuiet of the last action
 	s.bumpVersion()
-	s.dispatch(srcVersion) // held with it
+	s.dispatch(wakeVersion) // held with it
 	if s.c.door.pending != signalConfig|signalVersion {
 		t.Fatalf("the front door holds %b, want config and version", s.c.door.pending)
 	}
 	s.timerDue()
-	s.dispatch(srcDoor)
+	s.dispatch(wakeDoor)
 	if s.stored() == nil {
 		t.Errorf("enabled, but the merged signals created no DaemonSet\n%s", s.story())
 	}
@@ -283,9 +283,10 @@ func TestPropertyHeldConfigAndVersionSignalsActOnBoth(t *testing.T) {
 // drove the real loop): in a fight, the expectation timer comes due while
 // someone else's change waits, queued by the informer, for the loop. A timer
 // re-assert used to repair it at once, before the repair gate heard of it: 4
-// writes in a 4-change fight over 6 s, where the backoff allows 3. (Run's
-// select picks any ready case; the simulation handles ready sources in name
-// order, and "expectation timer" comes before "resource modified".)
+// writes in a 4-change fight over 6 s, where the backoff allows 3. (Then
+// the simulation took ready sources in name order, "expectation timer"
+// before "resource modified"; now it takes them as Run's scheduler does,
+// drift first, and the fix stands on its own in the timer's path.)
 func TestPropertyTimerDoesNotRepairBeforeTheGate(t *testing.T) {
 	quietKlog(t)
 	s := newScriptedSim(t, true)
@@ -398,10 +399,10 @@ func TestPropertyRelistReplacesRolledOutObject(t *testing.T) {
 	s := newScriptedSim(t, true)
 	s.settle()
 	s.flipConfig()
-	s.dispatch(srcConfig) // deletes it; Deleted in flight
+	s.dispatch(wakeConfig) // deletes it; Deleted in flight
 	s.flipConfig()
 	s.quiet()
-	s.dispatch(srcConfig) // creates a new object; Added in flight
+	s.dispatch(wakeConfig) // creates a new object; Added in flight
 	s.rollOut()
 	s.relist()
 	s.settleAndCheck()

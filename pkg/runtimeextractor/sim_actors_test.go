@@ -109,16 +109,17 @@ func (s *propSim) randomStep() {
 			}
 		}, true},
 		{1, s.relist, false},
+		{1, s.timerBeforeNotice, true},
 		{6, func() {
 			if r := s.ready(); len(r) > 0 {
-				s.dispatch(r[s.rng.IntN(len(r))])
+				s.dispatch(pick(r, s.rng.IntN).wake)
 			}
 		}, true},
-		{1, func() { s.dispatch(srcResync) }, false},
+		{1, func() { s.dispatch(wakeResync) }, false},
 		{2, func() {
 			if s.c.retry.pending() {
 				s.advanceTo(s.c.retry.timer.at, "the retry")
-				s.dispatch(srcRetry)
+				s.dispatch(wakeRetry)
 			}
 		}, false},
 	}
@@ -148,7 +149,7 @@ func (s *propSim) randomStep() {
 func (s *propSim) flipConfig() {
 	s.cfg.disabled = !s.cfg.disabled
 	s.cfg.invalid, s.cfg.good = false, true
-	s.configPending = true
+	s.notifyConfig()
 	s.logf("config: runtime extractor %s", map[bool]string{true: "disabled", false: "enabled"}[s.cfg.disabled])
 }
 
@@ -158,7 +159,7 @@ func (s *propSim) flipConfig() {
 func (s *propSim) changePriorityClass() {
 	s.cfg.priority = map[string]string{"": "system-node-critical", "system-node-critical": ""}[s.cfg.priority]
 	s.cfg.invalid, s.cfg.good = false, true
-	s.configPending = true
+	s.notifyConfig()
 	s.logf("config: priority class %q", s.cfg.priority)
 }
 
@@ -168,7 +169,7 @@ func (s *propSim) breakConfig() {
 		return
 	}
 	s.cfg.invalid = true
-	s.configPending = true
+	s.notifyConfig()
 	s.logf("config: insights-config turns invalid")
 }
 
@@ -180,7 +181,8 @@ func (s *propSim) restart() {
 		s.shutdown()
 	}
 	s.cfg.good = !s.cfg.invalid
-	s.inFlight, s.configPending = nil, false
+	s.inFlight = nil
+	s.drainConfigHint()
 	s.unseenOther, s.seenOther, s.observed, s.lossy, s.lastApply = 0, 0, nil, false, nil
 	s.repairTimes = nil
 	s.drainVersionSignal()
@@ -193,6 +195,15 @@ func (s *propSim) restart() {
 	}
 	s.logf("controller restarts (lists %s)", what)
 	s.controller("startup", func() { s.c.start(s.ctx) })
+}
+
+// drainConfigHint drops a config notification the old process had not taken:
+// the new one reads the config at start.
+func (s *propSim) drainConfigHint() {
+	select {
+	case <-s.configHint:
+	default:
+	}
 }
 
 func (s *propSim) drainVersionSignal() {
@@ -286,7 +297,7 @@ func (s *propSim) fight(rounds int) {
 			return
 		}
 		if i > 0 {
-			s.clock.SetTime(s.clock.Now().Add(fightPeriod))
+			s.waitOnTimers(fightPeriod)
 		}
 		s.stimulus()
 		if ds := s.stored(); ds != nil {
@@ -364,12 +375,7 @@ func (s *propSim) burstAfterOtherEdits() {
 	s.runThroughDoor()
 	s.bursts++
 	editor, burster := fmt.Sprintf("kubectl-set-%d", s.bursts), fmt.Sprintf("kubectl-patch-%d", s.bursts)
-	step := func(d time.Duration, manager, image string) {
-		s.clock.SetTime(s.clock.Now().Add(d))
-		s.stimulus()
-		s.writeImageAs(manager, image)
-		s.runToQuiet()
-	}
+	step := s.writeAndRun
 	s.logf("%s changes the image 3 times, 100ms apart", editor)
 	for i := range 3 {
 		step(100*time.Millisecond, editor, fmt.Sprintf("quay.io/someone/set:%d", i))
@@ -504,7 +510,7 @@ func (s *propSim) coalescedWriteAndLabelRemoval() {
 			break
 		}
 		if r := s.ready(); len(r) > 0 {
-			s.dispatch(r[0])
+			s.dispatch(pick(r, first).wake)
 		} else if !s.timerDue() {
 			break
 		}
@@ -514,7 +520,7 @@ func (s *propSim) coalescedWriteAndLabelRemoval() {
 	}
 	s.expireExpectations()
 	for r := s.ready(); len(r) > 0 && len(s.violations) == 0; r = s.ready() {
-		s.dispatch(r[0])
+		s.dispatch(pick(r, first).wake)
 	}
 	s.removeLabel(resources.LabelManagedBy)
 	s.relist()
@@ -642,10 +648,10 @@ func (s *propSim) writeStatus(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
 }
 
 // writeAndRun changes the image as manager (see writeImageAs) after d of
-// simulated time, and runs the controller until it is quiet.
+// simulated time (the loop's timers firing as they come due), and runs the
+// controller until it is quiet.
 func (s *propSim) writeAndRun(d time.Duration, manager, image string) {
-	s.clock.SetTime(s.clock.Now().Add(d))
-	s.stimulus()
+	s.waitOnTimers(d)
 	s.writeImageAs(manager, image)
 	s.runToQuiet()
 }
@@ -782,8 +788,8 @@ func (s *propSim) staleRelistAfterCreate() {
 	s.deleteExternally()
 	s.deliver(len(s.inFlight))
 	for _, src := range s.ready() {
-		if src == srcDrift {
-			s.dispatch(src)
+		if src.wake == wakeDrift {
+			s.dispatch(wakeDrift)
 		}
 	}
 	if len(s.inFlight) == 0 || s.stored() == nil {

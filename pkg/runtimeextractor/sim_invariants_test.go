@@ -40,8 +40,7 @@ func (s *propSim) settle() bool {
 		case len(s.inFlight) > 0:
 			s.deliver(len(s.inFlight))
 		case len(s.ready()) > 0:
-			r := s.ready()
-			s.dispatch(r[s.rng.IntN(len(r))])
+			s.dispatch(pick(s.ready(), s.rng.IntN).wake)
 		case s.timerDue():
 		default:
 			if ds := s.stored(); ds != nil && s.statusBehind(ds) {
@@ -103,7 +102,7 @@ func (s *propSim) settleAndCheck() {
 		}
 		s.logf("--- the admin fixes insights-config (the same value) ---")
 		s.cfg.invalid, s.cfg.good = false, true
-		s.configPending = true
+		s.notifyConfig()
 		if !s.settle() {
 			return
 		}
@@ -111,7 +110,7 @@ func (s *propSim) settleAndCheck() {
 	if s.lossy {
 		s.logf("--- resync (a relist lost someone else's change) ---")
 		s.expireExpectations()
-		s.dispatch(srcResync)
+		s.dispatch(wakeResync)
 		if !s.settle() {
 			return
 		}
@@ -122,7 +121,7 @@ func (s *propSim) settleAndCheck() {
 	s.logf("--- resync ---")
 	writes := s.controllerWrites
 	s.expireExpectations()
-	s.dispatch(srcResync)
+	s.dispatch(wakeResync)
 	if !s.settle() {
 		return
 	}
@@ -286,10 +285,10 @@ func gatherGauge(reg prometheus.Gatherer, name, label, value string) (float64, e
 // controller that ran the whole history: status is a function of the cluster.
 func (s *propSim) checkFreshAgrees() {
 	f := &propSim{
-		t: s.t, abort: s.abort, seed: s.seed, rng: rand.New(rand.NewPCG(uint64(s.seed), 0xf7e5)), ctx: s.ctx, rec: s.rec,
+		t: s.t, abort: s.abort, seed: s.seed, rng: rand.New(rand.NewPCG(uint64(s.seed), 0xf7e5)), rec: s.rec,
 		api: s.api, cfg: &fakeConfig{disabled: s.cfg.disabled, invalid: s.cfg.invalid, good: !s.cfg.invalid, priority: s.cfg.priority},
 		ver: newSettableVersion(s.ver.Version()), refused: map[string]bool{}, nodes: s.nodes, held: s.held,
-		clock: clocktesting.NewFakeClock(s.clock.Now()),
+		clock: clocktesting.NewFakeClock(s.clock.Now()), configHint: make(chan struct{}, 1),
 	}
 	w, err := s.api.Client.Tracker().Watch(fakeapi.DaemonSets, resources.Namespace)
 	s.must(err)

@@ -67,27 +67,6 @@ type applyRecord struct {
 	version string
 }
 
-// loopSource is one of the channels Run's select loop receives from.
-type loopSource string
-
-const (
-	srcConfig  loopSource = "config changed"
-	srcVersion loopSource = "version changed"
-	srcDrift   loopSource = "resource modified"
-	srcRollout loopSource = "rollout"
-	srcRetry   loopSource = "retry timer"
-	srcResync  loopSource = "resync timer"
-	srcExpect  loopSource = "expectation timer"
-	srcGate    loopSource = "repair gate timer"
-	srcDoor    loopSource = "front door timer"
-)
-
-// wakes are the loop's wake-ups for the simulator's sources.
-var wakes = map[loopSource]wake{
-	srcConfig: wakeConfig, srcVersion: wakeVersion, srcDrift: wakeDrift, srcRollout: wakeRollout, srcRetry: wakeRetry,
-	srcResync: wakeResync, srcExpect: wakeExpect, srcGate: wakeGate, srcDoor: wakeDoor,
-}
-
 // requestBudget bounds the controller's requests, and the handlers it runs,
 // between two outside stimuli (a change by someone, a delivered event, time
 // passing). One stimulus leads to a few handlers of a few requests each; a
@@ -112,7 +91,9 @@ type propSim struct {
 	abort func(msg string) // stops the run on a simulator failure
 	seed  int64
 	rng   *rand.Rand
-	ctx   context.Context
+	// ctx is the controller process's; endProcess ends it.
+	ctx        context.Context
+	endProcess context.CancelFunc
 
 	api     *fakeapi.Server
 	watcher watch.Interface
@@ -134,11 +115,11 @@ type propSim struct {
 	handled       int      // handlers run since the last outside stimulus
 	applied       []string // versions the controller applied, oldest first
 
-	refused       map[string]bool // verbs the API refuses to the controller
-	inFlight      []watchEvent    // written on the server, not yet in the cache
-	configPending bool            // a config notification waits in Run's select
-	versionSeq    int
-	statusSeq     int
+	refused    map[string]bool // verbs the API refuses to the controller
+	inFlight   []watchEvent    // written on the server, not yet in the cache
+	configHint chan struct{}   // the relay of the host's config notifications
+	versionSeq int
+	statusSeq  int
 
 	// Ground truth for the drift invariants: someone else's changes not yet
 	// delivered to the cache, and delivered but not yet drained by onDrift;
@@ -171,17 +152,17 @@ type propSim struct {
 func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
 	t.Helper()
 	s := &propSim{
-		t:       t,
-		abort:   abort,
-		seed:    seed,
-		rng:     rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
-		ctx:     context.Background(),
-		rec:     newHostRecorder("property"),
-		cfg:     &fakeConfig{good: true},
-		ver:     newSettableVersion("4.21.0"),
-		refused: map[string]bool{},
-		nodes:   simNodes,
-		clock:   clocktesting.NewFakeClock(time.Unix(0, 0)),
+		t:          t,
+		abort:      abort,
+		seed:       seed,
+		rng:        rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
+		rec:        newHostRecorder("property"),
+		cfg:        &fakeConfig{good: true},
+		ver:        newSettableVersion("4.21.0"),
+		refused:    map[string]bool{},
+		nodes:      simNodes,
+		clock:      clocktesting.NewFakeClock(time.Unix(0, 0)),
+		configHint: make(chan struct{}, 1),
 	}
 	s.api = newPropAPI()
 	s.watchAPI()
@@ -204,6 +185,9 @@ func (s *propSim) watchAPI() {
 // started: the test is the watch), resource manager and state machine, with
 // no memory of an earlier one.
 func (s *propSim) boot() {
+	// Each process has a context of its own, which its shutdown ends, as
+	// Run's ends: the reads it started off the loop stop with it.
+	s.ctx, s.endProcess = context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactoryWithOptions(s.api.Client, 0, informers.WithNamespace(resources.Namespace))
 	ri, err := NewResourceInformer(s.rec, factory)
 	s.must(err)
@@ -225,6 +209,7 @@ func (s *propSim) boot() {
 // does.
 func (s *propSim) shutdown() {
 	s.c.stop()
+	s.endProcess()
 	s.ri.syncCtx.Queue().ShutDown()
 }
 
@@ -390,6 +375,32 @@ func (s *propSim) noteObservations(queued int, by actor) {
 	}
 }
 
+// timerBeforeNotice is the informer's handler caught between its two
+// steps: it has queued drift and not yet notified the loop, and a loop
+// timer comes due in between. Run takes drift first only once it is
+// notified, so the timer's wake-up goes first. The watch delivers what is
+// in flight, the notification is held back while the loop's next timer
+// fires and the loop handles what is ready, then the notification lands.
+func (s *propSim) timerBeforeNotice() {
+	if len(s.inFlight) == 0 {
+		return
+	}
+	notified := len(s.ri.modified) > 0
+	s.deliver(len(s.inFlight))
+	if notified || len(s.ri.modified) == 0 {
+		return // nothing held back: no drift, or a notification already waiting
+	}
+	<-s.ri.modified
+	s.logf("    (the handler has queued the drift and not yet notified the loop)")
+	if s.timerDue() {
+		for r := s.ready(); len(r) > 0 && len(s.violations) == 0; r = s.ready() {
+			s.dispatch(pick(r, first).wake)
+		}
+	}
+	notify(s.ri.modified)
+	s.logf("the informer's handler notifies the loop")
+}
+
 // runWorker plays the library-go worker: queued drift becomes one
 // ResourceModified notification.
 func (s *propSim) runWorker() {
@@ -403,33 +414,48 @@ func (s *propSim) runWorker() {
 
 // ---- the controller's loop ----
 
-// ready lists the sources Run's select could receive from now, the
-// periodic resync aside (the simulation runs it as a step of its own). Timers
-// that are due deliver first, as the clock would.
+// sources is Run's table as the simulation feeds it: the config relay is the
+// simulation's; the periodic resync has no channel (the simulation runs it
+// as a step of its own), and neither has the host's version channel (the
+// version source's own stands for it).
+func (s *propSim) sources() []loopSource {
+	return s.c.loopSources(loopInputs{config: s.configHint})
+}
+
+// ready lists the sources of Run's table that Run could receive from now
+// without waiting, the results of reads off the loop aside (see
+// loopSource.result). Timers that are due deliver first, as the clock
+// would.
 func (s *propSim) ready() []loopSource {
 	s.clock.SetTime(s.clock.Now())
 	var r []loopSource
-	if s.configPending {
-		r = append(r, srcConfig)
-	}
-	for src, ch := range map[loopSource]int{
-		srcVersion: len(s.ver.changed), srcDrift: len(s.ri.modified), srcRollout: len(s.ri.rollout),
-		srcRetry: len(s.c.retry.C()), srcExpect: len(s.c.expect.C()), srcGate: len(s.c.gate.C()), srcDoor: len(s.c.door.C()),
-	} {
-		if ch > 0 {
+	for _, src := range s.sources() {
+		if !src.result && !src.ch.IsNil() && src.ch.Len() > 0 {
 			r = append(r, src)
 		}
 	}
-	slices.Sort(r) // map order is random; the simulation's is the seed's
 	return r
 }
 
-// nextTimer is when the earliest armed timer of the loop fires (the resync
-// and the rollout deadline aside: the simulation never waits for those).
+// first is the model's choice among ready sources of one rank: the table's
+// order, so that a sequence of steps replays exactly.
+func first(int) int { return 0 }
+
+// notifyConfig is the host's config notification, relayed (and coalesced)
+// as Run's relay does.
+func (s *propSim) notifyConfig() {
+	select {
+	case s.configHint <- struct{}{}:
+	default:
+	}
+}
+
+// nextTimer is when the earliest armed timer of Run's table fires (the
+// resync has none here: the simulation runs it as a step of its own).
 func (s *propSim) nextTimer() (time.Time, bool) {
 	var at time.Time
-	for _, t := range []*loopTimer{&s.c.retry.timer, &s.c.expect, &s.c.gate.timer, &s.c.door.timer} {
-		if t.armed() && (at.IsZero() || t.at.Before(at)) {
+	for _, src := range s.sources() {
+		if t := src.timer; t != nil && t.armed() && (at.IsZero() || t.at.Before(at)) {
 			at = t.at
 		}
 	}
@@ -446,48 +472,34 @@ func (s *propSim) advanceTo(at time.Time, what string) {
 	s.logf("time passes to %s", what)
 }
 
-// dispatch is one iteration of Run's select loop for src: it receives what
-// Run's case receives, then runs the loop's handler and its tail.
-func (s *propSim) dispatch(src loopSource) {
-	switch src {
-	case srcConfig:
-		s.configPending = false
-	case srcVersion:
-		receive(s.ver.changed)
-	case srcDrift:
-		receive(s.ri.modified) // a scripted step: the notification may be coalesced away
-	case srcRollout:
-		receive(s.ri.rollout)
-	case srcRetry:
-		receive(s.c.retry.C())
-	case srcExpect:
-		receive(s.c.expect.C())
-	case srcGate:
-		receive(s.c.gate.C())
-	case srcDoor:
-		receive(s.c.door.C())
-	case srcResync:
+// dispatch is one iteration of Run's loop for w: it receives from the
+// table's ready source of w, if one is (a scripted step may wake the loop
+// for a notification that was coalesced away), then runs the loop's handler
+// and its tail.
+func (s *propSim) dispatch(w wake) {
+	var payload any
+	for _, src := range s.ready() {
+		if src.wake == w {
+			if v, ok := src.ch.TryRecv(); ok {
+				payload = v.Interface()
+			}
+			break
+		}
+	}
+	if w == wakeResync {
 		s.stimulus() // its time has passed
 	}
 	var before map[DriftKind]float64
-	if src == srcDrift {
+	if w == wakeDrift {
 		before = s.driftCounts()
 	}
-	s.controller(string(src), func() {
-		s.c.handle(s.ctx, wakes[src])
+	s.controller(w.String(), func() {
+		s.c.handle(s.ctx, w, payload)
 		s.c.afterWake(s.ctx)
 	})
-	if src == srcDrift {
+	if w == wakeDrift {
 		s.checkDrift(before)
 		s.observed, s.seenOther = nil, 0 // onDrift drained them all
-	}
-}
-
-// receive takes what ch holds, if anything.
-func receive[T any](ch <-chan T) {
-	select {
-	case <-ch:
-	default:
 	}
 }
 
@@ -546,7 +558,7 @@ func (s *propSim) controller(what string, f func()) {
 	// change would be a repair the budget never paid for. (One over a
 	// change no event has told of yet is the resync's job: the safety net
 	// for lost events.)
-	if timer := what == string(srcResync) || what == string(srcExpect); timer && foreign && queued && s.controllerWrites > writes && n == 0 {
+	if timer := what == wakeResync.String() || what == wakeExpect.String(); timer && foreign && queued && s.controllerWrites > writes && n == 0 {
 		s.violate("repair-outside-gate", fmt.Sprintf("the %s wrote over someone else's change that the informer had queued for the repair gate", what))
 	}
 	s.handled++
@@ -572,7 +584,7 @@ func (s *propSim) runToQuiet() {
 		case len(s.inFlight) > 0:
 			s.deliver(len(s.inFlight))
 		case len(r) > 0:
-			s.dispatch(r[0])
+			s.dispatch(pick(r, first).wake)
 		default:
 			return
 		}
