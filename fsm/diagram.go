@@ -33,7 +33,7 @@ func edges() []edge {
 		out[i].events = append(out[i].events, string(r.Event))
 	}
 	order := map[State]int{}
-	for i, s := range States {
+	for i, s := range States() {
 		order[s] = i
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -74,7 +74,7 @@ func DOT() string {
 	b.WriteString("    rankdir=LR;\n    node [shape=box, style=rounded];\n")
 	b.WriteString("    start [shape=point];\n")
 	fmt.Fprintf(&b, "    start -> %s;\n", StateDisabled)
-	for _, s := range States {
+	for _, s := range States() {
 		fmt.Fprintf(&b, "    %s;\n", s)
 	}
 	for _, e := range edges() {
@@ -93,17 +93,17 @@ func MarkdownTable() string {
 	}
 	var b strings.Builder
 	b.WriteString("| from \\ event |")
-	for _, ev := range EventNames {
+	for _, ev := range EventNames() {
 		fmt.Fprintf(&b, " %s |", ev)
 	}
 	b.WriteString("\n|---|")
-	for range EventNames {
+	for range EventNames() {
 		b.WriteString("---|")
 	}
 	b.WriteString("\n")
-	for _, s := range States {
+	for _, s := range States() {
 		fmt.Fprintf(&b, "| **%s** |", s)
-		for _, ev := range EventNames {
+		for _, ev := range EventNames() {
 			r := cells[rowKey{s, ev}]
 			action := "–"
 			if r.Action != ActionNone {

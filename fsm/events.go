@@ -20,11 +20,14 @@ const (
 	EventDeleteFailed     EventName = "DeleteFailed"
 )
 
-// EventNames lists every event name in table column order.
-var EventNames = []EventName{
-	EventEnabled, EventDisabled, EventVersionChanged, EventModified, EventDeleted,
-	EventRolloutComplete, EventApplied, EventAppliedUnchanged, EventApplyFailed,
-	EventDeleteDone, EventDeleteFailed,
+// EventNames lists every event name in table column order (a new slice on
+// each call).
+func EventNames() []EventName {
+	return []EventName{
+		EventEnabled, EventDisabled, EventVersionChanged, EventModified, EventDeleted,
+		EventRolloutComplete, EventApplied, EventAppliedUnchanged, EventApplyFailed,
+		EventDeleteDone, EventDeleteFailed,
+	}
 }
 
 // Event is a typed fact fed to the machine.

@@ -33,8 +33,10 @@ func (s State) Enabled() bool {
 	return s != StateDisabled && s != StateDeleting && s != ""
 }
 
-// States lists every state in a stable order.
-var States = []State{StateDisabled, StateDeploying, StateRunning, StateUpgrading, StateDrifted, StateDeleting}
+// States lists every state in a stable order (a new slice on each call).
+func States() []State {
+	return []State{StateDisabled, StateDeploying, StateRunning, StateUpgrading, StateDrifted, StateDeleting}
+}
 
 // Action is the one resource-manager action a transition asks for.
 type Action string
@@ -52,8 +54,8 @@ const (
 	ActionRetry Action = "Retry"
 )
 
-// Actions lists every action in a stable order.
-var Actions = []Action{ActionNone, ActionApply, ActionDelete, ActionRetry}
+// Actions lists every action in a stable order (a new slice on each call).
+func Actions() []Action { return []Action{ActionNone, ActionApply, ActionDelete, ActionRetry} }
 
 // Transition is what one Fire did.
 type Transition struct {

@@ -15,9 +15,9 @@ func FuzzMachine(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		m := New(States[int(data[0])%len(States)])
+		m := New(States()[int(data[0])%len(States())])
 		for _, b := range data[1:] {
-			name := EventNames[int(b)%len(EventNames)]
+			name := EventNames()[int(b)%len(EventNames())]
 			ev := sample(name)
 			switch name {
 			case EventRolloutComplete:
@@ -29,10 +29,10 @@ func FuzzMachine(f *testing.F) {
 			if err != nil {
 				t.Fatalf("Fire(%s): %v", Describe(ev), err)
 			}
-			if !slices.Contains(States, m.State()) || tr.To != m.State() {
+			if !slices.Contains(States(), m.State()) || tr.To != m.State() {
 				t.Fatalf("machine in %q after %s, transition said %q", m.State(), Describe(ev), tr.To)
 			}
-			if !slices.Contains(Actions, tr.Action) {
+			if !slices.Contains(Actions(), tr.Action) {
 				t.Fatalf("unknown action %q", tr.Action)
 			}
 		}

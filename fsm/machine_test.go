@@ -49,14 +49,14 @@ func TestTableIsTotal(t *testing.T) {
 			t.Errorf("#%d: %v", i, err)
 		}
 	}
-	for _, s := range States {
-		for _, ev := range EventNames {
+	for _, s := range States() {
+		for _, ev := range EventNames() {
 			if _, ok := seen[rowKey{s, ev}]; !ok {
 				t.Errorf("missing row for (%s, %s)", s, ev)
 			}
 		}
 	}
-	if want := len(States) * len(EventNames); len(seen) != want {
+	if want := len(States()) * len(EventNames()); len(seen) != want {
 		t.Errorf("table has %d distinct rows, want %d", len(seen), want)
 	}
 }
@@ -74,7 +74,7 @@ func TestEveryStateReachableFromDisabled(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range States {
+	for _, s := range States() {
 		if !reached[s] {
 			t.Errorf("state %s is unreachable from %s", s, StateDisabled)
 		}
@@ -200,7 +200,7 @@ func TestRolloutOfAnotherObjectIsIgnored(t *testing.T) {
 // Enabled is the one answer to "does this state want the DaemonSet?".
 func TestStateEnabled(t *testing.T) {
 	want := map[State]bool{StateDisabled: false, StateDeploying: true, StateRunning: true, StateUpgrading: true, StateDrifted: true, StateDeleting: false}
-	for _, s := range States {
+	for _, s := range States() {
 		if s.Enabled() != want[s] {
 			t.Errorf("%s.Enabled() = %v, want %v", s, s.Enabled(), want[s])
 		}

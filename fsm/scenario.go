@@ -160,7 +160,7 @@ func FormatEvent(ev Event) string {
 
 // ParseState parses a state name.
 func ParseState(s string) (State, error) {
-	for _, st := range States {
+	for _, st := range States() {
 		if string(st) == s {
 			return st, nil
 		}
@@ -170,7 +170,7 @@ func ParseState(s string) (State, error) {
 
 // ParseAction parses an action name.
 func ParseAction(s string) (Action, error) {
-	for _, a := range Actions {
+	for _, a := range Actions() {
 		if string(a) == s {
 			return a, nil
 		}

@@ -106,7 +106,7 @@ func TestParseScenarioErrors(t *testing.T) {
 }
 
 func TestFormatEventRoundTrips(t *testing.T) {
-	for _, name := range EventNames {
+	for _, name := range EventNames() {
 		ev := sample(name)
 		got, err := ParseEvent(strings.Fields(FormatEvent(ev)))
 		if err != nil {

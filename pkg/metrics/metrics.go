@@ -139,10 +139,10 @@ func New() *Metrics {
 		}),
 		now: time.Now,
 	}
-	for _, r := range status.DegradedReasons {
+	for _, r := range status.DegradedReasons() {
 		m.degraded.WithLabelValues(r).Set(0)
 	}
-	for _, s := range fsm.States {
+	for _, s := range fsm.States() {
 		m.state.WithLabelValues(string(s)).Set(0)
 	}
 	m.state.WithLabelValues(StateHolding).Set(0)
@@ -198,7 +198,7 @@ func (m *Metrics) SetHolding(holding bool) {
 
 func (m *Metrics) setStateLocked(current fsm.State) {
 	m.current = current
-	for _, s := range fsm.States {
+	for _, s := range fsm.States() {
 		v := 0.0
 		if s == current && !m.holding {
 			v = 1
@@ -235,9 +235,9 @@ func (m *Metrics) SetRolloutStuck(stuck bool) {
 }
 
 // SetDegraded records the reason of RuntimeExtractorDegraded=True; "" when
-// it is not True. The reasons are status.DegradedReasons.
+// it is not True. The reasons are status.DegradedReasons().
 func (m *Metrics) SetDegraded(reason string) {
-	for _, r := range status.DegradedReasons {
+	for _, r := range status.DegradedReasons() {
 		v := 0.0
 		if r == reason {
 			v = 1

@@ -43,7 +43,7 @@ const stateHeader = `# HELP runtime_extractor_state Current state of the runtime
 func stateSeries(current fsm.State) string {
 	var b strings.Builder
 	b.WriteString(stateHeader)
-	for _, s := range append(slices.Clone(fsm.States), StateHolding) {
+	for _, s := range append(fsm.States(), StateHolding) {
 		v := 0
 		if s == current {
 			v = 1
@@ -157,14 +157,14 @@ func TestConcurrentTransitionsKeepOneStateSet(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			to := fsm.States[i%len(fsm.States)]
+			to := fsm.States()[i%len(fsm.States())]
 			m.ObserveTransition(fsm.Transition{From: fsm.StateRunning, To: to, Event: fsm.Enabled{}})
 		}()
 	}
 	wg.Wait()
 
 	ones := 0
-	for _, s := range fsm.States {
+	for _, s := range fsm.States() {
 		if testutil.ToFloat64(m.state.WithLabelValues(string(s))) == 1 {
 			ones++
 		}
@@ -305,7 +305,7 @@ func TestSecondRegistrationIsAnError(t *testing.T) {
 	require.NoError(t, first.RegisterLegacy(), "the same Metrics again is a no-op")
 	states, err := testutil.GatherAndCount(legacyregistry.DefaultGatherer, "runtime_extractor_state")
 	require.NoError(t, err)
-	assert.Equal(t, len(fsm.States)+1, states, "the first set is still served") // and Holding
+	assert.Equal(t, len(fsm.States())+1, states, "the first set is still served") // and Holding
 
 	reg := prometheus.NewPedanticRegistry()
 	first = New()
@@ -393,7 +393,7 @@ func TestSetDegradedMarksOneReason(t *testing.T) {
 	want := func(current string) string {
 		var b strings.Builder
 		b.WriteString("# HELP runtime_extractor_degraded 1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.\n# TYPE runtime_extractor_degraded gauge\n")
-		for _, r := range slices.Sorted(slices.Values(status.DegradedReasons)) {
+		for _, r := range slices.Sorted(slices.Values(status.DegradedReasons())) {
 			v := 0
 			if r == current {
 				v = 1

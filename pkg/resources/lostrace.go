@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -22,6 +21,23 @@ import (
 // into (usually another writer's change, such as the DaemonSet controller's
 // status update, delivered within milliseconds) before reading the server.
 const cacheCatchUp = time.Second
+
+// catchUpPoll is how often that wait looks at the cache.
+const catchUpPoll = 5 * time.Millisecond
+
+// retryLostRaces runs attempt until it succeeds, fails other than by a lost
+// race (isLostRace), or has lost m.backoff.Steps times, sleeping the
+// backoff's step between attempts on the manager's clock.
+func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) error {
+	b := m.backoff
+	for {
+		err := attempt()
+		if err == nil || !isLostRace(err) || b.Steps <= 1 || ctx.Err() != nil {
+			return err
+		}
+		m.clock.Sleep(b.Step())
+	}
+}
 
 // readAfterLostRace returns the DaemonSet after a write based on tried lost
 // a race: from the cache once it shows something else than tried (another
@@ -41,8 +57,11 @@ func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet
 		}
 		return false, nil
 	}
-	if ok, _ := moved(ctx); !ok && m.catchUp > 0 {
-		_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, m.catchUp, false, moved)
+	for waited := time.Duration(0); ctx.Err() == nil && waited < cacheCatchUp; waited += catchUpPoll {
+		if ok, _ := moved(ctx); ok {
+			break
+		}
+		m.clock.Sleep(catchUpPoll)
 	}
 	if caught, _ := moved(ctx); caught && (fresh == nil || !m.cacheBehind(fresh)) {
 		return fresh, nil

@@ -18,15 +18,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 )
 
 // applyBackoff bounds the in-call retries of an apply that lost a race
 // (Conflict, or AlreadyExists after a stale cache): 5 attempts, 10 ms
-// doubling, 10 % jitter. Anything longer is the executor's rate-limited
-// retry, which re-computes the desired state first.
-var applyBackoff = wait.Backoff{Steps: 5, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1}
+// doubling. Anything longer is the executor's rate-limited retry, which
+// re-computes the desired state first. No jitter: one leader writes, and
+// the race it loses is with the DaemonSet controller, which jitter would
+// not spread; without it the model replays a run exactly.
+const (
+	applyAttempts     = 5
+	applyFirstBackoff = 10 * time.Millisecond
+)
+
+func applyBackoff() wait.Backoff {
+	return wait.Backoff{Steps: applyAttempts, Duration: applyFirstBackoff, Factor: 2}
+}
 
 // Result describes one apply.
 type Result struct {
@@ -91,9 +99,9 @@ type Manager struct {
 	// the server: the ControllerExpectations pattern, for one object.
 	expected      *appsv1.DaemonSet
 	expectedUntil time.Time
-	clock         clock.PassiveClock
-	// catchUp is cacheCatchUp, or 0 in simulations (SetCacheCatchUp).
-	catchUp time.Duration
+	// clock times the expectations, the lost races' backoff and the wait
+	// for the cache to catch up.
+	clock clock.Clock
 
 	// required is the DaemonSet built for the Desired whose JSON is
 	// requiredKey, with library-go's spec-hash annotation: building and
@@ -104,32 +112,30 @@ type Manager struct {
 	requiredKey string
 }
 
+// ManagerOption configures a Manager.
+type ManagerOption func(*Manager)
+
+// WithClock sets the clock the manager waits and times its expectations on
+// (default: the real clock). A controller passes the clock of its loop, so
+// that one clock times everything it does.
+func WithClock(c clock.Clock) ManagerOption { return func(m *Manager) { m.clock = c } }
+
 // NewManager returns a Manager. lister must come from an informer that
 // watches the DaemonSet's namespace (its cache is never written here);
 // base is the desired state the seed's ResourceManager methods apply.
-func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister, recorder events.Recorder, base Desired) *Manager {
-	return &Manager{
+func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister, recorder events.Recorder, base Desired, opts ...ManagerOption) *Manager {
+	m := &Manager{
 		client:   client,
 		lister:   lister,
 		recorder: recorder,
 		base:     base,
-		backoff:  applyBackoff,
+		backoff:  applyBackoff(),
 		clock:    clock.RealClock{},
-		catchUp:  cacheCatchUp,
 	}
-}
-
-// SetCacheCatchUp replaces how long a lost race waits for the cache before
-// reading the server. A simulation whose cache moves only between its steps
-// sets 0: waiting could not change the outcome there, only the run time.
-func (m *Manager) SetCacheCatchUp(d time.Duration) { m.catchUp = d }
-
-// SetClock replaces the clock of the expectations' timeout (tests and
-// simulations).
-func (m *Manager) SetClock(c clock.PassiveClock) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.clock = c
+	for _, o := range opts {
+		o(m)
+	}
+	return m
 }
 
 // Apply makes the DaemonSet match d with library-go's ApplyDaemonSet.
@@ -181,7 +187,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		replaced types.UID
 		because  string
 	)
-	err = retry.OnError(m.backoff, isLostRace, func() error {
+	err = m.retryLostRaces(ctx, func() error {
 		var existing *appsv1.DaemonSet
 		var err error
 		switch lost {

@@ -23,8 +23,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-func newTestManager(fc *fakeCluster) *Manager {
-	return NewManager(fc.client, fc.lister, fc.recorder, defaultDesired())
+func newTestManager(fc *fakeCluster, opts ...ManagerOption) *Manager {
+	return NewManager(fc.client, fc.lister, fc.recorder, defaultDesired(), opts...)
 }
 
 // apply runs m.Apply and fails the test on error.
@@ -261,9 +261,8 @@ func TestApplyWithStaleCacheTrustsItsOwnWrite(t *testing.T) {
 // ExpectationTimeout; then the server is read again.
 func TestExpectationTimesOut(t *testing.T) {
 	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	m.SetClock(clk)
+	clk := clocktesting.NewFakeClock(time.Now())
+	m := newTestManager(fc, WithClock(clk))
 	apply(t, m, defaultDesired())
 	fc.client.ClearActions()
 
@@ -370,7 +369,7 @@ func TestApplyGivesUpAfterEndlessConflicts(t *testing.T) {
 	if !apierrors.IsConflict(err) {
 		t.Errorf("error %v does not wrap the Conflict", err)
 	}
-	steps := applyBackoff.Steps
+	steps := applyAttempts
 	expectRequests(t, fc, "endless conflicts", steps-1, steps)
 	expectEvents(t, fc, "endless conflicts", EventReasonCreated)
 	if g := writtenGeneration(m); g != 1 {
@@ -791,9 +790,8 @@ func TestApplyRepairsRecreatedObjectWithAddition(t *testing.T) {
 // ends it too.
 func TestExpectationEndsOnceAndWithADelete(t *testing.T) {
 	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	clk := clocktesting.NewFakePassiveClock(time.Now())
-	m.SetClock(clk)
+	clk := clocktesting.NewFakeClock(time.Now())
+	m := newTestManager(fc, WithClock(clk))
 	apply(t, m, defaultDesired())
 	if d, ok := m.Expecting(); !ok || d != ExpectationTimeout {
 		t.Fatalf("Expecting = %s, %v; want %s, true", d, ok, ExpectationTimeout)
@@ -958,8 +956,8 @@ func TestReplaceDeletesOnlyTheForeignObject(t *testing.T) {
 // which creates; nothing spins meanwhile.
 func TestReplaceHeldByAFinalizerWaitsForTheDeletion(t *testing.T) {
 	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	m.SetCacheCatchUp(0)
+	// The lost race's wait for the cache costs no time on a fake clock.
+	m := newTestManager(fc, WithClock(clocktesting.NewFakeClock(time.Now())))
 	apply(t, m, defaultDesired())
 	fc.sync()
 	theirs := replaceWithForeign(t, fc)
@@ -1021,8 +1019,8 @@ func TestApplyDoesNotReplaceOnOtherInvalidUpdates(t *testing.T) {
 // not deleted blindly; a fresh read names it, and it is the one replaced.
 func TestReplaceNeverDeletesAnUnreadObject(t *testing.T) {
 	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	m.SetCacheCatchUp(0)
+	// The lost race's wait for the cache costs no time on a fake clock.
+	m := newTestManager(fc, WithClock(clocktesting.NewFakeClock(time.Now())))
 	apply(t, m, defaultDesired())
 	fc.sync()
 	first := replaceWithForeign(t, fc)

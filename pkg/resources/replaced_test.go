@@ -4,10 +4,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestRestoredFieldsNameWhatARepairPutBack(t *testing.T) {
@@ -160,8 +162,9 @@ func TestResultAfterLostRaceDescribesTheReread(t *testing.T) {
 					fc.sync()
 				}
 			})
-			// The server path needs no wait for a cache that never moves.
-			m.SetCacheCatchUp(0)
+			// The wait for a cache that never moves costs no time on a
+			// fake clock.
+			m.clock = clocktesting.NewFakeClock(time.Now())
 			stale := fc.stored().DeepCopy() // what the caller saw
 
 			res := apply(t, m, defaultDesired())

@@ -156,8 +156,7 @@ func NewRuntimeExtractorController(
 	// dumped a raw Event struct per write.
 	c.manager = resources.NewManager(kubeClient, ri.lister, discardRecorder{component: c.component()}, resources.Desired{
 		Images: *c.images, TLSProfile: tlsProfile,
-	})
-	c.manager.SetClock(c.clock)
+	}, resources.WithClock(c.clock))
 	ownWrite := c.manager.IsOwnWrite
 	ri.ownWrite.Store(&ownWrite)
 	if c.metrics != nil {

@@ -115,11 +115,14 @@ func (s *propSim) randomStep() {
 				s.dispatch(pick(r, s.rng.IntN).wake)
 			}
 		}, true},
-		{1, func() { s.dispatch(wakeResync) }, false},
+		{1, func() {
+			s.tickResync()
+			s.dispatch(pick(s.ready(), s.rng.IntN).wake)
+		}, false},
 		{2, func() {
 			if s.c.retry.pending() {
 				s.advanceTo(s.c.retry.timer.at, "the retry")
-				s.dispatch(wakeRetry)
+				s.dispatch(pick(s.ready(), s.rng.IntN).wake)
 			}
 		}, false},
 	}
@@ -182,7 +185,7 @@ func (s *propSim) restart() {
 	}
 	s.cfg.good = !s.cfg.invalid
 	s.inFlight = nil
-	s.drainConfigHint()
+	s.drainLoopInputs()
 	s.unseenOther, s.seenOther, s.observed, s.lossy, s.lastApply = 0, 0, nil, false, nil
 	s.repairTimes = nil
 	s.drainVersionSignal()
@@ -197,11 +200,15 @@ func (s *propSim) restart() {
 	s.controller("startup", func() { s.c.start(s.ctx) })
 }
 
-// drainConfigHint drops a config notification the old process had not taken:
-// the new one reads the config at start.
-func (s *propSim) drainConfigHint() {
+// drainLoopInputs drops a config notification and a resync tick the old
+// process had not taken: the new one reads everything at start.
+func (s *propSim) drainLoopInputs() {
 	select {
 	case <-s.configHint:
+	default:
+	}
+	select {
+	case <-s.resyncTick: // the old process's ticker
 	default:
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -110,6 +111,7 @@ func (s *propSim) settleAndCheck() {
 	if s.lossy {
 		s.logf("--- resync (a relist lost someone else's change) ---")
 		s.expireExpectations()
+		s.tickResync()
 		s.dispatch(wakeResync)
 		if !s.settle() {
 			return
@@ -121,6 +123,7 @@ func (s *propSim) settleAndCheck() {
 	s.logf("--- resync ---")
 	writes := s.controllerWrites
 	s.expireExpectations()
+	s.tickResync()
 	s.dispatch(wakeResync)
 	if !s.settle() {
 		return
@@ -189,7 +192,7 @@ func specDesired(ds *appsv1.DaemonSet, version, priority string) bool {
 func (s *propSim) checkHonest(when string) bool {
 	n := len(s.violations)
 	deg := status.Conditions(s.c.snapshot())[2]
-	for _, r := range status.DegradedReasons {
+	for _, r := range status.DegradedReasons() {
 		want := 0.0
 		if deg.Status == "True" && deg.Reason == r {
 			want = 1
@@ -289,6 +292,7 @@ func (s *propSim) checkFreshAgrees() {
 		api: s.api, cfg: &fakeConfig{disabled: s.cfg.disabled, invalid: s.cfg.invalid, good: !s.cfg.invalid, priority: s.cfg.priority},
 		ver: newSettableVersion(s.ver.Version()), refused: map[string]bool{}, nodes: s.nodes, held: s.held,
 		clock: clocktesting.NewFakeClock(s.clock.Now()), configHint: make(chan struct{}, 1),
+		resyncTick: make(chan time.Time, 1),
 	}
 	w, err := s.api.Client.Tracker().Watch(fakeapi.DaemonSets, resources.Namespace)
 	s.must(err)

@@ -118,6 +118,7 @@ type propSim struct {
 	refused    map[string]bool // verbs the API refuses to the controller
 	inFlight   []watchEvent    // written on the server, not yet in the cache
 	configHint chan struct{}   // the relay of the host's config notifications
+	resyncTick chan time.Time  // the resync ticker, ticked by the resync step
 	versionSeq int
 	statusSeq  int
 
@@ -163,6 +164,7 @@ func newPropSim(t testing.TB, seed int64, abort func(msg string)) *propSim {
 		nodes:      simNodes,
 		clock:      clocktesting.NewFakeClock(time.Unix(0, 0)),
 		configHint: make(chan struct{}, 1),
+		resyncTick: make(chan time.Time, 1),
 	}
 	s.api = newPropAPI()
 	s.watchAPI()
@@ -200,7 +202,6 @@ func (s *propSim) boot() {
 	retries := workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultRetryBase, DefaultRetryMax)
 	s.c = NewRuntimeExtractorController(s.cfg, nil, nil, s.api.Client, s.rec, ri, WithEventRecorder(s.events),
 		WithImages(resources.DefaultImages()), WithVersionSource(s.ver), WithMetrics(s.m), WithClock(s.clock), WithRateLimiter(retries))
-	s.c.manager.SetCacheCatchUp(0) // the cache moves only between steps
 	s.ri = s.c.informer
 	s.c.machine.OnTransition(s.onTransition)
 }
@@ -274,7 +275,11 @@ func (s *propSim) drainWatchAs(by actor) {
 			s.controllerWrites++
 		}
 		prev = e.Type
-		s.foreignOutstanding = by == byOther || by == byDaemonSets && s.foreignOutstanding
+		// The controller's delete of someone else's object is the first half
+		// of a replacement: their change is undone once the create lands
+		// (a refused create leaves it to the retry).
+		kept := by == byDaemonSets || by == byController && e.Type == watch.Deleted
+		s.foreignOutstanding = by == byOther || kept && s.foreignOutstanding
 		s.logf("    server %s %s by %s", strings.ToLower(string(e.Type)), describeDS(ds), by)
 	}
 }
@@ -414,12 +419,20 @@ func (s *propSim) runWorker() {
 
 // ---- the controller's loop ----
 
-// sources is Run's table as the simulation feeds it: the config relay is the
-// simulation's; the periodic resync has no channel (the simulation runs it
-// as a step of its own), and neither has the host's version channel (the
-// version source's own stands for it).
+// sources is Run's table as the simulation feeds it: the config relay and
+// the resync ticker are the simulation's (its resync step ticks it); the
+// host's version channel has none (the version source's own stands for it).
 func (s *propSim) sources() []loopSource {
-	return s.c.loopSources(loopInputs{config: s.configHint})
+	return s.c.loopSources(loopInputs{config: s.configHint, resync: s.resyncTick})
+}
+
+// tickResync is the resync ticker firing; the loop takes the tick when pick
+// chooses it.
+func (s *propSim) tickResync() {
+	select {
+	case s.resyncTick <- s.clock.Now():
+	default: // a tick is waiting already, as a ticker drops them
+	}
 }
 
 // ready lists the sources of Run's table that Run could receive from now
@@ -541,7 +554,14 @@ func (s *propSim) checkDrift(before map[DriftKind]float64) {
 func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
 	foreign, repairs, writes, queued := s.foreignOutstanding, s.repairsCounted(), s.controllerWrites, s.c.informer.driftQueued()
+	notified, requests := len(s.ri.modified) > 0, s.sinceStimulus
 	f()
+	// Once the loop is told of drift, its next request is the repair's: no
+	// other wake-up may spend requests (a status write, an apply the door
+	// let through) while the repair waits.
+	if notified && what != wakeDrift.String() && s.sinceStimulus > requests {
+		s.violate("request-before-repair", fmt.Sprintf("the %s made %d request(s) while a drift notification waited", what, s.sinceStimulus-requests))
+	}
 	s.drainWatchAs(byController)
 	n := s.repairsCounted() - repairs
 	if n > 0 && !foreign {

@@ -67,8 +67,11 @@ const (
 	DeniedEventsList = "events list"
 )
 
-// DegradedReasons are the reasons RuntimeExtractorDegraded=True can carry.
-var DegradedReasons = []string{ReasonApplyFailed, ReasonDeleteFailed, ReasonConflictingWriter, ReasonRolloutStuck, ReasonInvalidConfig}
+// DegradedReasons are the reasons RuntimeExtractorDegraded=True can carry (a
+// new slice on each call).
+func DegradedReasons() []string {
+	return []string{ReasonApplyFailed, ReasonDeleteFailed, ReasonConflictingWriter, ReasonRolloutStuck, ReasonInvalidConfig}
+}
 
 // Conditions derives the three RuntimeExtractor* conditions from s, in the order of
 // ConditionTypes. The zero Snapshot (no State: nothing observed yet) gives all

@@ -76,8 +76,8 @@ func TestConditionsEveryStateAndCause(t *testing.T) {
 			func(r string) string { return "True " + r }},
 	}
 
-	require.Len(t, byState, len(fsm.States), "every state has expectations")
-	for _, state := range fsm.States {
+	require.Len(t, byState, len(fsm.States()), "every state has expectations")
+	for _, state := range fsm.States() {
 		exp := byState[state]
 		for _, cause := range causes {
 			t.Run(string(state)+"/"+cause.name, func(t *testing.T) {
