@@ -150,6 +150,9 @@ func NewRuntimeExtractorController(
 		}
 	}
 	c.informer = ri
+	if ri.watch != nil {
+		ri.watch.setClock(c.clock)
+	}
 	c.events.recorder = c.eventRecorder
 	// library-go's generic DaemonSetCreated/Updated Events are dropped: the
 	// controller records its own, saying why (events.go), and logging them

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
@@ -53,11 +54,23 @@ type watchHealth struct {
 	client kubernetes.Interface
 	broken atomic.Bool
 	wake   chan struct{}
+	// clk times the watches' grace and the probes: the real clock until a
+	// controller adopts the informer and gives it its own (setClock). The
+	// reflector may already be running then, hence atomic.
+	clk atomic.Pointer[clockOf]
 }
 
+type clockOf struct{ clock.WithTicker }
+
 func newWatchHealth(client kubernetes.Interface) *watchHealth {
-	return &watchHealth{client: client, wake: make(chan struct{}, 1)}
+	w := &watchHealth{client: client, wake: make(chan struct{}, 1)}
+	w.setClock(clock.RealClock{})
+	return w
 }
+
+func (w *watchHealth) setClock(c clock.WithTicker) { w.clk.Store(&clockOf{c}) }
+
+func (w *watchHealth) clock() clock.WithTicker { return w.clk.Load().WithTicker }
 
 // failed: a list or watch call failed, or a watch ended early or with an error.
 func (w *watchHealth) failed(err error) {
@@ -93,7 +106,7 @@ func (w *watchHealth) observe(inner watch.Interface, opts metav1.ListOptions, li
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		ow.listed = listed
 	}
-	go ow.run(time.Now())
+	go ow.run(w.clock())
 	return ow
 }
 
@@ -121,12 +134,13 @@ func (w *observedWatch) Stop() {
 	<-w.done
 }
 
-func (w *observedWatch) run(start time.Time) {
+func (w *observedWatch) run(clk clock.WithTicker) {
 	defer close(w.done)
 	defer close(w.out)
-	grace := time.NewTimer(establishGrace)
+	start := clk.Now()
+	grace := clk.NewTimer(establishGrace)
 	defer grace.Stop()
-	graceC := grace.C
+	graceC := grace.C()
 	working := func() {
 		if graceC != nil {
 			graceC = nil
@@ -146,7 +160,7 @@ func (w *observedWatch) run(start time.Time) {
 				select {
 				case <-w.stop: // the consumer stopped it: says nothing about the connection
 				default:
-					w.ended(time.Since(start))
+					w.ended(clk.Since(start))
 				}
 				return
 			}
@@ -204,7 +218,8 @@ type probedDaemonSet struct{ ds *appsv1.DaemonSet }
 // bridgeBrokenWatch probes while the watch is broken, until ctx is done. Probes
 // start probeInterval apart, so one that timed out is followed at once.
 func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
-	timer := time.NewTimer(probeInterval)
+	clk := ri.watch.clock()
+	timer := clk.NewTimer(probeInterval)
 	timer.Stop()
 	defer timer.Stop()
 	for {
@@ -215,13 +230,13 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 		}
 		reached := false // the previous probe of this broken spell reached the server
 		for ri.watch.broken.Load() {
-			start := time.Now()
+			start := clk.Now()
 			reached = ri.probe(ctx, !reached)
-			timer.Reset(max(0, probeInterval-time.Since(start)))
+			timer.Reset(max(0, probeInterval-clk.Since(start)))
 			select {
 			case <-ctx.Done():
 				return
-			case <-timer.C:
+			case <-timer.C():
 			}
 		}
 		// The watch is back: the cache (which resumes from where it stopped,
