@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/events"
@@ -13,12 +12,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/clock"
+	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
-	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -27,64 +23,59 @@ import (
 // goroutine (Run) owns the state machine: sources only signal it, it turns the
 // signals into typed events from what the caches show, fires them, and carries
 // out the action each transition names, feeding the outcome back as an event.
-// Each job has a room of its own, owned by that goroutine: the front door
+// Each job has a part of its own, owned by that goroutine: the front door
 // (level signals), the repair gate (repairs and fights), the retrier (failed
 // actions), the rollout watch (stuck rollouts).
 type Controller struct {
-	configNotifier ConfigNotifier
-	updateCh       chan struct{}
-	tlsProfile     *configv1.TLSSecurityProfile
-	kubeClient     kubernetes.Interface
-	recorder       events.Recorder // the host's; names our Events' source component
-	eventRecorder  record.EventRecorder
-	events         changeEvents
+	cfg      settings     // the seed's arguments and the options, as given
+	config   configSource // insights-config
+	informer *daemonSetInformer
+	own      ownInformer // when the controller runs an informer of its own
+	manager  *resources.Manager
+	machine  *fsm.Machine
+	events   changeEvents
+	status   *statusWriter // nil without a status reporter
 
-	informer    *daemonSetInformer
-	runInformer func(ctx context.Context) // set when the controller made its own informer
-	extraDrift  <-chan struct{}           // drift hints from a caller-supplied ResourceInformer
+	// The parts, and what else the Run goroutine owns.
+	door     *frontDoor
+	gate     *repairGate
+	retry    *retrier
+	rollouts *rolloutWatch
+	expect   loopTimer // armed while an own write is awaited in the cache
+	known    loopMemory
 
-	versions      VersionSource
-	tls           TLSProfileSource // nil: tlsProfile, fixed
-	images        *resources.Images
-	imagesErr     error
-	defaultImages bool // an unset RELATED_IMAGE_* selects the default
-	metrics       *metrics.Metrics
-	status        *statusWriter
+	pub publication // the latest snapshot, for Status
+}
 
-	// Timings, and the clock every timer of the loop runs on.
-	resync          time.Duration
-	rolloutDeadline time.Duration
-	degradedInertia time.Duration
-	limiter         workqueue.TypedRateLimiter[string]
-	repairPolicy    RepairPolicy
-	clock           clock.WithTicker
+// ownInformer is set when a caller passed no informer of this package: the
+// controller then runs one of its own, and the caller's one only hints.
+type ownInformer struct {
+	run   func(ctx context.Context)
+	hints <-chan struct{} // drift hints from a caller-supplied ResourceInformer
+}
 
-	manager *resources.Manager
-	machine *fsm.Machine
-
-	// The rooms, and the rest of what the Run goroutine owns.
-	door        *frontDoor
-	gate        *repairGate
-	retry       *retrier
-	rollouts    *rolloutWatch
-	expect      loopTimer   // armed while an own write is awaited in the cache
+// loopMemory is what the loop remembers between wake-ups.
+type loopMemory struct {
 	version     string      // the target version last read
 	upgradeFrom string      // the version before the current upgrade, for its Event
 	tlsKept     *keptTLS    // while tls cannot tell the profile: what the DaemonSet had
 	tlsUnknown  string      // while tls cannot tell the profile: why, and what kube-rbac-proxy gets
 	deleted     []types.UID // objects this controller deleted, newest last
 	deletedAny  bool        // this controller has deleted the DaemonSet before
+}
 
-	// published is the latest snapshot, for Status; statusChanged signals a
-	// new one.
-	publishedMu   sync.Mutex
-	published     status.Snapshot
-	statusChanged chan struct{}
+// publication is the latest snapshot, for Status, and the signal of a new one.
+type publication struct {
+	mu       sync.Mutex
+	snapshot status.Snapshot
+	changed  chan struct{}
 }
 
 // NewRuntimeExtractorController is a constructor for the controller that is in
 // charge of the runtime-extractor deployment lifecycle: the seed's arguments,
-// then Options for what the original did not have.
+// then Options for what the original did not have. It has the seed's
+// signature, so it cannot return New's error: a controller that could not be
+// built logs it and its Run returns at once.
 func NewRuntimeExtractorController(
 	configNotifier ConfigNotifier,
 	updateCh chan struct{},
@@ -94,41 +85,49 @@ func NewRuntimeExtractorController(
 	resourceInformer ResourceInformer,
 	opts ...Option,
 ) *Controller {
-	c := &Controller{
-		configNotifier:  configNotifier,
-		updateCh:        updateCh,
-		tlsProfile:      tlsProfile,
-		kubeClient:      kubeClient,
-		recorder:        recorder,
-		machine:         fsm.New(fsm.StateDisabled),
-		limiter:         defaultRateLimiter(),
-		resync:          DefaultResync,
-		rolloutDeadline: DefaultRolloutDeadline,
-		degradedInertia: DefaultDegradedInertia,
-		repairPolicy:    DefaultRepairPolicy(),
-		clock:           clock.RealClock{},
-		defaultImages:   true,
-		statusChanged:   make(chan struct{}, 1),
+	c, err := New(configNotifier, updateCh, tlsProfile, kubeClient, recorder, resourceInformer, opts...)
+	if err != nil {
+		klog.Errorf("runtime extractor controller: %v", err)
+		return &Controller{machine: fsm.New(fsm.StateDisabled)} // no parts: Run returns at once
 	}
+	return c
+}
+
+// New is NewRuntimeExtractorController with its error: it builds each part
+// once, from the seed's arguments and the options.
+func New(
+	configNotifier ConfigNotifier,
+	updateCh chan struct{},
+	tlsProfile *configv1.TLSSecurityProfile,
+	kubeClient kubernetes.Interface,
+	recorder events.Recorder,
+	resourceInformer ResourceInformer,
+	opts ...Option,
+) (*Controller, error) {
+	cfg := defaultSettings()
+	cfg.updateCh, cfg.tlsProfile, cfg.kubeClient, cfg.recorder = updateCh, tlsProfile, kubeClient, recorder
 	for _, o := range opts {
-		o(c)
+		o(&cfg)
 	}
-	c.door = newFrontDoor(c.clock)
-	c.gate = newRepairGate(c.clock, c.repairPolicy)
-	c.retry = newRetrier(c.limiter, c.clock, c.metrics, c.degradedInertia)
-	c.rollouts = newRolloutWatch(c.rolloutDeadline, c.clock)
-	c.expect = loopTimer{clock: c.clock}
-	if c.status != nil {
-		c.status.clock = c.clock
-	}
-	if c.versions == nil {
-		c.versions = envVersion{}
-	}
-	if c.images == nil {
-		images, err := resources.ImagesFromEnv(os.Getenv, c.defaultImages)
+	if cfg.images == nil {
+		images, err := resources.ImagesFromEnv(os.Getenv, cfg.defaultImages)
 		// An invalid image is never applied: every Apply fails with this error
 		// (visible as Degraded and a Warning) until the environment is fixed.
-		c.images, c.imagesErr = &images, err
+		cfg.images, cfg.imagesErr = &images, err
+	}
+	c := &Controller{
+		cfg:      cfg,
+		config:   configSourceOf(configNotifier),
+		machine:  fsm.New(fsm.StateDisabled),
+		door:     newFrontDoor(cfg.clock),
+		gate:     newRepairGate(cfg.clock, cfg.repairPolicy),
+		retry:    newRetrier(cfg.limiter, cfg.clock, cfg.metrics, cfg.degradedInertia),
+		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.clock),
+		expect:   loopTimer{clock: cfg.clock},
+		pub:      publication{changed: make(chan struct{}, 1)},
+	}
+	if cfg.reporter != nil {
+		c.status = newStatusWriter(cfg.reporter, cfg.clock)
 	}
 
 	ri, ok := resourceInformer.(*daemonSetInformer)
@@ -138,41 +137,41 @@ func NewRuntimeExtractorController(
 		factory := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithNamespace(resources.Namespace))
 		own, err := NewResourceInformer(recorder, factory)
 		if err != nil {
-			panic(fmt.Sprintf("runtimeextractor: %v", err)) // only fails on a stopped informer, impossible here
+			return nil, fmt.Errorf("runtime extractor informer: %w", err)
 		}
 		ri = own
-		c.runInformer = func(ctx context.Context) {
+		c.own.run = func(ctx context.Context) {
 			factory.Start(ctx.Done())
 			go own.Run(ctx, 1)
 		}
 		if resourceInformer != nil {
-			c.extraDrift = resourceInformer.ResourceModified()
+			c.own.hints = resourceInformer.ResourceModified()
 		}
 	}
 	c.informer = ri
 	if ri.watch != nil {
-		ri.watch.setClock(c.clock)
+		ri.watch.setClock(cfg.clock)
 	}
-	c.events.recorder = c.eventRecorder
+	c.events.recorder = cfg.eventRecorder
 	// library-go's generic DaemonSetCreated/Updated Events are dropped: the
 	// controller records its own, saying why (events.go), and logging them
 	// dumped a raw Event struct per write.
 	c.manager = resources.NewManager(kubeClient, ri.lister, discardRecorder{component: c.component()}, resources.Desired{
-		Images: *c.images, TLSProfile: tlsProfile,
-	}, resources.WithClock(c.clock))
+		Images: *cfg.images, TLSProfile: tlsProfile,
+	}, resources.WithClock(cfg.clock))
 	ownWrite := c.manager.IsOwnWrite
 	ri.ownWrite.Store(&ownWrite)
-	if c.metrics != nil {
-		c.metrics.SetState(c.machine.State())
+	if cfg.metrics != nil {
+		cfg.metrics.SetState(c.machine.State())
 	}
 	c.machine.OnTransition(c.transitioned)
-	return c
+	return c, nil
 }
 
 // component is the source of our Events: the host's component name.
 func (c *Controller) component() string {
-	if c.recorder != nil && c.recorder.ComponentName() != "" {
-		return c.recorder.ComponentName()
+	if c.cfg.recorder != nil && c.cfg.recorder.ComponentName() != "" {
+		return c.cfg.recorder.ComponentName()
 	}
 	return "runtime-extractor-controller"
 }
@@ -213,21 +212,24 @@ func (c *Controller) Manager() *resources.Manager { return c.manager }
 // the first events from what it observes, then reacts to every source. Cancelling
 // ctx stops it once any in-flight action has returned.
 func (c *Controller) Run(ctx context.Context) {
-	if c.runInformer != nil {
-		c.runInformer(ctx)
+	if c.manager == nil {
+		return // New failed, and NewRuntimeExtractorController logged why
+	}
+	if c.own.run != nil {
+		c.own.run(ctx)
 	}
 	// The host's goroutines send on updateCh and on its config channel, some
 	// with blocking sends: both are drained from the start, even while an
 	// action runs, and their notifications coalesce.
-	configCh, stopConfig := c.configNotifier.ConfigChanged()
+	configCh, stopConfig := c.config.ConfigChanged()
 	defer stopConfig()
 	relayCtx, stopRelays := context.WithCancel(ctx)
 	var relays sync.WaitGroup
 	defer func() { stopRelays(); relays.Wait() }()
 	configHint := relay(relayCtx, &relays, configCh)
-	versionHint := relay(relayCtx, &relays, c.updateCh)
-	if c.eventRecorder == nil {
-		rec, stop := newEventRecorder(ctx, c.kubeClient, c.component())
+	versionHint := relay(relayCtx, &relays, c.cfg.updateCh)
+	if c.cfg.eventRecorder == nil {
+		rec, stop := newEventRecorder(ctx, c.cfg.kubeClient, c.component())
 		defer stop()
 		c.events.recorder = rec
 	}
@@ -242,7 +244,7 @@ func (c *Controller) Run(ctx context.Context) {
 		defer func() { stopStatus(); <-done }()
 	}
 	c.start(ctx)
-	resync := c.clock.NewTicker(c.resync)
+	resync := c.cfg.clock.NewTicker(c.cfg.resync)
 	defer resync.Stop()
 	in := loopInputs{config: configHint, version: versionHint, resync: resync.C()}
 	for {
@@ -256,11 +258,9 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) waitForCaches(ctx context.Context) bool {
-	synced := []cache.InformerSynced{c.informer.informer.HasSynced}
-	for _, src := range []any{c.configNotifier, c.versions, c.tls} {
-		if s, ok := src.(syncer); ok {
-			synced = append(synced, s.HasSynced)
-		}
+	synced := []cache.InformerSynced{c.informer.informer.HasSynced, c.config.HasSynced, c.cfg.versions.HasSynced}
+	if c.cfg.tls != nil {
+		synced = append(synced, c.cfg.tls.HasSynced)
 	}
 	return cache.WaitForNamedCacheSync("RuntimeExtractorController", ctx.Done(), synced...)
 }

@@ -56,11 +56,11 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	// is a repair, whichever event led to it (a Modified, a retry, a config
 	// or TLS change), and no other write is.
 	repair := c.gate.outstanding()
-	start := c.clock.Now()
+	start := c.cfg.clock.Now()
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	res, err := c.apply(actx)
 	cancel()
-	c.retry.record(t.Action, err, c.clock.Since(start))
+	c.retry.record(t.Action, err, c.cfg.clock.Since(start))
 	if res.Replaced != "" {
 		c.rememberDeleted(res.Replaced) // its delete event is this apply's, not drift
 	}
@@ -72,7 +72,7 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	switch {
 	case res.Changed:
 		p := c.gate.pending
-		cause := applyCause{transition: t, repair: repair, drift: p.kinds, upgradeFrom: c.upgradeFrom, version: c.version, reenabled: c.deletedAny,
+		cause := applyCause{transition: t, repair: repair, drift: p.kinds, upgradeFrom: c.known.upgradeFrom, version: c.known.version, reenabled: c.known.deletedAny,
 			tls: res.TLSMoved, editors: p.editors, unnamed: p.unnamed}
 		if repair {
 			cause.restored = res.Restored
@@ -96,11 +96,11 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 }
 
 func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Event {
-	start := c.clock.Now()
+	start := c.cfg.clock.Now()
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	deleted, err := c.manager.Delete(actx)
 	cancel()
-	c.retry.record(t.Action, err, c.clock.Since(start))
+	c.retry.record(t.Action, err, c.cfg.clock.Since(start))
 	if err != nil {
 		on, _ := c.informer.current()
 		c.events.failed(on, ReasonDeleteFailed, err.Error()+"; retrying with backoff")
@@ -109,7 +109,7 @@ func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Ev
 	c.endFight("insights-config disables the runtime extractor") // nothing left to fight over
 	if deleted != "" {
 		c.rememberDeleted(deleted)
-		c.deletedAny = true
+		c.known.deletedAny = true
 		c.events.deleted()
 	}
 	return fsm.DeleteDone{}
@@ -124,21 +124,21 @@ const maxDeleted = 4
 // event is never drift.
 func (c *Controller) rememberDeleted(uid types.UID) {
 	c.informer.markGone(uid)
-	c.deleted = append(c.deleted, uid)
-	if len(c.deleted) > maxDeleted {
-		c.deleted = c.deleted[1:]
+	c.known.deleted = append(c.known.deleted, uid)
+	if len(c.known.deleted) > maxDeleted {
+		c.known.deleted = c.known.deleted[1:]
 	}
 }
 
 // deletedByUs reports whether this controller deleted object uid.
-func (c *Controller) deletedByUs(uid types.UID) bool { return slices.Contains(c.deleted, uid) }
+func (c *Controller) deletedByUs(uid types.UID) bool { return slices.Contains(c.known.deleted, uid) }
 
 func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
-	if c.imagesErr != nil {
-		return resources.Result{}, fmt.Errorf("refusing to apply: %w", c.imagesErr)
+	if c.cfg.imagesErr != nil {
+		return resources.Result{}, fmt.Errorf("refusing to apply: %w", c.cfg.imagesErr)
 	}
-	d := resources.Desired{Images: *c.images, Version: c.version, TLSProfile: c.tlsProfile}
-	if cfg := c.configNotifier.Config(); cfg != nil {
+	d := resources.Desired{Images: *c.cfg.images, Version: c.known.version, TLSProfile: c.cfg.tlsProfile}
+	if cfg := c.config.Config(); cfg != nil {
 		d.Scheduling = cfg.DataReporting.RuntimeExtractor
 	}
 	from, _ := c.informer.current()
@@ -161,8 +161,8 @@ func (c *Controller) onRollout(ctx context.Context) {
 // transitioned logs a transition and counts it; entering Running or
 // Disabled ends an upgrade.
 func (c *Controller) transitioned(t fsm.Transition) {
-	if c.metrics != nil {
-		c.metrics.ObserveTransition(t)
+	if c.cfg.metrics != nil {
+		c.cfg.metrics.ObserveTransition(t)
 	}
 	if t.Note != "" {
 		klog.V(2).Infof("%s on %s: %s", t.From, fsm.Describe(t.Event), t.Note)
@@ -173,6 +173,6 @@ func (c *Controller) transitioned(t fsm.Transition) {
 	}
 	klog.Infof("state %s -> %s on %s, action %s", t.From, t.To, fsm.Describe(t.Event), t.Action)
 	if t.To == fsm.StateRunning || t.To == fsm.StateDisabled {
-		c.upgradeFrom = ""
+		c.known.upgradeFrom = ""
 	}
 }

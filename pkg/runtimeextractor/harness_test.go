@@ -50,6 +50,8 @@ func (s *settableVersion) Version() string {
 
 func (s *settableVersion) Changed() <-chan struct{} { return s.changed }
 
+func (s *settableVersion) HasSynced() bool { return true }
+
 func (s *settableVersion) set(v string) {
 	s.mu.Lock()
 	s.v = v

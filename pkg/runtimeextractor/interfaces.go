@@ -47,20 +47,50 @@ type ResourceManager interface {
 	ResourcesExists(ctx context.Context) bool
 }
 
-// configErrorReporter is implemented by config notifiers that can tell why the
-// latest configuration was rejected (config.Source does), so status can show it.
-type configErrorReporter interface {
-	LastError() error
-}
-
-// configKnower is implemented by config notifiers that can tell whether they
-// have seen a good configuration (or its absence, which means the defaults)
-// since they started; config.Source does.
-type configKnower interface {
+// configSource is all the controller reads of its configuration: the seed's
+// ConfigNotifier and what config.Source tells besides. The constructor turns
+// any ConfigNotifier into one (configSourceOf).
+type configSource interface {
+	ConfigNotifier
+	// HasGoodConfig: a good configuration (or none, which means the
+	// defaults) was seen since the source started.
 	HasGoodConfig() bool
-}
-
-// syncer is implemented by sources with a cache the controller must wait for.
-type syncer interface {
+	// LastError says why the latest configuration was rejected; nil when it
+	// was not.
+	LastError() error
+	// HasSynced: the source's cache has synced.
 	HasSynced() bool
 }
+
+// configSourceOf gives n the answers it lacks: a host's own notifier,
+// which has only the seed's two methods, always had a good configuration,
+// reports no error and has no cache to wait for.
+func configSourceOf(n ConfigNotifier) configSource {
+	if s, ok := n.(configSource); ok {
+		return s
+	}
+	s := notifierSource{ConfigNotifier: n, good: alwaysTrue, synced: alwaysTrue, lastError: func() error { return nil }}
+	if k, ok := n.(interface{ HasGoodConfig() bool }); ok {
+		s.good = k.HasGoodConfig
+	}
+	if r, ok := n.(interface{ LastError() error }); ok {
+		s.lastError = r.LastError
+	}
+	if y, ok := n.(interface{ HasSynced() bool }); ok {
+		s.synced = y.HasSynced
+	}
+	return s
+}
+
+func alwaysTrue() bool { return true }
+
+// notifierSource is a ConfigNotifier with the answers configSourceOf found.
+type notifierSource struct {
+	ConfigNotifier
+	good, synced func() bool
+	lastError    func() error
+}
+
+func (s notifierSource) HasGoodConfig() bool { return s.good() }
+func (s notifierSource) LastError() error    { return s.lastError() }
+func (s notifierSource) HasSynced() bool     { return s.synced() }

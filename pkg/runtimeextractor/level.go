@@ -12,7 +12,7 @@ func (c *Controller) level() fsm.Event {
 	if c.holding() {
 		return nil
 	}
-	if cfg := c.configNotifier.Config(); cfg != nil && cfg.DataReporting.DisableRuntimeExtractor {
+	if cfg := c.config.Config(); cfg != nil && cfg.DataReporting.DisableRuntimeExtractor {
 		return fsm.Disabled{}
 	}
 	return fsm.Enabled{}
@@ -37,8 +37,7 @@ func (c *Controller) reassertOnTimer(ctx context.Context) {
 // absent one absent) and only reports the config error, until a valid config
 // (or the ConfigMap's removal, which means the defaults) arrives.
 func (c *Controller) holding() bool {
-	k, ok := c.configNotifier.(configKnower)
-	return ok && !k.HasGoodConfig()
+	return !c.config.HasGoodConfig()
 }
 
 // levelSignal acts on a config, version or TLS signal now, or holds it for
@@ -74,14 +73,14 @@ func (c *Controller) actOnLevel(ctx context.Context, k signalKind) {
 // onVersion reads the version and fires VersionChanged when it moved; it
 // reports whether it did.
 func (c *Controller) onVersion(ctx context.Context) bool {
-	v := c.versions.Version()
-	if v == c.version {
+	v := c.cfg.versions.Version()
+	if v == c.known.version {
 		return false
 	}
-	from := c.version
-	c.version = v
+	from := c.known.version
+	c.known.version = v
 	if c.machine.State() != fsm.StateUpgrading {
-		c.upgradeFrom = from // an upgrade overtaken by another still started from here
+		c.known.upgradeFrom = from // an upgrade overtaken by another still started from here
 	}
 	c.fire(ctx, fsm.VersionChanged{From: from, To: v})
 	return true

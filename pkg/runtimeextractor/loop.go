@@ -79,7 +79,7 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	case wakeDeadline:
 		c.rollouts.fired()
 		if ds, ok := c.informer.current(); ok {
-			c.rollouts.expired(ctx, c.kubeClient, ds, c.clock.Now())
+			c.rollouts.expired(ctx, c.cfg.kubeClient, ds, c.cfg.clock.Now())
 		}
 	case wakeDiagnosis:
 		if r, ok := payload.(stuckResult); ok && c.rollouts.accept(r) {
@@ -96,7 +96,7 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 // repair timers follow what is now awaited, and status is reported.
 func (c *Controller) afterWake(ctx context.Context) {
 	ds, _ := c.informer.current()
-	if c.rollouts.track(ctx, c.kubeClient, c.machine.State(), ds, c.clock.Now()) {
+	if c.rollouts.track(ctx, c.cfg.kubeClient, c.machine.State(), ds, c.cfg.clock.Now()) {
 		c.stuckChanged()
 	}
 	switch d, pending := c.manager.Expecting(); {
@@ -113,11 +113,11 @@ func (c *Controller) afterWake(ctx context.Context) {
 // act on the observed level. Enabled applies (adopting or correcting what
 // exists), Disabled deletes what the cache shows.
 func (c *Controller) start(ctx context.Context) {
-	c.version = c.versions.Version()
+	c.known.version = c.cfg.versions.Version()
 	if ds, ok := c.informer.current(); ok {
 		klog.Infof("observed DaemonSet %s/%s generation %d at version %q", ds.Namespace, ds.Name, ds.Generation, ds.Annotations[resources.VersionAnnotation])
 	}
-	klog.Infof("runtime extractor controller started: target version %q", c.version)
+	klog.Infof("runtime extractor controller started: target version %q", c.known.version)
 	c.reassert(ctx)
 	c.afterWake(ctx)
 }
@@ -126,7 +126,7 @@ func (c *Controller) start(ctx context.Context) {
 // of this one's repairs, held signals, rollouts or TLS arguments.
 func (c *Controller) stop() {
 	c.endFight("the controller stopped")
-	c.tlsKept, c.tlsUnknown = nil, ""
+	c.known.tlsKept, c.known.tlsUnknown = nil, ""
 	c.rollouts.reset()
 	c.door.reset()
 	c.expect.stop()

@@ -263,7 +263,7 @@ func (s *propSim) fingerprint() string {
 	cached, _ := s.cached()
 	viewed, _ := s.ri.current()
 	fmt.Fprintf(&b, "target=%s controller=%s state=%s holding=%v cfg=%+v refused=%v nodes=%d held=%d\n",
-		target, name("v", s.c.version), s.c.State(), s.c.holding(), s.cfg, s.refused, s.nodes, s.held)
+		target, name("v", s.c.known.version), s.c.State(), s.c.holding(), s.cfg, s.refused, s.nodes, s.held)
 	fmt.Fprintf(&b, "server: %s\ncache: %s\nview: %s\n", object(srv), object(cached), object(viewed))
 	for _, e := range s.inFlight {
 		fmt.Fprintf(&b, "in flight: %s by %s: %s\n", e.typ, e.by, object(e.ds))

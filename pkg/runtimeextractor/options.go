@@ -6,6 +6,8 @@ import (
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/library-go/pkg/operator/events"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -42,34 +44,77 @@ const (
 type VersionSource interface {
 	Version() string
 	Changed() <-chan struct{}
+	// HasSynced: the source's cache has synced (Run waits for it).
+	HasSynced() bool
 }
 
 // TLSProfileSource reports the cluster's TLS security profile for
 // kube-rbac-proxy; tlsprofile.Source implements it (a watch of the APIServer
-// "cluster"). A source with HasSynced() bool is waited for at start.
+// "cluster").
 type TLSProfileSource interface {
 	// Profile returns the profile (nil means Intermediate), or an error saying
 	// why it is unknown (not read yet, or unreadable).
 	Profile() (*configv1.TLSSecurityProfile, error)
 	// Changed signals (coalesced, never blocking) that Profile's answer changed.
 	Changed() <-chan struct{}
+	// HasSynced: the source's cache has synced (Run waits for it).
+	HasSynced() bool
 }
 
 // Option configures the controller beyond the seed's constructor arguments.
-type Option func(*Controller)
+type Option func(*settings)
+
+// settings are what the seed's arguments and the options give the
+// constructor, which builds the parts from them; none changes after.
+type settings struct {
+	updateCh      chan struct{}
+	tlsProfile    *configv1.TLSSecurityProfile
+	kubeClient    kubernetes.Interface
+	recorder      events.Recorder // the host's; names our Events' source component
+	eventRecorder record.EventRecorder
+	reporter      *status.Reporter
+
+	versions      VersionSource
+	tls           TLSProfileSource // nil: tlsProfile, fixed
+	images        *resources.Images
+	imagesErr     error
+	defaultImages bool // an unset RELATED_IMAGE_* selects the default
+	metrics       *metrics.Metrics
+
+	// Timings, and the one clock everything runs on.
+	resync          time.Duration
+	rolloutDeadline time.Duration
+	degradedInertia time.Duration
+	limiter         workqueue.TypedRateLimiter[string]
+	repairPolicy    RepairPolicy
+	clock           clock.WithTicker
+}
+
+func defaultSettings() settings {
+	return settings{
+		versions:        envVersion{},
+		defaultImages:   true,
+		resync:          DefaultResync,
+		rolloutDeadline: DefaultRolloutDeadline,
+		degradedInertia: DefaultDegradedInertia,
+		limiter:         defaultRateLimiter(),
+		repairPolicy:    DefaultRepairPolicy(),
+		clock:           clock.RealClock{},
+	}
+}
 
 // WithResync sets the period of the level re-assert (default 10 minutes).
-func WithResync(d time.Duration) Option { return func(c *Controller) { c.resync = d } }
+func WithResync(d time.Duration) Option { return func(s *settings) { s.resync = d } }
 
 // WithRateLimiter replaces the retry backoff (default: exponential from 100 ms to
 // 5 min, with jitter).
 func WithRateLimiter(l workqueue.TypedRateLimiter[string]) Option {
-	return func(c *Controller) { c.limiter = l }
+	return func(s *settings) { s.limiter = l }
 }
 
 // WithVersionSource makes the controller follow src (e.g. the ClusterVersion)
 // instead of reading RELEASE_VERSION when updateCh fires.
-func WithVersionSource(src VersionSource) Option { return func(c *Controller) { c.versions = src } }
+func WithVersionSource(src VersionSource) Option { return func(s *settings) { s.versions = src } }
 
 // WithTLSProfileSource makes the controller follow src instead of the
 // constructor's tlsProfile, which a host that restarts itself on a change
@@ -78,44 +123,46 @@ func WithVersionSource(src VersionSource) Option { return func(c *Controller) { 
 // DaemonSet had then when they are a predefined profile's or this
 // controller's own (Intermediate otherwise), and every apply records a
 // RuntimeExtractorTLSProfileUnknown Warning saying why.
-func WithTLSProfileSource(src TLSProfileSource) Option { return func(c *Controller) { c.tls = src } }
+func WithTLSProfileSource(src TLSProfileSource) Option { return func(s *settings) { s.tls = src } }
 
 // WithImages sets the container images (default: resources.ImagesFromEnv).
-func WithImages(images resources.Images) Option { return func(c *Controller) { c.images = &images } }
+func WithImages(images resources.Images) Option { return func(s *settings) { s.images = &images } }
 
 // WithDefaultImages says whether a RELATED_IMAGE_* variable that is unset
 // selects the default image (the default, for an operator that embeds the
 // controller) or makes every apply fail, naming it (the binary, unless
 // --allow-default-images). WithImages overrides both.
-func WithDefaultImages(allowed bool) Option { return func(c *Controller) { c.defaultImages = allowed } }
+func WithDefaultImages(allowed bool) Option { return func(s *settings) { s.defaultImages = allowed } }
 
 // WithRepairPolicy sets the repair gate's rules (default
 // DefaultRepairPolicy()): the repair budget, the order of repairs inside it
 // and when a writer is a fight. A policy that is not Valid leaves the
 // default.
 func WithRepairPolicy(p RepairPolicy) Option {
-	return func(c *Controller) {
+	return func(s *settings) {
 		if p.Valid() {
-			c.repairPolicy = p
+			s.repairPolicy = p
 		}
 	}
 }
 
-// WithClock runs the control loop's timers on clk: the coalescing of level
-// signals, the repair gate, the retry backoff and the Degraded inertia, the
-// resync, the rollout deadline, the own-write expectations, the status
-// writer's spacing (default: the real clock). The resource manager's wait for
-// the cache after a lost race and the TLS probe still use wall time.
-func WithClock(clk clock.WithTicker) Option { return func(c *Controller) { c.clock = clk } }
+// WithClock runs everything the controller times on clk (default: the real
+// clock): the coalescing of level signals, the repair gate, the retry
+// backoff and the Degraded inertia, the resync, the rollout deadline, the
+// own-write expectations, the status writer's spacing, the resource
+// manager's backoff and wait for the cache after a lost race, and the live
+// reads that bridge a broken watch. Only the API calls' own timeouts are
+// wall time.
+func WithClock(clk clock.WithTicker) Option { return func(s *settings) { s.clock = clk } }
 
 // WithMetrics reports the controller's metrics on m.
-func WithMetrics(m *metrics.Metrics) Option { return func(c *Controller) { c.metrics = m } }
+func WithMetrics(m *metrics.Metrics) Option { return func(s *settings) { s.metrics = m } }
 
 // WithRolloutDeadline sets how long a rollout may make no progress before
 // RuntimeExtractorDegraded turns True with reason RolloutStuck (default 10
 // minutes).
 func WithRolloutDeadline(d time.Duration) Option {
-	return func(c *Controller) { c.rolloutDeadline = d }
+	return func(s *settings) { s.rolloutDeadline = d }
 }
 
 // WithDegradedInertia sets how long an apply or a delete must keep failing
@@ -123,19 +170,19 @@ func WithRolloutDeadline(d time.Duration) Option {
 // default DefaultDegradedInertia. A failure that no retry can fix (an unset
 // or invalid RELATED_IMAGE_* value) is Degraded at once.
 func WithDegradedInertia(d time.Duration) Option {
-	return func(c *Controller) { c.degradedInertia = d }
+	return func(s *settings) { s.degradedInertia = d }
 }
 
 // WithEventRecorder records the controller's Events through r instead of a
 // client-go broadcaster of its own (e.g. a host's, or controller-runtime's
 // GetEventRecorderFor).
 func WithEventRecorder(r record.EventRecorder) Option {
-	return func(c *Controller) { c.eventRecorder = r }
+	return func(s *settings) { s.eventRecorder = r }
 }
 
 // WithStatusReporter reports the RuntimeExtractor* conditions through r.
 func WithStatusReporter(r *status.Reporter) Option {
-	return func(c *Controller) { c.status = newStatusWriter(r) }
+	return func(s *settings) { s.reporter = r }
 }
 
 // jitteredExponential is an exponential per-item backoff with up to 10% jitter,
@@ -159,3 +206,5 @@ type envVersion struct{}
 
 func (envVersion) Version() string          { return os.Getenv(version.EnvReleaseVersion) }
 func (envVersion) Changed() <-chan struct{} { return nil }
+
+func (envVersion) HasSynced() bool { return true }

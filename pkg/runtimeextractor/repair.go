@@ -37,9 +37,9 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	}
 	ds, present := c.informer.current()
 	d := classifyDrain(obs, ds, c.manager, c.machine.State(), c.deletedByUs)
-	if c.metrics != nil {
+	if c.cfg.metrics != nil {
 		for _, k := range d.kinds {
-			c.metrics.ObserveDrift(string(k))
+			c.cfg.metrics.ObserveDrift(string(k))
 		}
 	}
 	c.gate.describe(d)
@@ -99,8 +99,8 @@ func (c *Controller) onGateDue(ctx context.Context) {
 
 // repairMade counts a repair that wrote.
 func (c *Controller) repairMade() {
-	if c.metrics != nil {
-		c.metrics.ObserveRepair(repairManagers(c.gate.pending.editors)...) // one repair: "other" once
+	if c.cfg.metrics != nil {
+		c.cfg.metrics.ObserveRepair(repairManagers(c.gate.pending.editors)...) // one repair: "other" once
 	}
 	c.gate.repaired()
 }
@@ -121,8 +121,8 @@ func (c *Controller) fightMoved(fc fightChange) {
 	klog.Warningf("tug-of-war over DaemonSet %s/%s: %s", resources.Namespace, resources.DaemonSetName, msg)
 	ds, _ := c.informer.current()
 	c.events.conflict(ds, msg)
-	if c.metrics != nil {
-		c.metrics.SetConflictingWriter(true)
+	if c.cfg.metrics != nil {
+		c.cfg.metrics.SetConflictingWriter(true)
 	}
 }
 
@@ -136,7 +136,7 @@ func (c *Controller) endFight(why string) {
 
 func (c *Controller) fightOver(why string) {
 	klog.Infof("the tug-of-war over DaemonSet %s/%s is over (%s)", resources.Namespace, resources.DaemonSetName, why)
-	if c.metrics != nil {
-		c.metrics.SetConflictingWriter(false)
+	if c.cfg.metrics != nil {
+		c.cfg.metrics.SetConflictingWriter(false)
 	}
 }

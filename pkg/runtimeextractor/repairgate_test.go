@@ -216,10 +216,10 @@ func TestDrainWithManyNamesIsOneRepair(t *testing.T) {
 
 func TestWithRepairPolicyKeepsTheDefaultForAnInvalidPolicy(t *testing.T) {
 	for _, p := range []RepairPolicy{{}, {Burst: 6, Every: time.Minute, Reserve: 6}} {
-		c := &Controller{repairPolicy: DefaultRepairPolicy()}
-		WithRepairPolicy(p)(c)
-		if c.repairPolicy != DefaultRepairPolicy() {
-			t.Errorf("WithRepairPolicy(%+v) set %+v", p, c.repairPolicy)
+		s := defaultSettings()
+		WithRepairPolicy(p)(&s)
+		if s.repairPolicy != DefaultRepairPolicy() {
+			t.Errorf("WithRepairPolicy(%+v) set %+v", p, s.repairPolicy)
 		}
 	}
 }

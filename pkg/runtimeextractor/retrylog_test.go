@@ -18,7 +18,7 @@ func TestRetryLogLineIsCapped(t *testing.T) {
 	logged := logcapture.Klog(t)
 	h := startWith(t, func(h *harness) {
 		// Read the images from the environment, as the binary does.
-		h.opts = append(h.opts, func(c *Controller) { c.images = nil })
+		h.opts = append(h.opts, func(s *settings) { s.images = nil })
 	})
 	retries := func() []string {
 		var out []string

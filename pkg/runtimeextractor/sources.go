@@ -47,17 +47,17 @@ type loopInputs struct {
 // now (a timer's channel changes when it is re-armed), ctx.Done aside.
 func (c *Controller) loopSources(in loopInputs) []loopSource {
 	var tlsChanged <-chan struct{}
-	if c.tls != nil {
-		tlsChanged = c.tls.Changed()
+	if c.cfg.tls != nil {
+		tlsChanged = c.cfg.tls.Changed()
 	}
 	return []loopSource{
 		source(wakeConfig, rankOther, in.config),
 		source(wakeVersion, rankOther, in.version),
-		source(wakeVersion, rankOther, c.versions.Changed()),
+		source(wakeVersion, rankOther, c.cfg.versions.Changed()),
 		source(wakeTLS, rankOther, tlsChanged),
 		timed(wakeDoor, &c.door.timer, c.door.C()),
 		source(wakeDrift, rankDrift, c.informer.ResourceModified()),
-		source(wakeDriftHint, rankOther, c.extraDrift),
+		source(wakeDriftHint, rankOther, c.own.hints),
 		source(wakeRollout, rankOther, c.informer.rollout),
 		timed(wakeRetry, &c.retry.timer, c.retry.C()),
 		source(wakeResync, rankOther, in.resync),

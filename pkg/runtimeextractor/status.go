@@ -16,40 +16,40 @@ import (
 // goroutine. Until Run has synced its caches and made its first observation
 // it is the zero Snapshot (State ""), whose conditions are Unknown [Starting].
 func (c *Controller) Status() status.Snapshot {
-	c.publishedMu.Lock()
-	defer c.publishedMu.Unlock()
-	return c.published
+	c.pub.mu.Lock()
+	defer c.pub.mu.Unlock()
+	return c.pub.snapshot
 }
 
 // StatusChanged is notified (coalesced, never blocking the controller) each
 // time Status changes. It has one buffered slot: a single consumer reads it
 // and then calls Status.
-func (c *Controller) StatusChanged() <-chan struct{} { return c.statusChanged }
+func (c *Controller) StatusChanged() <-chan struct{} { return c.pub.changed }
 
 // report publishes the current snapshot for Status, sets the gauges that
 // follow it, and hands it to the status writer, if any (which writes when
 // due, off this goroutine).
 func (c *Controller) report() {
 	s := c.snapshot()
-	if c.metrics != nil {
+	if c.cfg.metrics != nil {
 		// The state metric says whether the controller holds: its machine's
 		// state says nothing of the cluster then.
-		c.metrics.SetHolding(s.Holding)
+		c.cfg.metrics.SetHolding(s.Holding)
 	}
-	c.publishedMu.Lock()
-	changed := !s.Equal(c.published)
-	c.published = s
-	c.publishedMu.Unlock()
+	c.pub.mu.Lock()
+	changed := !s.Equal(c.pub.snapshot)
+	c.pub.snapshot = s
+	c.pub.mu.Unlock()
 	if !changed {
 		return
 	}
-	notify(c.statusChanged)
-	if c.metrics != nil {
+	notify(c.pub.changed)
+	if c.cfg.metrics != nil {
 		reason := ""
 		if d := v1helpers.FindStatusCondition(status.Conditions(s), status.ConditionDegraded); d != nil && d.Status == configv1.ConditionTrue {
 			reason = d.Reason
 		}
-		c.metrics.SetDegraded(reason)
+		c.cfg.metrics.SetDegraded(reason)
 	}
 	if c.status != nil {
 		c.status.offer(s)
@@ -62,13 +62,13 @@ func (c *Controller) report() {
 func (c *Controller) snapshot() status.Snapshot {
 	s := status.Snapshot{
 		State:     c.machine.State(),
-		Version:   c.version,
+		Version:   c.known.version,
 		Failures:  c.retry.failures,
 		LastError: c.retry.lastErr,
 		RetryIn:   c.retry.retryIn,
 		Holding:   c.holding(),
 
-		FailurePersists: c.retry.persists(c.clock.Now()),
+		FailurePersists: c.retry.persists(c.cfg.clock.Now()),
 	}
 	if ds, ok := c.informer.current(); ok {
 		r := resources.RolloutOf(ds)
@@ -84,20 +84,18 @@ func (c *Controller) snapshot() status.Snapshot {
 		s.UnavailableNodesDenied = c.rollouts.unavailableNodesDenied()
 	}
 	s.Finalizers, s.Terminating = c.informer.terminating()
-	if r, ok := c.configNotifier.(configErrorReporter); ok {
-		s.ConfigError = r.LastError()
-	}
+	s.ConfigError = c.config.LastError()
 	s.Stuck = c.rollouts.stuck
 	s.Conflict = c.gate.conflict()
-	s.TLSProfileUnknown = c.tlsUnknown
+	s.TLSProfileUnknown = c.known.tlsUnknown
 	return s
 }
 
 // stuckChanged reports a new stuck verdict, or its end.
 func (c *Controller) stuckChanged() {
 	stuck := c.rollouts.stuck
-	if c.metrics != nil {
-		c.metrics.SetRolloutStuck(stuck != nil)
+	if c.cfg.metrics != nil {
+		c.cfg.metrics.SetRolloutStuck(stuck != nil)
 	}
 	if stuck == nil {
 		klog.Info("the rollout progresses again")

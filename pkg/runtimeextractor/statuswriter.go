@@ -47,8 +47,8 @@ type statusWriter struct {
 	wake   chan struct{}
 }
 
-func newStatusWriter(r *status.Reporter) *statusWriter {
-	return &statusWriter{reporter: r, clock: clock.RealClock{}, wake: make(chan struct{}, 1)}
+func newStatusWriter(r *status.Reporter, clk clock.Clock) *statusWriter {
+	return &statusWriter{reporter: r, clock: clk, wake: make(chan struct{}, 1)}
 }
 
 // offer replaces the pending snapshot; it never blocks.

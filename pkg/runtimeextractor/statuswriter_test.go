@@ -91,8 +91,7 @@ func startWriterFixture(t *testing.T, failFirst int32, observe bool, objects ...
 		factory.Start(ctx.Done())
 		factory.WaitForCacheSync(ctx.Done())
 	}
-	f.w = newStatusWriter(reporter)
-	f.w.clock = f.clock
+	f.w = newStatusWriter(reporter, f.clock)
 	done := make(chan struct{})
 	go func() { defer close(done); f.w.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })

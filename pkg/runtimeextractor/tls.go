@@ -63,36 +63,36 @@ func tlsArgsText(args []string) string {
 // apply meanwhile records a Warning, which the recorder aggregates into one
 // Event whose count shows it lasts. ds is the DaemonSet now (nil: none).
 func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
-	if c.tls == nil {
+	if c.cfg.tls == nil {
 		return
 	}
-	p, err := c.tls.Profile()
+	p, err := c.cfg.tls.Profile()
 	if err == nil {
-		if c.tlsKept != nil {
+		if c.known.tlsKept != nil {
 			klog.Infof("cluster TLS profile known again (%s): kube-rbac-proxy follows it", tlsprofile.Describe(p))
-			c.tlsKept, c.tlsUnknown = nil, ""
+			c.known.tlsKept, c.known.tlsUnknown = nil, ""
 		}
 		d.TLSProfile = p
 		return
 	}
-	if c.tlsKept == nil {
+	if c.known.tlsKept == nil {
 		kept := keepTLS(ds, *d)
-		c.tlsKept = &kept
+		c.known.tlsKept = &kept
 	}
 	msg := err.Error() + "; "
 	switch {
-	case c.tlsKept.ok && len(c.tlsKept.args) == 0:
-		d.KubeRBACProxyTLSArgs = c.tlsKept.args
+	case c.known.tlsKept.ok && len(c.known.tlsKept.args) == 0:
+		d.KubeRBACProxyTLSArgs = c.known.tlsKept.args
 		msg += "kube-rbac-proxy keeps the DaemonSet's TLS settings (no TLS arguments) until it is read"
-	case c.tlsKept.ok:
-		d.KubeRBACProxyTLSArgs = c.tlsKept.args
-		msg += "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + strings.Join(c.tlsKept.args, " ") + ") until it is read"
+	case c.known.tlsKept.ok:
+		d.KubeRBACProxyTLSArgs = c.known.tlsKept.args
+		msg += "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + strings.Join(c.known.tlsKept.args, " ") + ") until it is read"
 	default:
 		d.TLSProfile = nil
-		msg += c.tlsKept.not + ": kube-rbac-proxy gets the Intermediate profile until it is read"
+		msg += c.known.tlsKept.not + ": kube-rbac-proxy gets the Intermediate profile until it is read"
 	}
 	msg = status.CapMessage(msg) // the arguments may repeat a suite at any length
-	c.tlsUnknown = msg
+	c.known.tlsUnknown = msg
 	klog.Warning(msg)
 	c.events.tlsUnknown(ds, msg)
 }
