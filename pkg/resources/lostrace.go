@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -24,6 +25,21 @@ const cacheCatchUp = time.Second
 
 // catchUpPoll is how often that wait looks at the cache.
 const catchUpPoll = 5 * time.Millisecond
+
+// applyBackoff bounds the in-call retries of an apply that lost a race
+// (Conflict, or AlreadyExists after a stale cache): 5 attempts, 10 ms
+// doubling. Anything longer is the executor's rate-limited retry, which
+// re-computes the desired state first. No jitter: one leader writes, and
+// the race it loses is with the DaemonSet controller, which jitter would
+// not spread; without it the model replays a run exactly.
+const (
+	applyAttempts     = 5
+	applyFirstBackoff = 10 * time.Millisecond
+)
+
+func applyBackoff() wait.Backoff {
+	return wait.Backoff{Steps: applyAttempts, Duration: applyFirstBackoff, Factor: 2}
+}
 
 // retryLostRaces runs attempt until it succeeds, fails other than by a lost
 // race (isLostRace), or has lost m.backoff.Steps times, sleeping the

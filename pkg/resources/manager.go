@@ -21,21 +21,6 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// applyBackoff bounds the in-call retries of an apply that lost a race
-// (Conflict, or AlreadyExists after a stale cache): 5 attempts, 10 ms
-// doubling. Anything longer is the executor's rate-limited retry, which
-// re-computes the desired state first. No jitter: one leader writes, and
-// the race it loses is with the DaemonSet controller, which jitter would
-// not spread; without it the model replays a run exactly.
-const (
-	applyAttempts     = 5
-	applyFirstBackoff = 10 * time.Millisecond
-)
-
-func applyBackoff() wait.Backoff {
-	return wait.Backoff{Steps: applyAttempts, Duration: applyFirstBackoff, Factor: 2}
-}
-
 // Result describes one apply.
 type Result struct {
 	// Generation is the DaemonSet's metadata.generation after the apply.

@@ -85,7 +85,7 @@ func NewRuntimeExtractorController(
 	resourceInformer ResourceInformer,
 	opts ...Option,
 ) *Controller {
-	c, err := New(configNotifier, updateCh, tlsProfile, kubeClient, recorder, resourceInformer, opts...)
+	c, err := New(Args{configNotifier, updateCh, tlsProfile, kubeClient, recorder, resourceInformer}, opts...)
 	if err != nil {
 		klog.Errorf("runtime extractor controller: %v", err)
 		return &Controller{machine: fsm.New(fsm.StateDisabled)} // no parts: Run returns at once
@@ -93,19 +93,23 @@ func NewRuntimeExtractorController(
 	return c
 }
 
+// Args are NewRuntimeExtractorController's arguments, the seed's, in its
+// order.
+type Args struct {
+	ConfigNotifier   ConfigNotifier
+	UpdateCh         chan struct{}
+	TLSProfile       *configv1.TLSSecurityProfile
+	KubeClient       kubernetes.Interface
+	Recorder         events.Recorder
+	ResourceInformer ResourceInformer
+}
+
 // New is NewRuntimeExtractorController with its error: it builds each part
 // once, from the seed's arguments and the options.
-func New(
-	configNotifier ConfigNotifier,
-	updateCh chan struct{},
-	tlsProfile *configv1.TLSSecurityProfile,
-	kubeClient kubernetes.Interface,
-	recorder events.Recorder,
-	resourceInformer ResourceInformer,
-	opts ...Option,
-) (*Controller, error) {
+func New(a Args, opts ...Option) (*Controller, error) {
+	kubeClient, recorder, resourceInformer := a.KubeClient, a.Recorder, a.ResourceInformer
 	cfg := defaultSettings()
-	cfg.updateCh, cfg.tlsProfile, cfg.kubeClient, cfg.recorder = updateCh, tlsProfile, kubeClient, recorder
+	cfg.updateCh, cfg.tlsProfile, cfg.kubeClient, cfg.recorder = a.UpdateCh, a.TLSProfile, kubeClient, recorder
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -117,7 +121,7 @@ func New(
 	}
 	c := &Controller{
 		cfg:      cfg,
-		config:   configSourceOf(configNotifier),
+		config:   configSourceOf(a.ConfigNotifier),
 		machine:  fsm.New(fsm.StateDisabled),
 		door:     newFrontDoor(cfg.clock),
 		gate:     newRepairGate(cfg.clock, cfg.repairPolicy),
@@ -157,7 +161,7 @@ func New(
 	// controller records its own, saying why (events.go), and logging them
 	// dumped a raw Event struct per write.
 	c.manager = resources.NewManager(kubeClient, ri.lister, discardRecorder{component: c.component()}, resources.Desired{
-		Images: *cfg.images, TLSProfile: tlsProfile,
+		Images: *cfg.images, TLSProfile: a.TLSProfile,
 	}, resources.WithClock(cfg.clock))
 	ownWrite := c.manager.IsOwnWrite
 	ri.ownWrite.Store(&ownWrite)

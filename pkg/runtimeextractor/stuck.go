@@ -117,11 +117,12 @@ func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, s
 	w.observeUnavailable(ctx, client, ds)
 	// Pods that are updated but not available leave nothing to roll out: they
 	// are not a stuck rollout (issue 18).
-	waiting := state.Enabled() && ds != nil && ds.DeletionTimestamp == nil && !resources.RolloutOf(ds).Complete()
+	r := resources.RolloutOf(ds)
+	waiting := state.Enabled() && ds != nil && ds.DeletionTimestamp == nil && !r.Complete()
 	if !waiting {
 		return w.forget()
 	}
-	p := rolloutProgress{uid: ds.UID, generation: ds.Generation, updated: ds.Status.UpdatedNumberScheduled, available: ds.Status.NumberAvailable}
+	p := rolloutProgress{uid: ds.UID, generation: ds.Generation, updated: r.Updated, available: r.Available}
 	if p == w.progress && (w.timer.armed() || w.diagnosing || w.stuck != nil) {
 		return false // no progress: the deadline, diagnosis or verdict stands
 	}
@@ -152,8 +153,8 @@ func (w *rolloutWatch) forget() bool {
 // rolled-out ds changes to a count above 0; any other change drops the names.
 func (w *rolloutWatch) observeUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
-	if ds != nil && ds.DeletionTimestamp == nil && resources.RolloutOf(ds).Complete() {
-		if n := ds.Status.DesiredNumberScheduled - ds.Status.NumberAvailable; n > 0 {
+	if r := resources.RolloutOf(ds); ds != nil && ds.DeletionTimestamp == nil && r.Complete() {
+		if n := r.Unavailable(); n > 0 {
 			key = unavailableKey{uid: ds.UID, generation: ds.Generation, unavailable: n}
 		}
 	}
@@ -254,10 +255,8 @@ func (w *rolloutWatch) accept(r stuckResult) bool {
 // read leaves its part out, and a read RBAC denies (remembered in denied) is
 // named in the verdict; the verdict stands on the counts alone.
 func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, denied *denials) *status.RolloutStuck {
-	s := &status.RolloutStuck{NotReady: max(ds.Status.DesiredNumberScheduled-ds.Status.NumberAvailable, 0)}
-	if ds.Status.UpdatedNumberScheduled < ds.Status.DesiredNumberScheduled {
-		s.NotReady = max(s.NotReady, ds.Status.DesiredNumberScheduled-ds.Status.UpdatedNumberScheduled)
-	}
+	r := resources.RolloutOf(ds)
+	s := &status.RolloutStuck{NotReady: max(r.Unavailable(), r.Desired-r.Updated)} // unavailable, or not yet updated
 	podsDenied, err := denied.try(status.DeniedPodsList, func() (err error) {
 		s.Nodes, err = notReadyNodesOf(ctx, client, ds)
 		return err
