@@ -40,9 +40,9 @@ type observation struct {
 	expected   bool
 	meta       map[string]string // owned metadata seen, for DriftMetadata
 	version    string            // the resourceVersion seen, for DriftMetadata
-	// editors made the change, from the event's managedFields (changedBy);
+	// writers made the change, from the event's managedFields (changedBy);
 	// none for a deletion, which leaves nothing to read.
-	editors []editor
+	writers []writer
 	// likely is the object's newest manager other than the controller
 	// (newestOtherManager), for a change no entry records: the API server
 	// keeps managedFields times to the second, so a writer's second write
@@ -96,24 +96,24 @@ func ownedMetadataMissing(ds *appsv1.DaemonSet) bool {
 	return ds.Annotations[resources.VersionAnnotation] == ""
 }
 
-// editor is a field manager that changed the DaemonSet, as the object's
+// writer is a field manager that changed the DaemonSet, as the object's
 // metadata.managedFields says: its name (sanitized), operation and time.
-type editor struct {
+type writer struct {
 	manager   string
 	operation string
 	time      time.Time
 }
 
-func (w editor) String() string {
+func (w writer) String() string {
 	return fmt.Sprintf("%s (%s at %s)", w.manager, w.operation, w.time.UTC().Format(time.RFC3339))
 }
 
-// maxTiedEditors bounds the editors one change names when their entries tie
+// maxTiedWriters bounds the writers one change names when their entries tie
 // on time: a client may write managedFields itself, and thousands of entries
-// with one crafted time would otherwise all be named, each an editor of the
+// with one crafted time would otherwise all be named, each an writer of the
 // streak and of repairs_total. The first ones, in managedFields order, are
 // kept.
-const maxTiedEditors = 3
+const maxTiedWriters = 3
 
 // entryKey is what tells two managedFields entries apart, as comparable
 // values: an entry of old with the same key is the same entry. The raw
@@ -142,13 +142,13 @@ func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
 // changedBy returns who made the change from old to cur: among cur's
 // managedFields entries that are not ours and not on the status subresource
 // (the DaemonSet controller's counters), the newest, the first
-// maxTiedEditors of them on a tie. An entry old already had as it is did not
+// maxTiedWriters of them on a tie. An entry old already had as it is did not
 // record this change (a removal under Update leaves the remover no entry), so
 // it names no one: better unnamed than a wrong name. old is nil for an object
 // seen for the first time. It reads only the watch event's objects, on the
 // informer's goroutine, for objects that may carry some 10,000 entries: old's
 // entries are looked up in a set, not searched.
-func changedBy(old, cur *appsv1.DaemonSet) []editor {
+func changedBy(old, cur *appsv1.DaemonSet) []writer {
 	var had map[entryKey]struct{}
 	if old != nil && old.UID == cur.UID {
 		had = make(map[entryKey]struct{}, len(old.ManagedFields))
@@ -156,7 +156,7 @@ func changedBy(old, cur *appsv1.DaemonSet) []editor {
 			had[keyOf(&old.ManagedFields[i])] = struct{}{}
 		}
 	}
-	var newest []editor
+	var newest []writer
 	for i := range cur.ManagedFields {
 		e := &cur.ManagedFields[i]
 		if !byOtherWriter(e) {
@@ -165,13 +165,13 @@ func changedBy(old, cur *appsv1.DaemonSet) []editor {
 		switch {
 		case len(newest) > 0 && e.Time.Time.Before(newest[0].time):
 			continue // decides as much as the lookup, for less
-		case len(newest) >= maxTiedEditors && e.Time.Time.Equal(newest[0].time):
+		case len(newest) >= maxTiedWriters && e.Time.Time.Equal(newest[0].time):
 			continue
 		}
 		if _, ok := had[keyOf(e)]; ok {
 			continue
 		}
-		w := editor{manager: resources.PrintableName(e.Manager), operation: resources.PrintableName(string(e.Operation)), time: e.Time.Time}
+		w := writer{manager: resources.PrintableName(e.Manager), operation: resources.PrintableName(string(e.Operation)), time: e.Time.Time}
 		if len(newest) == 0 || w.time.After(newest[0].time) {
 			newest = newest[:0]
 		}
@@ -206,11 +206,11 @@ func newestOtherManager(ds *appsv1.DaemonSet) string {
 	return resources.PrintableName(newest.Manager)
 }
 
-// mergeEditors adds ws to the editors of one repair, one per manager and
+// mergeWriters adds ws to the writers of one repair, one per manager and
 // operation at its newest time, newest first.
-func mergeEditors(into, ws []editor) []editor {
+func mergeWriters(into, ws []writer) []writer {
 	for _, w := range ws {
-		i := slices.IndexFunc(into, func(x editor) bool { return x.manager == w.manager && x.operation == w.operation })
+		i := slices.IndexFunc(into, func(x writer) bool { return x.manager == w.manager && x.operation == w.operation })
 		switch {
 		case i < 0:
 			into = append(into, w)
@@ -218,13 +218,13 @@ func mergeEditors(into, ws []editor) []editor {
 			into[i] = w
 		}
 	}
-	slices.SortStableFunc(into, func(a, b editor) int { return b.time.Compare(a.time) })
+	slices.SortStableFunc(into, func(a, b writer) int { return b.time.Compare(a.time) })
 	return into
 }
 
 // repairManagers are the repairs_total label values of one repair: each
 // writer named, or one unknown.
-func repairManagers(ws []editor) []string {
+func repairManagers(ws []writer) []string {
 	if len(ws) == 0 {
 		return []string{metrics.UnknownManager}
 	}
@@ -240,7 +240,7 @@ func repairManagers(ws []editor) []string {
 // drain is what one drain of the informer's observations found.
 type drain struct {
 	kinds   []DriftKind // someone else's drift, each kind once, in order seen
-	editors []editor    // who made it, from managedFields
+	writers []writer    // who made it, from managedFields
 	unnamed bool        // some of it no managedFields entry names
 	// likely are, for the unnamed part, the newest other manager of each
 	// object changed ("" for none, and for a deletion): the repair gate's
@@ -298,11 +298,11 @@ func classifyDrain(obs []observation, ds *appsv1.DaemonSet, own ownership, state
 		switch {
 		case o.kind == DriftDeleted: // nothing to read: no one is named, no one guessed
 			d.likely = append(d.likely, "")
-		case len(o.editors) == 0:
+		case len(o.writers) == 0:
 			d.unnamed = true
 			d.likely = append(d.likely, o.likely)
 		default:
-			d.editors = mergeEditors(d.editors, o.editors)
+			d.writers = mergeWriters(d.writers, o.writers)
 		}
 		if !slices.Contains(d.kinds, o.kind) {
 			d.kinds = append(d.kinds, o.kind)

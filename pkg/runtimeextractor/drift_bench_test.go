@@ -30,7 +30,7 @@ func manyApplyEntries(n int, at func(i int) time.Time) []metav1.ManagedFieldsEnt
 }
 
 // BenchmarkChangedByTenThousandEntries times the informer's update handler
-// (onUpdate: classify, name the editors, queue the observation) on a
+// (onUpdate: classify, name the writers, queue the observation) on a
 // DaemonSet carrying 10,000 Apply entries, as one near the 1.5 MiB object
 // limit can. It runs on the informer's goroutine: drift and rollout
 // delivery wait for it.

@@ -84,7 +84,7 @@ func TestObservationNamesTheWriter(t *testing.T) {
 				t.Fatalf("observed %+v, want one observation", obs)
 			}
 			var got []string
-			for _, w := range obs[0].editors {
+			for _, w := range obs[0].writers {
 				got = append(got, w.manager+" "+w.operation+" "+w.time.UTC().Format("15:04:05"))
 			}
 			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
@@ -100,10 +100,10 @@ func TestWriterNamesAreSanitized(t *testing.T) {
 	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
 	ri.onUpdate(managed(3), managed(4, withFields(entry(hostile, metav1.ManagedFieldsOperationUpdate, t0, ""))))
 	obs := ri.drainDrift()
-	if len(obs) != 1 || len(obs[0].editors) != 1 {
+	if len(obs) != 1 || len(obs[0].writers) != 1 {
 		t.Fatalf("observed %+v, want one writer", obs)
 	}
-	name := obs[0].editors[0].manager
+	name := obs[0].writers[0].manager
 	if len(name) > resources.MaxNameBytes || !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		t.Fatalf("manager %q (%d bytes): want printable, valid UTF-8, at most %d bytes", name, len(name), resources.MaxNameBytes)
 	}
@@ -177,7 +177,7 @@ func TestChangedByWorkIsLinearInTheEntries(t *testing.T) {
 	old := managed(3, withFields(manyApplyEntries(n, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) })...))
 	cur := managed(4, withFields(append(old.DeepCopy().ManagedFields,
 		entry("kubectl-patch", metav1.ManagedFieldsOperationUpdate, t0.Add(n*time.Second), ""))...))
-	var ws []editor
+	var ws []writer
 	allocs := testing.AllocsPerRun(1, func() { ws = changedBy(old, cur) })
 	if len(ws) != 1 || ws[0].manager != "kubectl-patch" {
 		t.Fatalf("writers %+v, want kubectl-patch alone", ws)
@@ -200,7 +200,7 @@ func TestTiedWritersAreCapped(t *testing.T) {
 		t.Fatalf("observed %+v, want one observation", obs)
 	}
 	var got []string
-	for _, w := range obs[0].editors {
+	for _, w := range obs[0].writers {
 		got = append(got, w.manager)
 	}
 	if want := []string{"applier-00000", "applier-00001", "applier-00002"}; !slices.Equal(got, want) {

@@ -157,9 +157,9 @@ type applyCause struct {
 	reenabled bool
 	// tls: the TLS arguments the apply moved kube-rbac-proxy to, if it did.
 	tls string
-	// editors made the drift being repaired (from managedFields); unnamed:
+	// writers made the drift being repaired (from managedFields); unnamed:
 	// some of it no entry names.
-	editors []editor
+	writers []writer
 	unnamed bool
 	// restored names what a repair put back (restoredFields).
 	restored []string
@@ -175,7 +175,7 @@ func (c applyCause) String(created bool) string {
 	case c.repair && created:
 		return "recreated after it was deleted by someone else" + at
 	case c.repair:
-		return "repaired a change made by someone else (" + driftWords(c.drift) + restoredWords(c.restored) + ")" + editorsWords(c.drift, c.editors, c.unnamed)
+		return "repaired a change made by someone else (" + driftWords(c.drift) + restoredWords(c.restored) + ")" + editorsWords(c.drift, c.writers, c.unnamed)
 	case state == fsm.StateUpgrading && c.upgradeFrom != "" && c.upgradeFrom != c.version:
 		return fmt.Sprintf("version moved from %s to %s", c.upgradeFrom, c.version)
 	case created && c.reenabled:
@@ -234,7 +234,7 @@ const maxNamedEditors = 3
 // editorsWords says who made a repaired change, e.g. ", changed by
 // kubectl-patch (Update at 2026-12-02T12:00:01Z)"; "" for a deletion only,
 // which names no one and needs no more than "deleted by someone else".
-func editorsWords(kinds []DriftKind, ws []editor, unnamed bool) string {
+func editorsWords(kinds []DriftKind, ws []writer, unnamed bool) string {
 	if len(ws) == 0 {
 		if unnamed || slices.ContainsFunc(kinds, func(k DriftKind) bool { return k != DriftDeleted }) {
 			return ", by a writer managedFields does not name"
@@ -256,7 +256,7 @@ func editorsWords(kinds []DriftKind, ws []editor, unnamed bool) string {
 }
 
 // driftSummary is what the log and the Event say about a drain's drift.
-func driftSummary(kinds []DriftKind, ws []editor, unnamed bool) string {
+func driftSummary(kinds []DriftKind, ws []writer, unnamed bool) string {
 	if len(kinds) == 1 && kinds[0] == DriftDeleted {
 		return "deleted by someone else"
 	}

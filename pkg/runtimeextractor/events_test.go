@@ -45,16 +45,16 @@ func TestEventMessagesAreCapped(t *testing.T) {
 // many and however long the writers' names are.
 func TestRepairEventNamesTheWriter(t *testing.T) {
 	drifted := fsm.Transition{From: fsm.StateRunning, To: fsm.StateDrifted, Event: fsm.Modified{Generation: 4}, Action: fsm.ActionApply}
-	patch := editor{manager: "kubectl-patch", operation: "Update", time: t0.Add(time.Second)}
+	patch := writer{manager: "kubectl-patch", operation: "Update", time: t0.Add(time.Second)}
 	cases := []struct {
 		name    string
 		cause   applyCause
 		created bool
 		want    string
 	}{
-		{"one writer", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, editors: []editor{patch}}, false,
+		{"one writer", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, writers: []writer{patch}}, false,
 			"repaired a change made by someone else (spec changed), changed by kubectl-patch (Update at 2026-12-02T12:00:01Z)"},
-		{"a tie", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, editors: []editor{patch, {manager: "helm", operation: "Apply", time: patch.time}}}, false,
+		{"a tie", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, writers: []writer{patch, {manager: "helm", operation: "Apply", time: patch.time}}}, false,
 			"changed by kubectl-patch (Update at 2026-12-02T12:00:01Z), helm (Apply at 2026-12-02T12:00:01Z)"},
 		{"no entry names one", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftMetadata}, unnamed: true}, false,
 			"repaired a change made by someone else (owned label or annotation changed), by a writer managedFields does not name"},
@@ -69,7 +69,7 @@ func TestRepairEventNamesTheWriter(t *testing.T) {
 
 	many := applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified, DriftMetadata}}
 	for i := range 50 {
-		many.editors = append(many.editors, editor{manager: strings.Repeat(string(rune('a'+i%26)), resources.MaxNameBytes), operation: "Update", time: t0})
+		many.writers = append(many.writers, writer{manager: strings.Repeat(string(rune('a'+i%26)), resources.MaxNameBytes), operation: "Update", time: t0})
 	}
 	log := &eventLog{}
 	e := changeEvents{recorder: log}

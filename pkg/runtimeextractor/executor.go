@@ -71,9 +71,9 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	}
 	switch {
 	case res.Changed:
-		p := c.gate.pending
+		p := c.gate.next
 		cause := applyCause{transition: t, repair: repair, drift: p.kinds, upgradeFrom: c.known.upgradeFrom, version: c.known.version, reenabled: c.known.deletedAny,
-			tls: res.TLSMoved, editors: p.editors, unnamed: p.unnamed}
+			tls: res.TLSMoved, writers: p.writers, unnamed: p.unnamed}
 		if repair {
 			cause.restored = res.Restored
 		}

@@ -32,70 +32,70 @@ const (
 type frontDoor struct {
 	clock clock.Clock
 
-	lastAct      time.Time  // when the last level action ended
-	pending      signalKind // signals held for the trailing edge
-	pendingSince time.Time  // the first held signal
-	lastSignal   time.Time  // the latest held signal
-	timer        loopTimer
+	lastAct     time.Time  // when the last level action ended
+	queued      signalKind // signals queued for the trailing edge
+	queuedSince time.Time  // the first queued signal
+	lastSignal  time.Time  // the latest queued signal
+	timer       loopTimer
 }
 
 func newFrontDoor(c clock.Clock) *frontDoor { return &frontDoor{clock: c, timer: loopTimer{clock: c}} }
 
 // admit reports whether a signal of kind k is acted on now (leading edge);
-// otherwise it is held, and C fires when its trailing edge may be due.
+// otherwise it is queued, and C fires when its trailing edge may be due.
 func (d *frontDoor) admit(k signalKind) bool {
 	now := d.clock.Now()
-	if d.pending == 0 && now.Sub(d.lastAct) >= levelQuiet {
+	if d.queued == 0 && now.Sub(d.lastAct) >= levelQuiet {
 		return true
 	}
-	if d.pending == 0 {
-		d.pendingSince = now
+	if d.queued == 0 {
+		d.queuedSince = now
 		d.timer.arm(levelQuiet)
 	}
-	d.pending |= k
+	d.queued |= k
 	d.lastSignal = now
 	return false
 }
 
-// due is when the held signals are acted on: once they have been quiet for
+// due is when the queued signals are acted on: once they have been quiet for
 // levelQuiet, and no later than levelMaxDelay after the first.
 func (d *frontDoor) due() time.Time {
 	at := d.lastSignal.Add(levelQuiet)
-	if capAt := d.pendingSince.Add(levelMaxDelay); capAt.Before(at) {
+	if capAt := d.queuedSince.Add(levelMaxDelay); capAt.Before(at) {
 		return capAt
 	}
 	return at
 }
 
-// take, called when C fires, returns the held signals and forgets them if
+// take, called when C fires, returns the queued signals and forgets them if
 // they are due; otherwise it waits for the rest and returns 0.
 func (d *frontDoor) take() signalKind {
-	if d.pending == 0 {
+	if d.queued == 0 {
 		return 0
 	}
 	if wait := d.due().Sub(d.clock.Now()); wait > 0 {
 		d.timer.arm(wait)
 		return 0
 	}
-	k := d.pending
-	d.pending = 0
+	k := d.queued
+	d.queued = 0
 	d.timer.stop()
 	return k
 }
 
-// reset forgets held signals (Run ends).
+// reset forgets queued signals (Run ends).
 func (d *frontDoor) reset() {
-	d.pending = 0
+	d.queued = 0
 	d.timer.stop()
 }
 
 // acted records the end of a level action; signals within levelQuiet of it
-// are held.
+// are queued.
 func (d *frontDoor) acted() { d.lastAct = d.clock.Now() }
 
-// C fires when held signals may be due; nil while none are held.
+// C fires when queued signals may be due; nil while none are queued.
 func (d *frontDoor) C() <-chan time.Time {
-	if d.pending == 0 {
+	if d.queued == 0 {
 		return nil
 	}
 	return d.timer.C()

@@ -53,10 +53,10 @@ type daemonSetInformer struct {
 	// already had a DaemonSet informer that this one could not instrument.
 	watch *watchHealth
 
-	mu      sync.Mutex
-	pending []observation      // drift seen since the controller last drained it
-	gone    map[types.UID]bool // deleted objects the cache may still hold
-	probed  *probedDaemonSet   // latest live read while the watch is broken
+	mu     sync.Mutex
+	queued []observation      // drift seen since the controller last drained it
+	gone   map[types.UID]bool // deleted objects the cache may still hold
+	probed *probedDaemonSet   // latest live read while the watch is broken
 }
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
@@ -128,7 +128,7 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 			}
 			// Whether the watch works shows only in what it delivers: client-go
 			// returns an empty watch, and no error, when the connection is lost.
-			return ri.watch.observe(w, o, ri.relisted), nil
+			return ri.watch.instrument(w, o, ri.relisted), nil
 		},
 	}
 	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &appsv1.DaemonSet{}, resync,
@@ -208,10 +208,10 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 	switch {
 	case isInInitialList:
 	case !ri.isOwnWrite(ds):
-		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation, editors: changedBy(nil, ds), likely: newestOtherManager(ds)})
+		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation, writers: changedBy(nil, ds), likely: newestOtherManager(ds)})
 	case ownedMetadataMissing(ds):
 		ri.drift(observation{kind: DriftMetadata, uid: ds.UID, generation: ds.Generation, meta: resources.OwnedMetadata(ds), version: ds.ResourceVersion,
-			editors: changedBy(nil, ds), likely: newestOtherManager(ds)})
+			writers: changedBy(nil, ds), likely: newestOtherManager(ds)})
 	}
 }
 
@@ -231,7 +231,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 	// looks at the rollout.
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
 		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur), version: cur.ResourceVersion,
-			editors: changedBy(old, cur), likely: newestOtherManager(cur)})
+			writers: changedBy(old, cur), likely: newestOtherManager(cur)})
 	}
 	if cur.UID != old.UID || cur.Generation != old.Generation || !apiequality.Semantic.DeepEqual(cur.Status, old.Status) {
 		notify(ri.rollout)
@@ -256,7 +256,7 @@ func (ri *daemonSetInformer) onDelete(obj any) {
 
 func (ri *daemonSetInformer) drift(o observation) {
 	ri.mu.Lock()
-	ri.pending = append(ri.pending, o)
+	ri.queued = append(ri.queued, o)
 	ri.mu.Unlock()
 	notify(ri.modified) // at once, from the handler: the repair's write comes first
 }
@@ -265,8 +265,8 @@ func (ri *daemonSetInformer) drift(o observation) {
 func (ri *daemonSetInformer) drainDrift() []observation {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
-	out := ri.pending
-	ri.pending = nil
+	out := ri.queued
+	ri.queued = nil
 	return out
 }
 
@@ -274,7 +274,7 @@ func (ri *daemonSetInformer) drainDrift() []observation {
 func (ri *daemonSetInformer) driftQueued() bool {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
-	return len(ri.pending) > 0
+	return len(ri.queued) > 0
 }
 
 // markGone records that object uid no longer exists, so the view hides it

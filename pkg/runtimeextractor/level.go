@@ -26,7 +26,7 @@ func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
 // informer has queued drift the gate has yet to hear of (its notification
 // wakes the loop next). No timer may make a repair early.
 func (c *Controller) reassertOnTimer(ctx context.Context) {
-	if !c.gate.holds() && !c.informer.driftQueued() {
+	if !c.gate.deferring() && !c.informer.driftQueued() {
 		c.reassert(ctx)
 	}
 }
@@ -40,7 +40,7 @@ func (c *Controller) holding() bool {
 	return !c.config.HasGoodConfig()
 }
 
-// levelSignal acts on a config, version or TLS signal now, or holds it for
+// levelSignal acts on a config, version or TLS signal now, or queues it for
 // the front door's trailing edge (frontdoor.go).
 func (c *Controller) levelSignal(ctx context.Context, k signalKind) {
 	if c.door.admit(k) {
@@ -48,7 +48,7 @@ func (c *Controller) levelSignal(ctx context.Context, k signalKind) {
 	}
 }
 
-// onDoorDue acts on the signals the front door held, once they are due.
+// onDoorDue acts on the signals the front door queued, once they are due.
 func (c *Controller) onDoorDue(ctx context.Context) {
 	if k := c.door.take(); k != 0 {
 		c.actOnLevel(ctx, k)

@@ -19,7 +19,7 @@ const (
 	wakeConfig     wake = iota // insights-config (or the host's config) may have changed
 	wakeVersion                // the cluster version may have changed
 	wakeTLS                    // the cluster TLS profile changed
-	wakeDoor                   // held level signals may be due
+	wakeDoor                   // queued level signals may be due
 	wakeDrift                  // the informer observed changes of the DaemonSet
 	wakeDriftHint              // a caller's informer says something changed
 	wakeRollout                // the DaemonSet's status or generation moved
@@ -123,7 +123,7 @@ func (c *Controller) start(ctx context.Context) {
 }
 
 // stop leaves nothing armed or remembered for a later Run: it has no memory
-// of this one's repairs, held signals, rollouts or TLS arguments.
+// of this one's repairs, queued signals, rollouts or TLS arguments.
 func (c *Controller) stop() {
 	c.endFight("the controller stopped")
 	c.known.tlsKept, c.known.tlsUnknown = nil, ""

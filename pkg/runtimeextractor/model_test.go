@@ -289,7 +289,7 @@ func (s *propSim) fingerprint() string {
 	}
 	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v foreign=%v failures=%d since=%s pending=%d ready=%v deadline=%s diagnosing=%v applied=%d\n",
 		ownsStored, ownsCached, expecting, due(&s.c.expect), due(&s.c.retry.timer), due(&s.c.gate.timer), due(&s.c.door.timer),
-		s.c.door.pending, rel(s.c.door.pendingSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.foreignOutstanding, s.c.retry.failures, rel(s.c.retry.since), len(s.ri.pending),
+		s.c.door.queued, rel(s.c.door.queuedSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.foreignOutstanding, s.c.retry.failures, rel(s.c.retry.since), len(s.ri.queued),
 		readyWakes(s.ready()), due(&s.c.rollouts.timer), s.c.rollouts.diagnosing, min(len(s.applied), 2))
 	fmt.Fprintf(&b, "gate: %s\n", s.c.gate.log.Key(now))
 	return b.String()

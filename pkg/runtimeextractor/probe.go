@@ -88,11 +88,11 @@ func (w *watchHealth) established() {
 	}
 }
 
-// observe wraps a watch the informer's reflector is about to consume, so its
+// instrument wraps a watch the informer's reflector is about to consume, so its
 // events tell watchHealth whether it works. opts are the options it was opened
 // with. For a watch-list (initial events requested), listed is called with the
 // managed DaemonSet the initial events showed (nil for none) when they end.
-func (w *watchHealth) observe(inner watch.Interface, opts metav1.ListOptions, listed func(*appsv1.DaemonSet)) watch.Interface {
+func (w *watchHealth) instrument(inner watch.Interface, opts metav1.ListOptions, listed func(*appsv1.DaemonSet)) watch.Interface {
 	ow := &observedWatch{
 		inner:  inner,
 		health: w,

@@ -250,7 +250,7 @@ func TestObservedWatchJudgesTheConnection(t *testing.T) {
 			h := newTestHealth()
 			h.broken.Store(tc.wasBroken)
 			inner := watch.NewFakeWithChanSize(4, false)
-			w := h.observe(inner, reflectorOptions(300), nil)
+			w := h.instrument(inner, reflectorOptions(300), nil)
 			got := readAll(w)
 			tc.feed(inner)
 			time.Sleep(50 * time.Millisecond) // the wrapper forwards at once; give it the moment
@@ -273,7 +273,7 @@ func TestQuietWatchCountsAsWorkingAfterGrace(t *testing.T) {
 	h := newTestHealth()
 	h.broken.Store(true)
 	inner := watch.NewFake()
-	w := h.observe(inner, reflectorOptions(300), nil)
+	w := h.instrument(inner, reflectorOptions(300), nil)
 	defer w.Stop()
 	if !h.broken.Load() {
 		t.Fatal("working before any event or the grace")
@@ -313,7 +313,7 @@ func TestWatchEndingAtItsTimeoutIsNotBroken(t *testing.T) {
 func TestObservedWatchStopsWithoutAReader(t *testing.T) {
 	h := newTestHealth()
 	inner := watch.NewFakeWithChanSize(2, false)
-	w := h.observe(inner, reflectorOptions(300), nil)
+	w := h.instrument(inner, reflectorOptions(300), nil)
 	inner.Add(managed(1))
 	inner.Add(managed(2))
 	time.Sleep(20 * time.Millisecond) // the wrapper now waits to hand over the first event
@@ -364,7 +364,7 @@ func TestWatchListInitialEventsAreTheList(t *testing.T) {
 			var mu sync.Mutex
 			var got []*appsv1.DaemonSet
 			inner := watch.NewFakeWithChanSize(8, false)
-			w := newTestHealth().observe(inner, tc.opts, func(ds *appsv1.DaemonSet) {
+			w := newTestHealth().instrument(inner, tc.opts, func(ds *appsv1.DaemonSet) {
 				mu.Lock()
 				got = append(got, ds)
 				mu.Unlock()

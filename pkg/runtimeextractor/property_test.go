@@ -267,8 +267,8 @@ func TestPropertyHeldConfigAndVersionSignalsActOnBoth(t *testing.T) {
 	s.dispatch(wakeConfig) // held: within levelQuiet of the last action
 	s.bumpVersion()
 	s.dispatch(wakeVersion) // held with it
-	if s.c.door.pending != signalConfig|signalVersion {
-		t.Fatalf("the front door holds %b, want config and version", s.c.door.pending)
+	if s.c.door.queued != signalConfig|signalVersion {
+		t.Fatalf("the front door holds %b, want config and version", s.c.door.queued)
 	}
 	s.timerDue()
 	s.dispatch(wakeDoor)

@@ -68,11 +68,11 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	case len(d.kinds) == 0:
 	case wait > 0:
 		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair gate: %s)",
-			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.editors, d.unnamed),
+			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.writers, d.unnamed),
 			wait.Round(time.Millisecond), c.gate.backoffNote())
 	default: // logged after the repair's write: act first, report after
 		klog.Infof("DaemonSet %s/%s was %s; acted on it, now %s",
-			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.editors, d.unnamed), c.machine.State())
+			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.writers, d.unnamed), c.machine.State())
 	}
 }
 
@@ -100,7 +100,7 @@ func (c *Controller) onGateDue(ctx context.Context) {
 // repairMade counts a repair that wrote.
 func (c *Controller) repairMade() {
 	if c.cfg.metrics != nil {
-		c.cfg.metrics.ObserveRepair(repairManagers(c.gate.pending.editors)...) // one repair: "other" once
+		c.cfg.metrics.ObserveRepair(repairManagers(c.gate.next.writers)...) // one repair: "other" once
 	}
 	c.gate.repaired()
 }

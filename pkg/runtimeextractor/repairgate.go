@@ -25,19 +25,19 @@ type RepairPolicy = repairgate.Policy
 // more a minute (package repairgate gives the reasons).
 func DefaultRepairPolicy() RepairPolicy { return repairgate.DefaultPolicy() }
 
-// pendingRepair describes the drift a repair undoes: what changed and who
+// nextRepair describes the drift a repair undoes: what changed and who
 // changed it, for the repair's Event, log line and repairs_total.
-type pendingRepair struct {
+type nextRepair struct {
 	kinds   []DriftKind
-	editors []editor // at most maxPendingEditors
+	writers []writer // at most maxRepairWriters
 	unnamed bool     // some of it no managedFields entry names
 }
 
-// maxPendingEditors bounds the writers one repair names: a client chooses
+// maxRepairWriters bounds the writers one repair names: a client chooses
 // its manager name, so a writer that churns names while a repair waits must
 // not grow the description (nor repairs_total's labels, which the metrics
 // cap as well).
-const maxPendingEditors = repairgate.MaxNamedWriters
+const maxRepairWriters = repairgate.MaxNamedWriters
 
 // repairGate decides when a repair of someone else's change is made: at
 // once, or when the gate allows. It only answers; the loop logs, records
@@ -46,8 +46,8 @@ type repairGate struct {
 	clock    clock.Clock
 	policy   repairgate.Policy
 	log      repairgate.Log
-	deferred bool // a repair waits for the gate: its timer makes it
-	pending  pendingRepair
+	deferred bool       // a repair waits for the gate: its timer makes it
+	next     nextRepair // what the next repair undoes, and whose change it was
 	timer    loopTimer
 }
 
@@ -63,20 +63,20 @@ func (g *repairGate) describe(d drain) {
 	case len(d.kinds) == 0:
 	case g.outstanding():
 		for _, k := range d.kinds {
-			if !slices.Contains(g.pending.kinds, k) {
-				g.pending.kinds = append(g.pending.kinds, k)
+			if !slices.Contains(g.next.kinds, k) {
+				g.next.kinds = append(g.next.kinds, k)
 			}
 		}
-		g.pending.editors = capEditors(mergeEditors(g.pending.editors, d.editors))
-		g.pending.unnamed = g.pending.unnamed || d.unnamed
+		g.next.writers = capWriters(mergeWriters(g.next.writers, d.writers))
+		g.next.unnamed = g.next.unnamed || d.unnamed
 	default:
-		g.pending = pendingRepair{kinds: slices.Clone(d.kinds), editors: capEditors(slices.Clone(d.editors)), unnamed: d.unnamed}
+		g.next = nextRepair{kinds: slices.Clone(d.kinds), writers: capWriters(slices.Clone(d.writers)), unnamed: d.unnamed}
 	}
 }
 
-// capEditors keeps the newest maxPendingEditors (mergeEditors sorts newest
+// capWriters keeps the newest maxRepairWriters (mergeWriters sorts newest
 // first).
-func capEditors(ws []editor) []editor { return ws[:min(len(ws), maxPendingEditors)] }
+func capWriters(ws []writer) []writer { return ws[:min(len(ws), maxRepairWriters)] }
 
 // outstanding: someone else changed the DaemonSet, and no write of the
 // controller has undone it yet. The next write that changes the DaemonSet
@@ -92,11 +92,11 @@ func (g *repairGate) fighting() bool { return g.log.Fighting() }
 // leaves its entry as it was), else the unnamed writer.
 func writersOf(d drain) []string {
 	var names []string
-	for _, e := range d.editors {
+	for _, e := range d.writers {
 		names = append(names, e.manager)
 	}
 	likely := d.likely
-	if len(d.kinds) == 0 || len(d.editors) == 0 && len(likely) == 0 {
+	if len(d.kinds) == 0 || len(d.writers) == 0 && len(likely) == 0 {
 		likely = append(likely, "")
 	}
 	for _, m := range likely {
@@ -143,10 +143,10 @@ func (g *repairGate) changed(d drain) (wait time.Duration, fc fightChange) {
 // repairing: a repair is made now; nothing waits any more.
 func (g *repairGate) repairing() { g.deferred = false }
 
-// holds: a repair waits for the gate. Whatever re-asserts the level on a
+// deferring: a repair waits for the gate. Whatever re-asserts the level on a
 // timer (resync, expectation) must not make it early; the gate's own timer
 // makes it when due.
-func (g *repairGate) holds() bool { return g.deferred }
+func (g *repairGate) deferring() bool { return g.deferred }
 
 // due answers the gate's timer: repair is true when the deferred repair is
 // due now and the level still wants it (enabled).
@@ -191,7 +191,7 @@ func (g *repairGate) reset() (ended bool) {
 	ended = g.fighting()
 	g.log = repairgate.ForgetWriters(g.log)
 	g.deferred = false
-	g.pending = pendingRepair{}
+	g.next = nextRepair{}
 	g.timer.stop()
 	return ended
 }

@@ -52,7 +52,7 @@ func (r *gateRun) advance(t time.Duration) {
 func (r *gateRun) change(t time.Duration, manager string) {
 	d := drain{kinds: []DriftKind{DriftModified}, unnamed: manager == ""}
 	if manager != "" {
-		d.editors = []editor{{manager: manager, operation: "Update", time: r.t0.Add(t)}}
+		d.writers = []writer{{manager: manager, operation: "Update", time: r.t0.Add(t)}}
 	}
 	r.changeBy(t, d)
 }
@@ -192,22 +192,22 @@ func TestStormAfterEarlierEditsIsUndoneWithin5s(t *testing.T) {
 // however many churn through while it waits.
 func TestDrainWithManyNamesIsOneRepair(t *testing.T) {
 	r := newGateRun()
-	var editors []editor
+	var writers []writer
 	for i := range 50 {
-		editors = append(editors, editor{manager: fmt.Sprintf("churn-%d", i), operation: "Update", time: r.t0})
+		writers = append(writers, writer{manager: fmt.Sprintf("churn-%d", i), operation: "Update", time: r.t0})
 	}
-	r.changeBy(0, drain{kinds: []DriftKind{DriftModified}, editors: editors})
+	r.changeBy(0, drain{kinds: []DriftKind{DriftModified}, writers: writers})
 	named := 0          // the most writers the pending repair named while it waited (defect 4)
 	for i := range 50 { // and then each of them again, 100 ms apart
 		r.change(time.Duration(i+1)*100*time.Millisecond, fmt.Sprintf("churn-%d", i))
-		named = max(named, len(r.g.pending.editors))
+		named = max(named, len(r.g.next.writers))
 	}
 	r.advance(2 * time.Minute)
 	if n, bound := len(r.repairs), DefaultRepairPolicy().Bound(2*time.Minute); n > bound {
 		t.Errorf("%d repairs in 2 minutes, the budget allows %d: %v", n, bound, r.repairs)
 	}
-	if named > maxPendingEditors {
-		t.Errorf("the pending repair named %d writers while it waited, want at most %d", named, maxPendingEditors)
+	if named > maxRepairWriters {
+		t.Errorf("the pending repair named %d writers while it waited, want at most %d", named, maxRepairWriters)
 	}
 	if n := len(r.g.log.Writers()); n > repairgate.MaxNamedWriters+2 {
 		t.Errorf("the gate keeps %d writers", n)

@@ -381,11 +381,11 @@ func (s *propSim) burstAfterOtherEdits() {
 	}
 	s.runThroughDoor()
 	s.bursts++
-	editor, burster := fmt.Sprintf("kubectl-set-%d", s.bursts), fmt.Sprintf("kubectl-patch-%d", s.bursts)
+	writer, burster := fmt.Sprintf("kubectl-set-%d", s.bursts), fmt.Sprintf("kubectl-patch-%d", s.bursts)
 	step := s.writeAndRun
-	s.logf("%s changes the image 3 times, 100ms apart", editor)
+	s.logf("%s changes the image 3 times, 100ms apart", writer)
 	for i := range 3 {
-		step(100*time.Millisecond, editor, fmt.Sprintf("quay.io/someone/set:%d", i))
+		step(100*time.Millisecond, writer, fmt.Sprintf("quay.io/someone/set:%d", i))
 	}
 	s.logf("5s later, %s changes the image 10 times, 100ms apart", burster)
 	p := DefaultRepairPolicy()
@@ -803,7 +803,7 @@ func (s *propSim) staleRelistAfterCreate() {
 		return // no create in flight (refused, or not yet made)
 	}
 	s.logf("a re-list from a lagging watch cache shows no DaemonSet")
-	queued := len(s.ri.pending)
+	queued := len(s.ri.queued)
 	s.ri.reportAbsent("") // what relisted reports of a list without it
 	s.noteObservations(queued, byController)
 	s.runToQuiet()

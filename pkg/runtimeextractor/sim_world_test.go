@@ -302,7 +302,7 @@ func (s *propSim) deliver(n int) {
 	idx := s.ri.informer.GetIndexer()
 	for _, e := range s.inFlight[:n] {
 		s.logf("watch delivers %s %s (by %s)", strings.ToLower(string(e.typ)), describeDS(e.ds), e.by)
-		queued := len(s.ri.pending)
+		queued := len(s.ri.queued)
 		if e.typ == watch.Deleted {
 			s.must(idx.Delete(e.ds))
 			s.ri.onDelete(e.ds)
@@ -341,7 +341,7 @@ func (s *propSim) relist() {
 		}
 	}
 	s.inFlight = nil
-	queued := len(s.ri.pending)
+	queued := len(s.ri.queued)
 	idx := s.ri.informer.GetIndexer()
 	srv := s.stored()
 	old, cached := s.cached()
@@ -364,7 +364,7 @@ func (s *propSim) relist() {
 	// An owned label missing from the object re-listed is a trace, whatever
 	// else the jump folded in: the controller always writes them.
 	traced := srv != nil && missingOwnedLabel(srv) != ""
-	if by == byOther && !traced && !slices.ContainsFunc(s.ri.pending[queued:], func(o observation) bool { return !o.expected }) {
+	if by == byOther && !traced && !slices.ContainsFunc(s.ri.queued[queued:], func(o observation) bool { return !o.expected }) {
 		s.lossy = true
 		s.logf("    (someone else's change left no trace in the cache: lost until a resync)")
 	}
@@ -375,7 +375,7 @@ func (s *propSim) relist() {
 // noteObservations attributes to by the observations the informer queued
 // beyond the first queued ones.
 func (s *propSim) noteObservations(queued int, by actor) {
-	for _, o := range s.ri.pending[queued:] {
+	for _, o := range s.ri.queued[queued:] {
 		s.observed = append(s.observed, observedBy{o.kind, by})
 	}
 }
@@ -615,7 +615,7 @@ func (s *propSim) runToQuiet() {
 // play out at its trailing edge, until it holds none.
 func (s *propSim) runThroughDoor() {
 	s.runToQuiet()
-	for s.c.door.pending != 0 && len(s.violations) == 0 {
+	for s.c.door.queued != 0 && len(s.violations) == 0 {
 		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
 		s.runToQuiet()
 	}
@@ -682,7 +682,7 @@ func (s *propSim) checkRunningEntry(tr fsm.Transition) {
 	if s.unseenOther > 0 || s.seenOther > 0 || s.lossy {
 		return // the server may hold changes the controller cannot know yet
 	}
-	if s.c.gate.holds() {
+	if s.c.gate.deferring() {
 		return // it knows of them: their repair waits for the repair gate's backoff
 	}
 	srv := s.stored()

@@ -114,7 +114,7 @@ func (w *rolloutWatch) fired() { w.timer.fired() }
 // without an available pod, the lookup of their names, which arrive on
 // w.named; every state has it, as conditions follow the cluster.
 func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
-	w.observeUnavailable(ctx, client, ds)
+	w.trackUnavailable(ctx, client, ds)
 	// Pods that are updated but not available leave nothing to roll out: they
 	// are not a stuck rollout (issue 18).
 	r := resources.RolloutOf(ds)
@@ -149,9 +149,9 @@ func (w *rolloutWatch) forget() bool {
 	return cleared
 }
 
-// observeUnavailable starts a lookup when the unavailable count of a
+// trackUnavailable starts a lookup when the unavailable count of a
 // rolled-out ds changes to a count above 0; any other change drops the names.
-func (w *rolloutWatch) observeUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
+func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
 	if r := resources.RolloutOf(ds); ds != nil && ds.DeletionTimestamp == nil && r.Complete() {
 		if n := r.Unavailable(); n > 0 {
