@@ -41,7 +41,7 @@ type Controller struct {
 	gate     *repairGate
 	retry    *retrier
 	rollouts *rolloutWatch
-	expect   loopTimer // armed while an own write is awaited in the cache
+	alarm    alarm // the loop's one timer, for the earliest of the parts' deadlines
 	known    loopMemory
 
 	pub publication // the latest snapshot, for Status
@@ -56,6 +56,7 @@ type ownInformer struct {
 
 // loopMemory is what the loop remembers between wake-ups.
 type loopMemory struct {
+	expect      deadline    // set while an own write is awaited in the cache
 	version     string      // the target version last read
 	upgradeFrom string      // the version before the current upgrade, for its Event
 	tlsKept     *keptTLS    // while tls cannot tell the profile: what the DaemonSet had
@@ -127,7 +128,8 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		gate:     newRepairGate(cfg.clock, cfg.repairPolicy),
 		retry:    newRetrier(cfg.limiter, cfg.clock, cfg.metrics, cfg.degradedInertia),
 		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.clock),
-		expect:   loopTimer{clock: cfg.clock},
+		alarm:    alarm{clock: cfg.clock},
+		known:    loopMemory{expect: deadline{clock: cfg.clock}},
 		pub:      publication{changed: make(chan struct{}, 1)},
 	}
 	if cfg.reporter != nil {

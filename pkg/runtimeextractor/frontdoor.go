@@ -36,13 +36,13 @@ type frontDoor struct {
 	queued      signalKind // signals queued for the trailing edge
 	queuedSince time.Time  // the first queued signal
 	lastSignal  time.Time  // the latest queued signal
-	timer       loopTimer
+	wakeAt      deadline   // the trailing edge, while signals are queued
 }
 
-func newFrontDoor(c clock.Clock) *frontDoor { return &frontDoor{clock: c, timer: loopTimer{clock: c}} }
+func newFrontDoor(c clock.Clock) *frontDoor { return &frontDoor{clock: c, wakeAt: deadline{clock: c}} }
 
 // admit reports whether a signal of kind k is acted on now (leading edge);
-// otherwise it is queued, and C fires when its trailing edge may be due.
+// otherwise it is queued, and wakeAt is when its trailing edge may be due.
 func (d *frontDoor) admit(k signalKind) bool {
 	now := d.clock.Now()
 	if d.queued == 0 && now.Sub(d.lastAct) >= levelQuiet {
@@ -50,7 +50,7 @@ func (d *frontDoor) admit(k signalKind) bool {
 	}
 	if d.queued == 0 {
 		d.queuedSince = now
-		d.timer.arm(levelQuiet)
+		d.wakeAt.arm(levelQuiet)
 	}
 	d.queued |= k
 	d.lastSignal = now
@@ -67,36 +67,28 @@ func (d *frontDoor) due() time.Time {
 	return at
 }
 
-// take, called when C fires, returns the queued signals and forgets them if
+// take, called when wakeAt comes, returns the queued signals and forgets them if
 // they are due; otherwise it waits for the rest and returns 0.
 func (d *frontDoor) take() signalKind {
 	if d.queued == 0 {
 		return 0
 	}
 	if wait := d.due().Sub(d.clock.Now()); wait > 0 {
-		d.timer.arm(wait)
+		d.wakeAt.arm(wait)
 		return 0
 	}
 	k := d.queued
 	d.queued = 0
-	d.timer.stop()
+	d.wakeAt.stop()
 	return k
 }
 
 // reset forgets queued signals (Run ends).
 func (d *frontDoor) reset() {
 	d.queued = 0
-	d.timer.stop()
+	d.wakeAt.stop()
 }
 
 // acted records the end of a level action; signals within levelQuiet of it
 // are queued.
 func (d *frontDoor) acted() { d.lastAct = d.clock.Now() }
-
-// C fires when queued signals may be due; nil while none are queued.
-func (d *frontDoor) C() <-chan time.Time {
-	if d.queued == 0 {
-		return nil
-	}
-	return d.timer.C()
-}

@@ -8,15 +8,14 @@ import (
 )
 
 // fired reports whether the door's trailing edge is due, and then takes what
-// it holds, as the control loop does.
+// it queued, as the control loop does.
 func fired(d *frontDoor) (signalKind, bool) {
-	select {
-	case <-d.C():
-		k := d.take()
-		return k, k != 0
-	default:
+	if !d.wakeAt.due(d.clock.Now()) {
 		return 0, false
 	}
+	d.wakeAt.stop()
+	k := d.take()
+	return k, k != 0
 }
 
 func TestFrontDoorActsAtOnceAfterQuiet(t *testing.T) {
@@ -30,8 +29,8 @@ func TestFrontDoorActsAtOnceAfterQuiet(t *testing.T) {
 	if !d.admit(signalConfig) {
 		t.Fatal("a signal after a quiet spell was held")
 	}
-	if d.C() != nil {
-		t.Fatal("a timer is armed with nothing held")
+	if d.wakeAt.armed() {
+		t.Fatal("a deadline is set with nothing queued")
 	}
 }
 
@@ -59,7 +58,7 @@ func TestFrontDoorMergesABurstIntoOneTrailingEdge(t *testing.T) {
 	if k != signalConfig|signalVersion {
 		t.Fatalf("held %b, want both kinds", k)
 	}
-	if d.C() != nil {
+	if d.wakeAt.armed() {
 		t.Fatal("still armed after take")
 	}
 }

@@ -2,6 +2,8 @@ package runtimeextractor
 
 import (
 	"context"
+	"slices"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -19,25 +21,20 @@ const (
 	wakeConfig     wake = iota // insights-config (or the host's config) may have changed
 	wakeVersion                // the cluster version may have changed
 	wakeTLS                    // the cluster TLS profile changed
-	wakeDoor                   // queued level signals may be due
 	wakeDrift                  // the informer observed changes of the DaemonSet
 	wakeDriftHint              // a caller's informer says something changed
 	wakeRollout                // the DaemonSet's status or generation moved
-	wakeRetry                  // a failed action's retry is due
 	wakeResync                 // the periodic re-assert
-	wakeExpect                 // an own write the cache has not shown is overdue
-	wakeGate                   // the repair gate has something due
-	wakeDeadline               // a rollout made no progress for the deadline
+	wakeAlarm                  // a part's deadline has come (timedParts)
 	wakeDiagnosis              // a stuck rollout's diagnosis is done (payload: stuckResult)
 	wakeNodesNamed             // the unavailable pods' nodes are named (payload: namedResult)
 )
 
 var wakeNames = [...]string{
 	wakeConfig: "config changed", wakeVersion: "version changed", wakeTLS: "TLS profile changed",
-	wakeDoor: "front door timer", wakeDrift: "resource modified", wakeDriftHint: "caller's drift hint",
-	wakeRollout: "rollout", wakeRetry: "retry timer", wakeResync: "resync timer",
-	wakeExpect: "expectation timer", wakeGate: "repair gate timer", wakeDeadline: "rollout deadline",
-	wakeDiagnosis: "stuck diagnosis", wakeNodesNamed: "unavailable nodes named",
+	wakeDrift: "resource modified", wakeDriftHint: "caller's drift hint", wakeRollout: "rollout",
+	wakeResync: "resync timer", wakeAlarm: "deadline", wakeDiagnosis: "stuck diagnosis",
+	wakeNodesNamed: "unavailable nodes named",
 }
 
 func (w wake) String() string { return wakeNames[w] }
@@ -55,32 +52,17 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 		c.levelSignal(ctx, signalVersion)
 	case wakeTLS:
 		c.levelSignal(ctx, signalTLS)
-	case wakeDoor:
-		c.onDoorDue(ctx)
 	case wakeDrift:
 		c.onDrift(ctx, false)
 	case wakeDriftHint:
 		c.onDrift(ctx, true)
 	case wakeRollout:
 		c.onRollout(ctx)
-	case wakeRetry:
-		c.retry.fired()
-		c.reassert(ctx)
 	case wakeResync:
 		c.reassertOnTimer(ctx)
-	case wakeExpect:
-		c.expect.fired()
-		if !c.retry.pending() { // a failed action's retry re-reads then
-			c.reassertOnTimer(ctx)
-		}
-	case wakeGate:
-		c.gate.fired()
-		c.onGateDue(ctx)
-	case wakeDeadline:
-		c.rollouts.fired()
-		if ds, ok := c.informer.current(); ok {
-			c.rollouts.expired(ctx, c.cfg.kubeClient, ds, c.cfg.clock.Now())
-		}
+	case wakeAlarm:
+		c.alarm.fired()
+		c.onDeadlines(ctx)
 	case wakeDiagnosis:
 		if r, ok := payload.(stuckResult); ok && c.rollouts.accept(r) {
 			c.stuckChanged()
@@ -92,8 +74,71 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	}
 }
 
+// timedPart is a part of the loop with a deadline, and what the loop does
+// when it comes.
+type timedPart struct {
+	name string
+	at   *deadline
+	run  func(ctx context.Context)
+}
+
+// timedParts are the parts with a deadline, in the order the loop runs
+// those whose deadlines come at the same instant.
+func (c *Controller) timedParts() []timedPart {
+	return []timedPart{
+		{"front door", &c.door.wakeAt, c.onDoorDue},
+		{"retry", &c.retry.wakeAt, c.reassert},
+		{"expectation", &c.known.expect, func(ctx context.Context) {
+			if !c.retry.pending() { // a failed action's retry re-reads then
+				c.reassertOnTimer(ctx)
+			}
+		}},
+		{"repair gate", &c.gate.wakeAt, c.onGateDue},
+		{"rollout deadline", &c.rollouts.wakeAt, c.onRolloutDeadline},
+	}
+}
+
+// onDeadlines runs, earliest first, each part whose deadline had come when
+// the alarm woke the loop and still has (an earlier part's action may have
+// moved it). A deadline that comes meanwhile waits for the next alarm.
+func (c *Controller) onDeadlines(ctx context.Context) {
+	now := c.cfg.clock.Now()
+	var due []timedPart
+	for _, p := range c.timedParts() {
+		if p.at.due(now) {
+			due = append(due, p)
+		}
+	}
+	slices.SortStableFunc(due, func(a, b timedPart) int { return a.at.at.Compare(b.at.at) })
+	for _, p := range due {
+		if p.at.due(now) {
+			p.at.stop()
+			p.run(ctx)
+		}
+	}
+}
+
+// nextDeadline is the earliest deadline of the loop's parts.
+func (c *Controller) nextDeadline() (time.Time, bool) {
+	var at time.Time
+	for _, p := range c.timedParts() {
+		if p.at.armed() && (at.IsZero() || p.at.at.Before(at)) {
+			at = p.at.at
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// onRolloutDeadline: the rollout made no progress for the deadline.
+func (c *Controller) onRolloutDeadline(ctx context.Context) {
+	if ds, ok := c.informer.current(); ok {
+		c.rollouts.expired(ctx, c.cfg.kubeClient, ds, c.cfg.clock.Now())
+	}
+}
+
 // afterWake follows every wake-up: the rollout watch, the expectation and
-// repair timers follow what is now awaited, and status is reported.
+// repair deadlines follow what is now awaited, the alarm follows the
+// earliest deadline, and status is reported.
 func (c *Controller) afterWake(ctx context.Context) {
 	ds, _ := c.informer.current()
 	if c.rollouts.track(ctx, c.cfg.kubeClient, c.machine.State(), ds, c.cfg.clock.Now()) {
@@ -101,11 +146,12 @@ func (c *Controller) afterWake(ctx context.Context) {
 	}
 	switch d, pending := c.manager.Expecting(); {
 	case !pending:
-		c.expect.stop()
-	case !c.expect.armed():
-		c.expect.arm(d)
+		c.known.expect.stop()
+	case !c.known.expect.armed():
+		c.known.expect.arm(d)
 	}
 	c.gate.follow()
+	c.alarm.follow(c.nextDeadline())
 	c.report()
 }
 
@@ -129,6 +175,7 @@ func (c *Controller) stop() {
 	c.known.tlsKept, c.known.tlsUnknown = nil, ""
 	c.rollouts.reset()
 	c.door.reset()
-	c.expect.stop()
+	c.known.expect.stop()
 	c.retry.stop()
+	c.alarm.stop()
 }

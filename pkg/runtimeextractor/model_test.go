@@ -275,7 +275,7 @@ func (s *propSim) fingerprint() string {
 	// A timer is keyed by when it fires, relative to now, and the door and
 	// the gate by what decides their future answers: states whose backoff
 	// differs are not merged.
-	due := func(t *loopTimer) string {
+	due := func(t *deadline) string {
 		if !t.armed() {
 			return "-"
 		}
@@ -288,9 +288,9 @@ func (s *propSim) fingerprint() string {
 		return t.Sub(now).String()
 	}
 	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v foreign=%v failures=%d since=%s pending=%d ready=%v deadline=%s diagnosing=%v applied=%d\n",
-		ownsStored, ownsCached, expecting, due(&s.c.expect), due(&s.c.retry.timer), due(&s.c.gate.timer), due(&s.c.door.timer),
+		ownsStored, ownsCached, expecting, due(&s.c.known.expect), due(&s.c.retry.wakeAt), due(&s.c.gate.wakeAt), due(&s.c.door.wakeAt),
 		s.c.door.queued, rel(s.c.door.queuedSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.foreignOutstanding, s.c.retry.failures, rel(s.c.retry.since), len(s.ri.queued),
-		readyWakes(s.ready()), due(&s.c.rollouts.timer), s.c.rollouts.diagnosing, min(len(s.applied), 2))
+		readyWakes(s.ready()), due(&s.c.rollouts.wakeAt), s.c.rollouts.diagnosing, min(len(s.applied), 2))
 	fmt.Fprintf(&b, "gate: %s\n", s.c.gate.log.Key(now))
 	return b.String()
 }

@@ -271,7 +271,7 @@ func TestPropertyHeldConfigAndVersionSignalsActOnBoth(t *testing.T) {
 		t.Fatalf("the front door holds %b, want config and version", s.c.door.queued)
 	}
 	s.timerDue()
-	s.dispatch(wakeDoor)
+	s.dispatch(wakeAlarm)
 	if s.stored() == nil {
 		t.Errorf("enabled, but the merged signals created no DaemonSet\n%s", s.story())
 	}

@@ -48,11 +48,11 @@ type repairGate struct {
 	log      repairgate.Log
 	deferred bool       // a repair waits for the gate: its timer makes it
 	next     nextRepair // what the next repair undoes, and whose change it was
-	timer    loopTimer
+	wakeAt   deadline   // the deferred repair, or the fight's end
 }
 
 func newRepairGate(clk clock.Clock, policy repairgate.Policy) *repairGate {
-	return &repairGate{clock: clk, policy: policy, timer: loopTimer{clock: clk}}
+	return &repairGate{clock: clk, policy: policy, wakeAt: deadline{clock: clk}}
 }
 
 // describe adds a drain's drift to the description of the repair to come:
@@ -192,7 +192,7 @@ func (g *repairGate) reset() (ended bool) {
 	g.log = repairgate.ForgetWriters(g.log)
 	g.deferred = false
 	g.next = nextRepair{}
-	g.timer.stop()
+	g.wakeAt.stop()
 	return ended
 }
 
@@ -210,17 +210,11 @@ func (g *repairGate) follow() {
 		}
 	}
 	if next.IsZero() {
-		g.timer.stop()
+		g.wakeAt.stop()
 		return
 	}
-	g.timer.armAt(next)
+	g.wakeAt.armAt(next)
 }
-
-// C fires when the deferred repair, or the end of a fight, may be due.
-func (g *repairGate) C() <-chan time.Time { return g.timer.C() }
-
-// fired records that C delivered.
-func (g *repairGate) fired() { g.timer.fired() }
 
 // backoffNote says, for the log, why a repair waits: what the budget holds
 // and who undid the controller's repairs.

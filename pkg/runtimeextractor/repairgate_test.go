@@ -36,12 +36,12 @@ func (r *gateRun) repair() {
 func (r *gateRun) advance(t time.Duration) {
 	for {
 		r.g.follow()
-		if !r.g.timer.armed() || r.g.timer.at.Sub(r.t0) > t {
+		if !r.g.wakeAt.armed() || r.g.wakeAt.at.Sub(r.t0) > t {
 			r.clk.SetTime(r.t0.Add(t))
 			return
 		}
-		r.clk.SetTime(r.g.timer.at)
-		r.g.fired()
+		r.clk.SetTime(r.g.wakeAt.at)
+		r.g.wakeAt.stop()
 		if repair, _ := r.g.due(true); repair {
 			r.repair()
 		}

@@ -24,16 +24,16 @@ const retryKey = "runtime-extractor"
 type retrier struct {
 	limiter  workqueue.TypedRateLimiter[string]
 	metrics  *metrics.Metrics // nil: none
-	timer    loopTimer
-	inertia  time.Duration // how long failures last before they are Degraded
-	failures int           // consecutive failed actions
-	since    time.Time     // the first of them
-	lastErr  error         // the latest failure's error
-	retryIn  time.Duration // the backoff of the pending retry, 0 for none
+	wakeAt   deadline         // the next retry, while one is armed
+	inertia  time.Duration    // how long failures last before they are Degraded
+	failures int              // consecutive failed actions
+	since    time.Time        // the first of them
+	lastErr  error            // the latest failure's error
+	retryIn  time.Duration    // the backoff of the pending retry, 0 for none
 }
 
 func newRetrier(l workqueue.TypedRateLimiter[string], clk clock.Clock, m *metrics.Metrics, inertia time.Duration) *retrier {
-	return &retrier{limiter: l, metrics: m, timer: loopTimer{clock: clk}, inertia: inertia}
+	return &retrier{limiter: l, metrics: m, wakeAt: deadline{clock: clk}, inertia: inertia}
 }
 
 // unfixableByRetry says, in this one place, which failures are Degraded at
@@ -62,7 +62,7 @@ func (r *retrier) record(a fsm.Action, err error, took time.Duration) {
 	if err != nil {
 		result = "error"
 		if r.failures == 0 {
-			r.since = r.timer.clock.Now().Add(-took)
+			r.since = r.wakeAt.clock.Now().Add(-took)
 		}
 		r.failures++
 		r.lastErr = err
@@ -81,10 +81,10 @@ func (r *retrier) record(a fsm.Action, err error, took time.Duration) {
 // they persist, so Degraded turns True on time, on an attempt that failed.
 func (r *retrier) schedule() {
 	d := r.limiter.When(retryKey)
-	if until := r.since.Add(r.inertia).Sub(r.timer.clock.Now()); until > 0 && until < d {
+	if until := r.since.Add(r.inertia).Sub(r.wakeAt.clock.Now()); until > 0 && until < d {
 		d = until
 	}
-	r.timer.arm(d)
+	r.wakeAt.arm(d)
 	r.retryIn = d
 	if r.metrics != nil {
 		r.metrics.SetBackoff(d)
@@ -95,17 +95,11 @@ func (r *retrier) schedule() {
 }
 
 // pending: a retry is armed.
-func (r *retrier) pending() bool { return r.timer.armed() }
-
-// C fires when the retry is due.
-func (r *retrier) C() <-chan time.Time { return r.timer.C() }
-
-// fired records that C delivered; the retry is made now.
-func (r *retrier) fired() { r.timer.fired() }
+func (r *retrier) pending() bool { return r.wakeAt.armed() }
 
 // stop cancels a pending retry.
 func (r *retrier) stop() {
-	r.timer.stop()
+	r.wakeAt.stop()
 	r.retryIn = 0
 	if r.metrics != nil {
 		r.metrics.SetBackoff(0)

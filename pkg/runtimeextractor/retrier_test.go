@@ -34,7 +34,7 @@ func failUntil(t *testing.T, err error, clears, horizon time.Duration) (at []tim
 			return at, persisted
 		}
 		r.schedule()
-		clk.SetTime(r.timer.at)
+		clk.SetTime(r.wakeAt.at)
 	}
 	return at, persisted
 }

@@ -121,7 +121,7 @@ func (s *propSim) randomStep() {
 		}, false},
 		{2, func() {
 			if s.c.retry.pending() {
-				s.advanceTo(s.c.retry.timer.at, "the retry")
+				s.advanceTo(s.c.retry.wakeAt.at, "the retry")
 				s.dispatch(pick(s.ready(), s.rng.IntN).wake)
 			}
 		}, false},
@@ -412,7 +412,7 @@ func (s *propSim) burstAfterOtherEdits() {
 		bound = b
 	}
 	for len(s.violations) == 0 && s.stored() != nil && strings.Contains(s.stored().Spec.Template.Spec.Containers[0].Image, "someone") {
-		at, ok := s.nextTimer()
+		at, ok := s.c.nextDeadline()
 		if !ok || at.After(bound) {
 			s.violate("burst-repair-late", fmt.Sprintf("another writer's first burst was not undone within %s of its end (next timer: %v)", bound.Sub(end), at.Sub(end)))
 			return
@@ -699,7 +699,7 @@ func (s *propSim) burstAndPause() {
 func (s *propSim) waitOnTimers(d time.Duration) {
 	end := s.clock.Now().Add(d)
 	for len(s.violations) == 0 {
-		at, ok := s.nextTimer()
+		at, ok := s.c.nextDeadline()
 		if !ok || at.After(end) {
 			break
 		}

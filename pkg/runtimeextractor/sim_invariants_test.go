@@ -58,7 +58,7 @@ func (s *propSim) settle() bool {
 
 // timerDue moves the clock to the loop's next timer, if one is armed.
 func (s *propSim) timerDue() bool {
-	at, ok := s.nextTimer()
+	at, ok := s.c.nextDeadline()
 	if ok {
 		s.advanceTo(at, "the loop's next timer")
 	}

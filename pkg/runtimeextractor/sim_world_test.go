@@ -463,18 +463,6 @@ func (s *propSim) notifyConfig() {
 	}
 }
 
-// nextTimer is when the earliest armed timer of Run's table fires (the
-// resync has none here: the simulation runs it as a step of its own).
-func (s *propSim) nextTimer() (time.Time, bool) {
-	var at time.Time
-	for _, src := range s.sources() {
-		if t := src.timer; t != nil && t.armed() && (at.IsZero() || t.at.Before(at)) {
-			at = t.at
-		}
-	}
-	return at, !at.IsZero()
-}
-
 // advanceTo moves the clock to at, if it is later: time passing is a
 // stimulus.
 func (s *propSim) advanceTo(at time.Time, what string) {
@@ -555,6 +543,14 @@ func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
 	foreign, repairs, writes, queued := s.foreignOutstanding, s.repairsCounted(), s.controllerWrites, s.c.informer.driftQueued()
 	notified, requests := len(s.ri.modified) > 0, s.sinceStimulus
+	// The timers that only re-assert the level: the resync, and the
+	// expectation's deadline when no retry or front door (whose actions
+	// may write) comes due with it.
+	now := s.clock.Now()
+	reassertOnly := what == wakeResync.String()
+	if what == wakeAlarm.String() && s.c.known.expect.due(now) && !s.c.retry.wakeAt.due(now) && !s.c.door.wakeAt.due(now) {
+		reassertOnly, what = true, "expectation's deadline"
+	}
 	f()
 	// Once the loop is told of drift, its next request is the repair's: no
 	// other wake-up may spend requests (a status write, an apply the door
@@ -578,7 +574,7 @@ func (s *propSim) controller(what string, f func()) {
 	// change would be a repair the budget never paid for. (One over a
 	// change no event has told of yet is the resync's job: the safety net
 	// for lost events.)
-	if timer := what == wakeResync.String() || what == wakeExpect.String(); timer && foreign && queued && s.controllerWrites > writes && n == 0 {
+	if reassertOnly && foreign && queued && s.controllerWrites > writes && n == 0 {
 		s.violate("repair-outside-gate", fmt.Sprintf("the %s wrote over someone else's change that the informer had queued for the repair gate", what))
 	}
 	s.handled++
@@ -616,7 +612,7 @@ func (s *propSim) runToQuiet() {
 func (s *propSim) runThroughDoor() {
 	s.runToQuiet()
 	for s.c.door.queued != 0 && len(s.violations) == 0 {
-		s.advanceTo(s.c.door.timer.at, "the front door's trailing edge")
+		s.advanceTo(s.c.door.wakeAt.at, "the front door's trailing edge")
 		s.runToQuiet()
 	}
 }

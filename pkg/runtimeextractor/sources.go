@@ -18,8 +18,6 @@ type loopSource struct {
 	wake wake
 	rank int
 	ch   reflect.Value // a receive channel; a nil channel is never ready
-	// timer is the loop timer behind ch, if one is: when it fires.
-	timer *loopTimer
 	// result: the channel carries the result of a read made off the loop
 	// (a stuck rollout's diagnosis, the unavailable nodes' names). The
 	// convergence model has no API latency to time those reads by, so it
@@ -44,7 +42,7 @@ type loopInputs struct {
 }
 
 // loopSources is the table of everything Run receives from, as the parts are
-// now (a timer's channel changes when it is re-armed), ctx.Done aside.
+// now (the alarm's channel changes when it is re-armed), ctx.Done aside.
 func (c *Controller) loopSources(in loopInputs) []loopSource {
 	var tlsChanged <-chan struct{}
 	if c.cfg.tls != nil {
@@ -55,15 +53,11 @@ func (c *Controller) loopSources(in loopInputs) []loopSource {
 		source(wakeVersion, rankOther, in.version),
 		source(wakeVersion, rankOther, c.cfg.versions.Changed()),
 		source(wakeTLS, rankOther, tlsChanged),
-		timed(wakeDoor, &c.door.timer, c.door.C()),
 		source(wakeDrift, rankDrift, c.informer.ResourceModified()),
 		source(wakeDriftHint, rankOther, c.own.hints),
 		source(wakeRollout, rankOther, c.informer.rollout),
-		timed(wakeRetry, &c.retry.timer, c.retry.C()),
 		source(wakeResync, rankOther, in.resync),
-		timed(wakeExpect, &c.expect, c.expect.C()),
-		timed(wakeGate, &c.gate.timer, c.gate.C()),
-		timed(wakeDeadline, &c.rollouts.timer, c.rollouts.C()),
+		source(wakeAlarm, rankOther, c.alarm.C()),
 		resultOf(wakeDiagnosis, c.rollouts.result),
 		resultOf(wakeNodesNamed, c.rollouts.named),
 	}
@@ -71,12 +65,6 @@ func (c *Controller) loopSources(in loopInputs) []loopSource {
 
 func source[T any](w wake, rank int, ch <-chan T) loopSource {
 	return loopSource{wake: w, rank: rank, ch: reflect.ValueOf(ch)}
-}
-
-func timed(w wake, t *loopTimer, ch <-chan time.Time) loopSource {
-	s := source(w, rankOther, ch)
-	s.timer = t
-	return s
 }
 
 func resultOf[T any](w wake, ch <-chan T) loopSource {

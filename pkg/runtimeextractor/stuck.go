@@ -55,7 +55,7 @@ type rolloutWatch struct {
 	clock      clock.Clock
 	progress   rolloutProgress
 	since      time.Time // the last progress
-	timer      loopTimer // armed while waiting for progress
+	wakeAt     deadline  // set while waiting for progress
 	diagnosing bool      // a diagnosis is under way
 	result     chan stuckResult
 	stuck      *status.RolloutStuck
@@ -97,16 +97,10 @@ type stuckResult struct {
 	stuck    *status.RolloutStuck
 }
 
-func newRolloutWatch(deadline time.Duration, clk clock.Clock) *rolloutWatch {
-	return &rolloutWatch{deadline: deadline, clock: clk, timer: loopTimer{clock: clk},
+func newRolloutWatch(progressDeadline time.Duration, clk clock.Clock) *rolloutWatch {
+	return &rolloutWatch{deadline: progressDeadline, clock: clk, wakeAt: deadline{clock: clk},
 		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
 }
-
-// C fires when the deadline passed without progress.
-func (w *rolloutWatch) C() <-chan time.Time { return w.timer.C() }
-
-// fired records that C delivered.
-func (w *rolloutWatch) fired() { w.timer.fired() }
 
 // track follows what the controller waits for: ds with pods still to
 // update in an enabled state, or nothing to wait for. It reports whether the
@@ -123,12 +117,12 @@ func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, s
 		return w.forget()
 	}
 	p := rolloutProgress{uid: ds.UID, generation: ds.Generation, updated: r.Updated, available: r.Available}
-	if p == w.progress && (w.timer.armed() || w.diagnosing || w.stuck != nil) {
+	if p == w.progress && (w.wakeAt.armed() || w.diagnosing || w.stuck != nil) {
 		return false // no progress: the deadline, diagnosis or verdict stands
 	}
 	changed := w.forget()
 	w.progress, w.since = p, now
-	w.timer.arm(w.deadline)
+	w.wakeAt.arm(w.deadline)
 	return changed
 }
 
@@ -141,7 +135,7 @@ func (w *rolloutWatch) reset() bool {
 
 // forget forgets the rollout; it reports whether a stuck verdict was cleared.
 func (w *rolloutWatch) forget() bool {
-	w.timer.stop()
+	w.wakeAt.stop()
 	w.progress = rolloutProgress{}
 	w.diagnosing = false
 	cleared := w.stuck != nil

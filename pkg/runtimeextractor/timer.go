@@ -6,46 +6,63 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// loopTimer is one of the control loop's timers, on the controller's clock
-// (a test's fake clock moves them all). Owned by the loop's goroutine.
-type loopTimer struct {
+// deadline is when a part of the loop next needs it, on the controller's
+// clock. It is only a time: the loop's one alarm fires at the earliest of
+// the parts' deadlines (nextDeadline), and the loop then runs each part
+// whose deadline has come (onDeadlines). Owned by the loop's goroutine.
+type deadline struct {
+	clock clock.PassiveClock
+	at    time.Time // meaningful while set
+	set   bool
+}
+
+func (d *deadline) armed() bool { return d.set }
+
+// arm sets the deadline d from now.
+func (d *deadline) arm(after time.Duration) { d.at, d.set = d.clock.Now().Add(max(after, 0)), true }
+
+// armAt sets the deadline at at.
+func (d *deadline) armAt(at time.Time) { d.at, d.set = at, true }
+
+func (d *deadline) stop() { d.set = false }
+
+// due: the deadline is set and has come.
+func (d *deadline) due(now time.Time) bool { return d.set && !now.Before(d.at) }
+
+// alarm is the loop's one timer: armed for the earliest deadline of its
+// parts, as a raft node's tick drives every timeout of the node.
+type alarm struct {
 	clock clock.Clock
 	t     clock.Timer
-	at    time.Time // when it fires; meaningful while armed
+	at    time.Time
 }
 
-// C fires once when the timer is due; nil (never ready) while disarmed.
-func (l *loopTimer) C() <-chan time.Time {
-	if l.t == nil {
+// C fires once when the alarm is due; nil (never ready) while disarmed.
+func (a *alarm) C() <-chan time.Time {
+	if a.t == nil {
 		return nil
 	}
-	return l.t.C()
+	return a.t.C()
 }
 
-func (l *loopTimer) armed() bool { return l.t != nil }
-
-// arm (re-)arms the timer to fire after d.
-func (l *loopTimer) arm(d time.Duration) {
-	l.stop()
-	d = max(d, 0)
-	l.t, l.at = l.clock.NewTimer(d), l.clock.Now().Add(d)
-}
-
-// armAt arms the timer for at, unless it is armed for at already: a deadline
-// that did not move keeps its timer.
-func (l *loopTimer) armAt(at time.Time) {
-	if l.t == nil || !at.Equal(l.at) {
-		l.arm(at.Sub(l.clock.Now()))
-		l.at = at
+// follow arms the alarm for at (at once when at has passed), or disarms it
+// when !ok. An alarm armed for at already keeps its timer.
+func (a *alarm) follow(at time.Time, ok bool) {
+	if ok && a.t != nil && at.Equal(a.at) {
+		return
+	}
+	a.stop()
+	if ok {
+		a.t, a.at = a.clock.NewTimer(max(at.Sub(a.clock.Now()), 0)), at
 	}
 }
 
-// fired records that C delivered: the timer is disarmed.
-func (l *loopTimer) fired() { l.t = nil }
+// fired records that C delivered: the alarm is disarmed.
+func (a *alarm) fired() { a.t = nil }
 
-func (l *loopTimer) stop() {
-	if l.t != nil {
-		l.t.Stop()
-		l.t = nil
+func (a *alarm) stop() {
+	if a.t != nil {
+		a.t.Stop()
+		a.t = nil
 	}
 }
