@@ -794,10 +794,8 @@ func (s *propSim) staleRelistAfterCreate() {
 	s.runThroughDoor()
 	s.deleteExternally()
 	s.deliver(len(s.inFlight))
-	for _, src := range s.ready() {
-		if src.wake == wakeDrift {
-			s.dispatch(wakeDrift)
-		}
+	if r := s.ready(); len(r) > 0 && pick(r, first).wake == wakeDrift {
+		s.dispatch(wakeDrift) // the delete's repair, before anything else
 	}
 	if len(s.inFlight) == 0 || s.stored() == nil {
 		return // no create in flight (refused, or not yet made)

@@ -112,7 +112,7 @@ func (s *propSim) settleAndCheck() {
 		s.logf("--- resync (a relist lost someone else's change) ---")
 		s.expireExpectations()
 		s.tickResync()
-		s.dispatch(wakeResync)
+		s.dispatch(pick(s.ready(), s.rng.IntN).wake)
 		if !s.settle() {
 			return
 		}
@@ -124,7 +124,7 @@ func (s *propSim) settleAndCheck() {
 	writes := s.controllerWrites
 	s.expireExpectations()
 	s.tickResync()
-	s.dispatch(wakeResync)
+	s.dispatch(pick(s.ready(), s.rng.IntN).wake)
 	if !s.settle() {
 		return
 	}
