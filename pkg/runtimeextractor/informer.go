@@ -314,9 +314,11 @@ func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 
 // shownLocked is the DaemonSet the cluster shows: the live read while the
 // watch is broken, else the cache (nil: none), gone or not; the caller holds
-// ri.mu.
+// ri.mu. A watch that works again makes the cache the view at once: it
+// delivers its first event only after saying it works (observedWatch), and
+// the bridge forgets its read only after its next wait.
 func (ri *daemonSetInformer) shownLocked() *appsv1.DaemonSet {
-	if ri.probed != nil {
+	if ri.probed != nil && ri.watch.broken.Load() {
 		return ri.probed.ds
 	}
 	_, ds, _ := ri.cachedObject()

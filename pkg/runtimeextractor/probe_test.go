@@ -9,14 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
@@ -383,5 +386,41 @@ func TestWatchListInitialEventsAreTheList(t *testing.T) {
 				t.Fatalf("listed %v, want the DaemonSet: %v", got[0], tc.listed)
 			}
 		})
+	}
+}
+
+// Once the watch works again, the view is the cache at once, not the last
+// live read of the broken spell: the bridge forgets that read only after its
+// next wait (up to probeInterval), and a deletion the re-established watch
+// delivers meanwhile would otherwise be repaired from a view that still
+// shows the DaemonSet, which writes nothing, and wait for the resync.
+func TestViewIsTheCacheOnceTheWatchWorks(t *testing.T) {
+	api := fakeapi.New()
+	factory := informers.NewSharedInformerFactoryWithOptions(api.Client, 0, informers.WithNamespace(resources.Namespace))
+	ri, err := NewResourceInformer(events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now())), factory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ri.syncCtx.Queue().ShutDown) // never run: its queue's goroutine ends here
+	ds, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: "4.21.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.UID = "uid-1"
+	idx := ri.informer.GetIndexer()
+	if err := idx.Add(ds); err != nil {
+		t.Fatal(err)
+	}
+	ri.watch.failed(errors.New("connection refused"))
+	ri.mu.Lock()
+	ri.probed = &probedDaemonSet{ds: ds} // the bridge's live read
+	ri.mu.Unlock()
+
+	ri.watch.established()
+	if err := idx.Delete(ds); err != nil { // the deletion the working watch delivers
+		t.Fatal(err)
+	}
+	if got, ok := ri.current(); ok {
+		t.Fatalf("the view shows %s after the working watch delivered its deletion", got.UID)
 	}
 }
