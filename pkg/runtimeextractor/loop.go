@@ -77,24 +77,23 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 // timedPart is a part of the loop with a deadline, and what the loop does
 // when it comes.
 type timedPart struct {
-	name string
-	at   *deadline
-	run  func(ctx context.Context)
+	at  *deadline
+	run func(ctx context.Context)
 }
 
 // timedParts are the parts with a deadline, in the order the loop runs
 // those whose deadlines come at the same instant.
 func (c *Controller) timedParts() []timedPart {
 	return []timedPart{
-		{"front door", &c.door.wakeAt, c.onDoorDue},
-		{"retry", &c.retry.wakeAt, c.reassert},
-		{"expectation", &c.known.expect, func(ctx context.Context) {
+		{&c.door.wakeAt, c.onDoorDue},
+		{&c.retry.wakeAt, c.reassert},
+		{&c.known.expect, func(ctx context.Context) {
 			if !c.retry.pending() { // a failed action's retry re-reads then
 				c.reassertOnTimer(ctx)
 			}
 		}},
-		{"repair gate", &c.gate.wakeAt, c.onGateDue},
-		{"rollout deadline", &c.rollouts.wakeAt, c.onRolloutDeadline},
+		{&c.gate.wakeAt, c.onGateDue},
+		{&c.rollouts.wakeAt, c.onRolloutDeadline},
 	}
 }
 
