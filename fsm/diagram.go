@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	_ "embed"
 	"fmt"
 	"sort"
 	"strings"
@@ -116,22 +117,14 @@ func MarkdownTable() string {
 	return b.String()
 }
 
+// documentIntro is the prose of docs/state-machine.md above the diagram; it lives
+// in a Markdown file so that it is read and edited as Markdown.
+//
+//go:embed state-machine-intro.md
+var documentIntro string
+
 // Document renders docs/state-machine.md: the Mermaid diagram and the full table.
 func Document() string {
-	var b strings.Builder
-	b.WriteString("<!-- Generated from fsm.Table by `make docs`; do not edit. -->\n")
-	b.WriteString("# Runtime extractor state machine\n\n")
-	b.WriteString("Every (state, event) pair has exactly one row in `fsm/table.go`; the diagram and the\n")
-	b.WriteString("table below are rendered from it. Arrows show the rows that change state or ask for an\n")
-	b.WriteString("action; rows that stay put and do nothing appear only in the table.\n\n")
-	b.WriteString("Actions: **Apply** computes the desired DaemonSet from the current config, version,\n")
-	b.WriteString("images and TLS profile and applies it; **Delete** removes it when the cache shows it;\n")
-	b.WriteString("**Retry** schedules a level re-assert (the observed config re-fired as `Enabled` or\n")
-	b.WriteString("`Disabled`) after an exponential backoff. A `RolloutComplete` older than the last\n")
-	b.WriteString("apply outcome is ignored.\n\n")
-	b.WriteString("```mermaid\n")
-	b.WriteString(Mermaid())
-	b.WriteString("```\n\n## Transition table\n\n")
-	b.WriteString(MarkdownTable())
-	return b.String()
+	return "<!-- Generated from fsm.Table by `make docs`; do not edit. -->\n" +
+		documentIntro + "\n```mermaid\n" + Mermaid() + "```\n\n## Transition table\n\n" + MarkdownTable()
 }

@@ -150,18 +150,24 @@ func payload(e Event) (kind int, values []string) {
 	switch e := e.(type) {
 	case VersionChanged:
 		return payloadVersions, []string{e.From, e.To}
-	case Modified:
-		return payloadGeneration, []string{fmt.Sprint(e.Generation)}
-	case RolloutComplete:
-		return payloadGeneration, []string{fmt.Sprint(e.Generation)}
-	case Applied:
-		return payloadGeneration, []string{fmt.Sprint(e.Generation)}
-	case AppliedUnchanged:
-		return payloadGeneration, []string{fmt.Sprint(e.Generation)}
-	case ApplyFailed:
-		return payloadError, []string{fmt.Sprint(e.Err)}
-	case DeleteFailed:
-		return payloadError, []string{fmt.Sprint(e.Err)}
+	case generationEvent:
+		return payloadGeneration, []string{fmt.Sprint(e.generation())}
+	case failureEvent:
+		return payloadError, []string{fmt.Sprint(e.failure())}
 	}
 	return payloadNone, nil
 }
+
+// generationEvent is an event about one generation of the DaemonSet.
+type generationEvent interface{ generation() int64 }
+
+func (e Modified) generation() int64         { return e.Generation }
+func (e RolloutComplete) generation() int64  { return e.Generation }
+func (e Applied) generation() int64          { return e.Generation }
+func (e AppliedUnchanged) generation() int64 { return e.Generation }
+
+// failureEvent is an event that reports a failed action.
+type failureEvent interface{ failure() error }
+
+func (e ApplyFailed) failure() error  { return e.Err }
+func (e DeleteFailed) failure() error { return e.Err }

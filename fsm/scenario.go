@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -96,61 +97,60 @@ func ParseEvent(f []string) (Event, error) {
 		return nil, errors.New("empty event")
 	}
 	name, args := EventName(f[0]), f[1:]
-	gen := func() (int64, error) {
-		if len(args) != 1 {
-			return 0, fmt.Errorf("%s takes one generation argument", name)
-		}
-		g, err := strconv.ParseInt(args[0], 10, 64)
-		if err != nil || g < 0 {
-			return 0, fmt.Errorf("%s: invalid generation %q", name, args[0])
-		}
-		return g, nil
-	}
-	noArgs := func(ev Event) (Event, error) {
+	if ev, ok := eventsWithoutArgs[name]; ok {
 		if len(args) != 0 {
 			return nil, fmt.Errorf("%s takes no arguments", name)
 		}
 		return ev, nil
 	}
-	message := func() error {
-		if len(args) == 0 {
-			return errors.New("unspecified failure")
-		}
-		return errors.New(strings.Join(args, " "))
+	if build, ok := eventsWithGeneration[name]; ok {
+		g, err := parseGeneration(name, args)
+		return build(g), err
 	}
-	switch name {
-	case EventEnabled:
-		return noArgs(Enabled{})
-	case EventDisabled:
-		return noArgs(Disabled{})
-	case EventDeleted:
-		return noArgs(Deleted{})
-	case EventDeleteDone:
-		return noArgs(DeleteDone{})
-	case EventVersionChanged:
+	if build, ok := eventsWithMessage[name]; ok {
+		message := "unspecified failure"
+		if len(args) > 0 {
+			message = strings.Join(args, " ")
+		}
+		return build(errors.New(message)), nil
+	}
+	if name == EventVersionChanged {
 		if len(args) != 2 {
 			return nil, fmt.Errorf("%s takes FROM and TO versions", name)
 		}
 		return VersionChanged{From: args[0], To: args[1]}, nil
-	case EventModified:
-		g, err := gen()
-		return Modified{Generation: g}, err
-	case EventRolloutComplete:
-		g, err := gen()
-		return RolloutComplete{Generation: g}, err
-	case EventApplied:
-		g, err := gen()
-		return Applied{Generation: g}, err
-	case EventAppliedUnchanged:
-		g, err := gen()
-		return AppliedUnchanged{Generation: g}, err
-	case EventApplyFailed:
-		return ApplyFailed{Err: message()}, nil
-	case EventDeleteFailed:
-		return DeleteFailed{Err: message()}, nil
 	}
 	return nil, fmt.Errorf("unknown event %q", f[0])
 }
+
+// parseGeneration parses the one argument of an event of eventsWithGeneration.
+func parseGeneration(name EventName, args []string) (int64, error) {
+	if len(args) != 1 {
+		return 0, fmt.Errorf("%s takes one generation argument", name)
+	}
+	g, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || g < 0 {
+		return 0, fmt.Errorf("%s: invalid generation %q", name, args[0])
+	}
+	return g, nil
+}
+
+// The events ParseEvent builds, by the arguments they take.
+var (
+	eventsWithoutArgs = map[EventName]Event{
+		EventEnabled: Enabled{}, EventDisabled: Disabled{}, EventDeleted: Deleted{}, EventDeleteDone: DeleteDone{},
+	}
+	eventsWithGeneration = map[EventName]func(generation int64) Event{
+		EventModified:         func(g int64) Event { return Modified{Generation: g} },
+		EventRolloutComplete:  func(g int64) Event { return RolloutComplete{Generation: g} },
+		EventApplied:          func(g int64) Event { return Applied{Generation: g} },
+		EventAppliedUnchanged: func(g int64) Event { return AppliedUnchanged{Generation: g} },
+	}
+	eventsWithMessage = map[EventName]func(error) Event{
+		EventApplyFailed:  func(err error) Event { return ApplyFailed{Err: err} },
+		EventDeleteFailed: func(err error) Event { return DeleteFailed{Err: err} },
+	}
+)
 
 // FormatEvent renders an event in the scenario format (the inverse of ParseEvent).
 func FormatEvent(ev Event) string {
@@ -159,23 +159,17 @@ func FormatEvent(ev Event) string {
 }
 
 // ParseState parses a state name.
-func ParseState(s string) (State, error) {
-	for _, st := range States() {
-		if string(st) == s {
-			return st, nil
-		}
-	}
-	return "", fmt.Errorf("unknown state %q", s)
-}
+func ParseState(s string) (State, error) { return parseName("state", s, States()) }
 
 // ParseAction parses an action name.
-func ParseAction(s string) (Action, error) {
-	for _, a := range Actions() {
-		if string(a) == s {
-			return a, nil
-		}
+func ParseAction(s string) (Action, error) { return parseName("action", s, Actions()) }
+
+// parseName returns s as one of names, or an error naming the kind of name.
+func parseName[T ~string](kind, s string, names []T) (T, error) {
+	if !slices.Contains(names, T(s)) {
+		return "", fmt.Errorf("unknown %s %q", kind, s)
 	}
-	return "", fmt.Errorf("unknown action %q", s)
+	return T(s), nil
 }
 
 // Run plays the scenario on a fresh machine and returns every transition taken.

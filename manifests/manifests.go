@@ -11,10 +11,6 @@ import (
 	"io/fs"
 	"path"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,38 +129,70 @@ func isEmptyDocument(doc []byte) bool {
 // is (the namespace usually does), so CreateAll suits a fresh cluster or test,
 // not upgrades: use kubectl apply for those.
 func CreateAll(ctx context.Context, client kubernetes.Interface, objs []runtime.Object) error {
-	opts := metav1.CreateOptions{}
+	creators := []createFunc{
+		clusterScoped(client.CoreV1().Namespaces()),
+		namespaced(client.CoreV1().ServiceAccounts),
+		namespaced(client.CoreV1().Services),
+		namespaced(client.RbacV1().Roles),
+		namespaced(client.RbacV1().RoleBindings),
+		clusterScoped(client.RbacV1().ClusterRoles()),
+		clusterScoped(client.RbacV1().ClusterRoleBindings()),
+		namespaced(client.AppsV1().Deployments),
+		namespaced(client.NetworkingV1().NetworkPolicies),
+	}
 	for _, obj := range objs {
-		var err error
-		switch o := obj.(type) {
-		case *corev1.Namespace:
-			_, err = client.CoreV1().Namespaces().Create(ctx, o, opts)
-		case *corev1.ServiceAccount:
-			_, err = client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
-		case *corev1.Service:
-			_, err = client.CoreV1().Services(o.Namespace).Create(ctx, o, opts)
-		case *rbacv1.Role:
-			_, err = client.RbacV1().Roles(o.Namespace).Create(ctx, o, opts)
-		case *rbacv1.RoleBinding:
-			_, err = client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, opts)
-		case *rbacv1.ClusterRole:
-			_, err = client.RbacV1().ClusterRoles().Create(ctx, o, opts)
-		case *rbacv1.ClusterRoleBinding:
-			_, err = client.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
-		case *appsv1.Deployment:
-			_, err = client.AppsV1().Deployments(o.Namespace).Create(ctx, o, opts)
-		case *networkingv1.NetworkPolicy:
-			_, err = client.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, opts)
-		default:
-			// A custom resource (ServiceMonitor, PrometheusRule) needs its
-			// CRD and a dynamic client: kubectl apply it.
-			return fmt.Errorf("create %s: unsupported kind", describe(obj))
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := create(ctx, creators, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create %s: %w", describe(obj), err)
 		}
 	}
 	return nil
+}
+
+// errUnsupportedKind is the error of creating a kind CreateAll has no typed
+// client for. A custom resource (ServiceMonitor, PrometheusRule) needs its CRD
+// and a dynamic client: kubectl apply it.
+var errUnsupportedKind = errors.New("unsupported kind")
+
+// createFunc creates obj if it is of the kind the function is for; handled
+// reports whether it was.
+type createFunc func(ctx context.Context, obj runtime.Object) (handled bool, err error)
+
+// create creates obj with the one of creators that is for its kind.
+func create(ctx context.Context, creators []createFunc, obj runtime.Object) error {
+	for _, c := range creators {
+		if handled, err := c(ctx, obj); handled {
+			return err
+		}
+	}
+	return errUnsupportedKind
+}
+
+// typedObject is what client-go's typed clients create.
+type typedObject interface {
+	runtime.Object
+	metav1.Object
+}
+
+// typedClient is the Create method of client-go's typed client for kind T.
+type typedClient[T typedObject] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+}
+
+// namespaced creates objects of kind T with the typed client of their namespace.
+func namespaced[T typedObject, C typedClient[T]](clientIn func(namespace string) C) createFunc {
+	return func(ctx context.Context, obj runtime.Object) (bool, error) {
+		o, ok := obj.(T)
+		if !ok {
+			return false, nil
+		}
+		_, err := clientIn(o.GetNamespace()).Create(ctx, o, metav1.CreateOptions{})
+		return true, err
+	}
+}
+
+// clusterScoped creates objects of kind T, which have no namespace, with client.
+func clusterScoped[T typedObject](client typedClient[T]) createFunc {
+	return namespaced(func(string) typedClient[T] { return client })
 }
 
 // describe names obj for an error message, e.g. "Role openshift-insights/x".

@@ -114,6 +114,15 @@ func (r request) String() string {
 	return fmt.Sprintf("%s %s.%s %q in %q", r.verb, r.resource, r.group, r.name, r.namespace)
 }
 
+// verbs returns a request for each of the space-separated verbs on one object.
+func verbs(verbs, namespace, group, resource, name string) []request {
+	var reqs []request
+	for _, verb := range strings.Fields(verbs) {
+		reqs = append(reqs, request{namespace, verb, group, resource, name})
+	}
+	return reqs
+}
+
 // builtinRoles are the Roles the manifests bind but Kubernetes itself creates.
 var builtinRoles = map[string][]rbacv1.PolicyRule{
 	"kube-system/extension-apiserver-authentication-reader": {{
@@ -175,46 +184,34 @@ func matches(values []string, v string) bool {
 func TestRBACAllowsWhatTheControllerDoes(t *testing.T) {
 	ns := resources.Namespace
 	objs := mustObjects(t)
-	for _, req := range []request{
+	for _, req := range slices.Concat(
 		// The managed DaemonSet: name-selected informer, live read, apply, delete.
-		{ns, "list", "apps", "daemonsets", resources.DaemonSetName},
-		{ns, "watch", "apps", "daemonsets", resources.DaemonSetName},
-		{ns, "get", "apps", "daemonsets", resources.DaemonSetName},
-		{ns, "create", "apps", "daemonsets", ""},
-		{ns, "update", "apps", "daemonsets", resources.DaemonSetName},
-		{ns, "delete", "apps", "daemonsets", resources.DaemonSetName},
+		verbs("list watch get update delete", ns, "apps", "daemonsets", resources.DaemonSetName),
+		verbs("create", ns, "apps", "daemonsets", ""),
 		// config.yaml, through a name-selected informer.
-		{ns, "list", "", "configmaps", config.ConfigMapName},
-		{ns, "watch", "", "configmaps", config.ConfigMapName},
-		{ns, "get", "", "configmaps", config.ConfigMapName},
+		verbs("list watch get", ns, "", "configmaps", config.ConfigMapName),
 		// Events and their aggregation.
-		{ns, "create", "", "events", ""},
-		{ns, "patch", "", "events", "some-event"},
-		{ns, "update", "", "events", "some-event"},
-		{ns, "list", "", "events", ""}, // a stuck rollout's warnings
-		{ns, "list", "", "pods", ""},   // a stuck rollout's pods
+		verbs("create", ns, "", "events", ""),
+		verbs("patch update", ns, "", "events", "some-event"),
+		verbs("list", ns, "", "events", ""), // a stuck rollout's warnings
+		verbs("list", ns, "", "pods", ""),   // a stuck rollout's pods
 		// Leader election.
-		{ns, "get", "coordination.k8s.io", "leases", leaseName},
-		{ns, "create", "coordination.k8s.io", "leases", ""},
-		{ns, "update", "coordination.k8s.io", "leases", leaseName},
+		verbs("get update", ns, "coordination.k8s.io", "leases", leaseName),
+		verbs("create", ns, "coordination.k8s.io", "leases", ""),
 		// The Events' involved object.
-		{ns, "get", "", "pods", "runtime-extractor-controller-5d9c7-abcde"},
-		{ns, "get", "apps", "replicasets", "runtime-extractor-controller-5d9c7"},
+		verbs("get", ns, "", "pods", "runtime-extractor-controller-5d9c7-abcde"),
+		verbs("get", ns, "apps", "replicasets", "runtime-extractor-controller-5d9c7"),
 		// Cluster-scoped: version, TLS profile, status, delegated auth.
-		{"", "list", "config.openshift.io", "clusterversions", version.ClusterVersionName},
-		{"", "watch", "config.openshift.io", "clusterversions", version.ClusterVersionName},
-		{"", "list", "config.openshift.io", "apiservers", "cluster"},
-		{"", "watch", "config.openshift.io", "apiservers", "cluster"},
-		{"", "get", "config.openshift.io", "infrastructures", "cluster"}, // leader election timings by topology
-		{"", "list", "config.openshift.io", "clusteroperators", status.DefaultClusterOperatorName},
-		{"", "watch", "config.openshift.io", "clusteroperators", status.DefaultClusterOperatorName},
-		{"", "patch", "config.openshift.io", "clusteroperators/status", status.DefaultClusterOperatorName},
-		{"", "create", "authentication.k8s.io", "tokenreviews", ""},
-		{"", "create", "authorization.k8s.io", "subjectaccessreviews", ""},
+		verbs("list watch", "", "config.openshift.io", "clusterversions", version.ClusterVersionName),
+		verbs("list watch", "", "config.openshift.io", "apiservers", "cluster"),
+		verbs("get", "", "config.openshift.io", "infrastructures", "cluster"), // leader election timings by topology
+		verbs("list watch", "", "config.openshift.io", "clusteroperators", status.DefaultClusterOperatorName),
+		verbs("patch", "", "config.openshift.io", "clusteroperators/status", status.DefaultClusterOperatorName),
+		verbs("create", "", "authentication.k8s.io", "tokenreviews", ""),
+		verbs("create", "", "authorization.k8s.io", "subjectaccessreviews", ""),
 		// Delegated authentication's configuration.
-		{"kube-system", "get", "", "configmaps", "extension-apiserver-authentication"},
-		{"kube-system", "watch", "", "configmaps", "extension-apiserver-authentication"},
-	} {
+		verbs("get watch", "kube-system", "", "configmaps", "extension-apiserver-authentication"),
+	) {
 		if !allowed(objs, req) {
 			t.Errorf("denied, but the controller needs it: %s", req)
 		}

@@ -25,30 +25,35 @@ func TestReadmeDiagramIsCurrent(t *testing.T) {
 	}
 }
 
+// TestReplaceBlock fences the source between the markers, whatever sat there
+// before, and leaves a block it already wrote as it is.
 func TestReplaceBlock(t *testing.T) {
-	doc := "# T\n\n<!-- state-diagram:begin -->\nold\nlines\n<!-- state-diagram:end -->\n\nafter\n"
-	got, err := replaceBlock([]byte(doc), []byte("stateDiagram-v2\n    A --> B\n"))
-	if err != nil {
-		t.Fatalf("replaceBlock: %v", err)
-	}
-	want := "# T\n\n<!-- state-diagram:begin -->\n```mermaid\nstateDiagram-v2\n    A --> B\n```\n<!-- state-diagram:end -->\n\nafter\n"
-	if string(got) != want {
-		t.Errorf("replaceBlock:\n got %q\nwant %q", got, want)
-	}
-	again, err := replaceBlock(got, []byte("stateDiagram-v2\n    A --> B\n"))
-	if err != nil || string(again) != want {
-		t.Errorf("replaceBlock is not idempotent: %q, %v", again, err)
-	}
-}
-
-func TestReplaceBlockEmptyBlock(t *testing.T) {
-	doc := "<!-- state-diagram:begin -->\n<!-- state-diagram:end -->\n"
-	got, err := replaceBlock([]byte(doc), []byte("x"))
-	if err != nil {
-		t.Fatalf("replaceBlock: %v", err)
-	}
-	if want := "<!-- state-diagram:begin -->\n```mermaid\nx\n```\n<!-- state-diagram:end -->\n"; string(got) != want {
-		t.Errorf("got %q, want %q", got, want)
+	for _, tc := range []struct {
+		name, doc, source, want string
+	}{{
+		name:   "old lines",
+		doc:    "# T\n\n<!-- state-diagram:begin -->\nold\nlines\n<!-- state-diagram:end -->\n\nafter\n",
+		source: "stateDiagram-v2\n    A --> B\n",
+		want:   "# T\n\n<!-- state-diagram:begin -->\n```mermaid\nstateDiagram-v2\n    A --> B\n```\n<!-- state-diagram:end -->\n\nafter\n",
+	}, {
+		name:   "empty block",
+		doc:    "<!-- state-diagram:begin -->\n<!-- state-diagram:end -->\n",
+		source: "x",
+		want:   "<!-- state-diagram:begin -->\n```mermaid\nx\n```\n<!-- state-diagram:end -->\n",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := replaceBlock([]byte(tc.doc), []byte(tc.source))
+			if err != nil {
+				t.Fatalf("replaceBlock: %v", err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("replaceBlock:\n got %q\nwant %q", got, tc.want)
+			}
+			again, err := replaceBlock(got, []byte(tc.source))
+			if err != nil || string(again) != tc.want {
+				t.Errorf("replaceBlock is not idempotent: %q, %v", again, err)
+			}
+		})
 	}
 }
 
