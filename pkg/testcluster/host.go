@@ -273,6 +273,15 @@ func memoryDiscovery(cfg *rest.Config) (clientdiscovery.CachedDiscoveryInterface
 // UPDATE of the DaemonSet named daemonSet (not of its status), as a cluster's
 // admission (a GitOps freeze, a security policy) may. Bind it with Deny.
 func FrozenUpdatesPolicy(name, daemonSet string) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	return DaemonSetRefusalPolicy(name, daemonSet, admissionregistrationv1.Update,
+		"updates of the runtime extractor DaemonSet are frozen by an admission policy")
+}
+
+// DaemonSetRefusalPolicy is a ValidatingAdmissionPolicy that refuses every
+// request of operation op on the DaemonSet named daemonSet (not on its
+// status), with message, in any namespace and from anyone; a caller narrows
+// it with the spec's NamespaceSelector and MatchConditions. Bind it with Deny.
+func DaemonSetRefusalPolicy(name, daemonSet string, op admissionregistrationv1.OperationType, message string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
@@ -281,7 +290,7 @@ func FrozenUpdatesPolicy(name, daemonSet string) *admissionregistrationv1.Valida
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 					ResourceNames: []string{daemonSet},
 					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Operations: []admissionregistrationv1.OperationType{op},
 						// "daemonsets" without "/status": status updates pass.
 						Rule: admissionregistrationv1.Rule{
 							APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"},
@@ -292,7 +301,7 @@ func FrozenUpdatesPolicy(name, daemonSet string) *admissionregistrationv1.Valida
 			},
 			Validations: []admissionregistrationv1.Validation{{
 				Expression: "false",
-				Message:    "updates of the runtime extractor DaemonSet are frozen by an admission policy",
+				Message:    message,
 				Reason:     ptr.To(metav1.StatusReasonForbidden),
 			}},
 		},

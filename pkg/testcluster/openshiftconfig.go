@@ -32,20 +32,23 @@ func (c *Cluster) createOpenShiftConfig(ctx context.Context) error {
 		func() error { return c.createClusterVersion(ctx, cfg) },
 		func() error {
 			api := &configv1.APIServer{ObjectMeta: metav1.ObjectMeta{Name: clusterConfigName}}
-			if _, err := cfg.APIServers().Create(ctx, api, metav1.CreateOptions{}); ignoreExists(err) != nil {
-				return fmt.Errorf("create apiserver %s: %w", clusterConfigName, err)
-			}
-			return nil
+			return createIfMissing(ctx, cfg.APIServers().Create, "apiserver", clusterConfigName, api)
 		},
 		func() error { return c.createInfrastructure(ctx, cfg) },
 		func() error {
 			co := &configv1.ClusterOperator{ObjectMeta: metav1.ObjectMeta{Name: InsightsOperator}}
-			if _, err := cfg.ClusterOperators().Create(ctx, co, metav1.CreateOptions{}); ignoreExists(err) != nil {
-				return fmt.Errorf("create clusteroperator %s: %w", InsightsOperator, err)
-			}
-			return nil
+			return createIfMissing(ctx, cfg.ClusterOperators().Create, "clusteroperator", InsightsOperator, co)
 		},
 	)
+}
+
+// createIfMissing creates obj, the kind named objName; one that a reused Dir
+// already has is kept as it is.
+func createIfMissing[T any](ctx context.Context, create func(context.Context, *T, metav1.CreateOptions) (*T, error), kind, objName string, obj *T) error {
+	if _, err := create(ctx, obj, metav1.CreateOptions{}); ignoreExists(err) != nil {
+		return fmt.Errorf("create %s %s: %w", kind, objName, err)
+	}
+	return nil
 }
 
 // createClusterVersion creates "version" and, through the status subresource as
@@ -58,35 +61,27 @@ func (c *Cluster) createClusterVersion(ctx context.Context, cfg configv1client.C
 			Channel:   "stable-" + minorOf(c.opts.Version),
 		},
 	}
-	created, err := cfg.ClusterVersions().Create(ctx, cv, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		created, err = cfg.ClusterVersions().Get(ctx, clusterVersionName, metav1.GetOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("create clusterversion %s: %w", clusterVersionName, err)
-	}
-	if created.Status.Desired.Version != "" {
-		return nil // a reused Dir: keep whatever version was set
-	}
-	release := configv1.Release{
-		Version: c.opts.Version,
-		Image:   "quay.io/openshift-release-dev/ocp-release:" + c.opts.Version + "-x86_64",
-	}
-	now := metav1.Now()
-	created.Status = configv1.ClusterVersionStatus{
-		Desired:            release,
-		ObservedGeneration: created.Generation,
-		VersionHash:        "testcluster",
-		AvailableUpdates:   nil,
-		History: []configv1.UpdateHistory{{
-			State: configv1.CompletedUpdate, StartedTime: now, CompletionTime: &now,
-			Version: release.Version, Image: release.Image,
-		}},
-	}
-	if _, err := cfg.ClusterVersions().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("set clusterversion %s status: %w", clusterVersionName, err)
-	}
-	return nil
+	return createWithStatus(ctx, cfg.ClusterVersions(), "clusterversion", clusterVersionName, cv, func(created *configv1.ClusterVersion) bool {
+		if created.Status.Desired.Version != "" {
+			return false // a reused Dir: keep whatever version was set
+		}
+		release := configv1.Release{
+			Version: c.opts.Version,
+			Image:   "quay.io/openshift-release-dev/ocp-release:" + c.opts.Version + "-x86_64",
+		}
+		now := metav1.Now()
+		created.Status = configv1.ClusterVersionStatus{
+			Desired:            release,
+			ObservedGeneration: created.Generation,
+			VersionHash:        "testcluster",
+			AvailableUpdates:   nil,
+			History: []configv1.UpdateHistory{{
+				State: configv1.CompletedUpdate, StartedTime: now, CompletionTime: &now,
+				Version: release.Version, Image: release.Image,
+			}},
+		}
+		return true
+	})
 }
 
 // createInfrastructure creates "cluster" with a highly available topology, which
@@ -98,24 +93,44 @@ func (c *Cluster) createInfrastructure(ctx context.Context, cfg configv1client.C
 			PlatformSpec: configv1.PlatformSpec{Type: configv1.NonePlatformType},
 		},
 	}
-	infra, err := cfg.Infrastructures().Create(ctx, infra, metav1.CreateOptions{})
+	return createWithStatus(ctx, cfg.Infrastructures(), "infrastructure", clusterConfigName, infra, func(created *configv1.Infrastructure) bool {
+		created.Status = configv1.InfrastructureStatus{
+			InfrastructureName:     "testcluster",
+			PlatformStatus:         &configv1.PlatformStatus{Type: configv1.NonePlatformType},
+			APIServerURL:           c.RESTConfig.Host,
+			APIServerInternalURL:   c.RESTConfig.Host,
+			ControlPlaneTopology:   configv1.HighlyAvailableTopologyMode,
+			InfrastructureTopology: configv1.HighlyAvailableTopologyMode,
+			CPUPartitioning:        configv1.CPUPartitioningNone,
+		}
+		return true
+	})
+}
+
+// statusClient is the typed client of a resource with a status subresource.
+type statusClient[T any] interface {
+	Create(context.Context, *T, metav1.CreateOptions) (*T, error)
+	Get(context.Context, string, metav1.GetOptions) (*T, error)
+	UpdateStatus(context.Context, *T, metav1.UpdateOptions) (*T, error)
+}
+
+// createWithStatus creates obj, the kind named objName, or reads the one a
+// reused Dir already has. setStatus then sets its status on what the server
+// returned, which is written through the status subresource (as the
+// resource's operator would), unless setStatus returns false to keep it.
+func createWithStatus[T any](ctx context.Context, client statusClient[T], kind, objName string, obj *T, setStatus func(*T) bool) error {
+	created, err := client.Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		infra, err = cfg.Infrastructures().Get(ctx, clusterConfigName, metav1.GetOptions{})
+		created, err = client.Get(ctx, objName, metav1.GetOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("create infrastructure %s: %w", clusterConfigName, err)
+		return fmt.Errorf("create %s %s: %w", kind, objName, err)
 	}
-	infra.Status = configv1.InfrastructureStatus{
-		InfrastructureName:     "testcluster",
-		PlatformStatus:         &configv1.PlatformStatus{Type: configv1.NonePlatformType},
-		APIServerURL:           c.RESTConfig.Host,
-		APIServerInternalURL:   c.RESTConfig.Host,
-		ControlPlaneTopology:   configv1.HighlyAvailableTopologyMode,
-		InfrastructureTopology: configv1.HighlyAvailableTopologyMode,
-		CPUPartitioning:        configv1.CPUPartitioningNone,
+	if !setStatus(created) {
+		return nil
 	}
-	if _, err := cfg.Infrastructures().UpdateStatus(ctx, infra, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("set infrastructure %s status: %w", clusterConfigName, err)
+	if _, err := client.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("set %s %s status: %w", kind, objName, err)
 	}
 	return nil
 }

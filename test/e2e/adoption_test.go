@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/yaml"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
@@ -45,13 +43,9 @@ func originalTLSArgs() []string {
 // original does (which adds the spec-hash annotation).
 func (e *env) createAsTheOriginalController() *appsv1.DaemonSet {
 	e.t.Helper()
-	raw, err := os.ReadFile(originalManifest)
+	ds, err := testcluster.ReadDaemonSet(originalManifest)
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	ds := &appsv1.DaemonSet{}
-	if err := yaml.UnmarshalStrict(raw, ds); err != nil {
-		e.t.Fatalf("%s: %v", originalManifest, err)
 	}
 	for i := range ds.Spec.Template.Spec.Containers {
 		if c := &ds.Spec.Template.Spec.Containers[i]; c.Name == resources.ContainerKubeRBACProxy {

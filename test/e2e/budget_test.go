@@ -11,6 +11,7 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // TestBurstAndPauseStaysWithinTheBudget runs the controller as its shipped
@@ -26,7 +27,7 @@ func TestBurstAndPauseStaysWithinTheBudget(t *testing.T) {
 	e := newEnv(t)
 	kubeconfig, user := e.controllerAccountKubeconfig()
 	c, ds := e.deployed(controllerOpts{kubeconfig: kubeconfig})
-	want := extractorImage(ds)
+	want := testcluster.ExtractorImage(ds)
 	requests := e.requestLog()
 	w := &fightWriter{kube: e.kubeClientAs(manager), manager: manager,
 		images: [2]string{"quay.io/someone/burst:a", "quay.io/someone/burst:b"}, first: make(chan struct{})}
@@ -65,7 +66,7 @@ func TestBurstAndPauseStaysWithinTheBudget(t *testing.T) {
 	stopped := last[len(last)-1]
 	e.eventually("the desired image back after the second burst", func(context.Context) (bool, error) {
 		cur := e.daemonSet()
-		return cur != nil && extractorImage(cur) == want, nil
+		return cur != nil && testcluster.ExtractorImage(cur) == want, nil
 	})
 	end := time.Now()
 	t.Logf("the desired image back %s after the writer's last write", end.Sub(stopped).Round(100*time.Millisecond))
@@ -101,14 +102,14 @@ func TestStormIsUndoneWithin5sOfItsEnd(t *testing.T) {
 	const manager = "kubectl-patch"
 	e := newEnv(t)
 	_, ds := e.deployed(controllerOpts{})
-	want := extractorImage(ds)
+	want := testcluster.ExtractorImage(ds)
 	w := &fightWriter{kube: e.kubeClientAs(manager), manager: manager,
 		images: [2]string{"quay.io/someone/patch:a", "quay.io/someone/patch:b"}, first: make(chan struct{})}
 	ctx := context.Background()
 	back := func(what string) {
 		e.eventually(what, func(context.Context) (bool, error) {
 			cur := e.daemonSet()
-			return cur != nil && extractorImage(cur) == want, nil
+			return cur != nil && testcluster.ExtractorImage(cur) == want, nil
 		})
 	}
 	w.write(ctx, w.images[0])
@@ -126,7 +127,7 @@ func TestStormIsUndoneWithin5sOfItsEnd(t *testing.T) {
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		cur := e.daemonSet()
 		restored = time.Now()
-		return cur != nil && extractorImage(cur) == want, nil
+		return cur != nil && testcluster.ExtractorImage(cur) == want, nil
 	})
 	if err != nil {
 		t.Fatalf("the storm's last change was not undone within 30 s of it")

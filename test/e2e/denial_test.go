@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
@@ -30,33 +28,12 @@ const denyDeletePolicy = "e2e-deny-runtime-extractor-delete"
 // when the test ends.
 func (e *env) denyDeletesBy(user string, client kubernetes.Interface) {
 	e.t.Helper()
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: denyDeletePolicy},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					ResourceNames: []string{name},
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"},
-							Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-						},
-					},
-				}},
-			},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name: "the-controller", Expression: fmt.Sprintf("request.userInfo.username == %q", user),
-			}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "false",
-				Message:    "deleting the runtime extractor DaemonSet is refused by an admission policy",
-				Reason:     ptr.To(metav1.StatusReasonForbidden),
-			}},
-		},
-	}
+	policy := testcluster.DaemonSetRefusalPolicy(denyDeletePolicy, name, admissionregistrationv1.Delete,
+		"deleting the runtime extractor DaemonSet is refused by an admission policy")
+	policy.Spec.MatchConstraints.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	policy.Spec.MatchConditions = []admissionregistrationv1.MatchCondition{{
+		Name: "the-controller", Expression: fmt.Sprintf("request.userInfo.username == %q", user),
+	}}
 	// Policies are loaded asynchronously: a dry-run DELETE as user shows when
 	// this one is enforced.
 	e.enforcePolicy(policy, func() bool {
@@ -76,11 +53,7 @@ func TestDeniedDeleteFollowsTheBackoff(t *testing.T) {
 	const window = 30 * time.Second
 	e := newEnv(t)
 	e.installRBAC()
-	kubeconfig := filepath.Join(t.TempDir(), "controller.kubeconfig")
-	cfg, err := cluster.ServiceAccountKubeconfig(context.Background(), ns, controllerAccount, kubeconfig, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, cfg := e.controllerKubeconfig()
 	user := testcluster.ServiceAccountUser(ns, controllerAccount)
 	asController, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
-	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // API economy on the real cluster, counted in kube-apiserver's audit log (the
@@ -59,20 +56,10 @@ func (l *requestLog) cost(user string, from, to time.Time) requestCost {
 	return c
 }
 
-// statusQuiet is how long a status write may follow the change it reports:
-// a rollout in progress waits up to StatusMaxDelay, then a settled status
-// StatusSettle more. Windows that count status writes extend this far.
-const statusQuiet = runtimeextractor.StatusMaxDelay + runtimeextractor.StatusSettle + time.Second
-
 func TestRequestCostsAtProductionDefaults(t *testing.T) {
 	e := newEnv(t)
-	e.installRBAC()
 	ctx := context.Background()
-	kubeconfig := filepath.Join(t.TempDir(), "controller.kubeconfig")
-	if _, err := cluster.ServiceAccountKubeconfig(ctx, ns, controllerAccount, kubeconfig, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	user := testcluster.ServiceAccountUser(ns, controllerAccount)
+	kubeconfig, user := e.controllerAccountKubeconfig()
 	requests := e.requestLog()
 
 	// First deploy: one create.

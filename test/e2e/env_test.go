@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
@@ -30,6 +31,10 @@ import (
 const (
 	ns   = resources.Namespace
 	name = resources.DaemonSetName
+	// statusQuiet is how long a status write may follow the change it reports:
+	// a rollout in progress waits up to StatusMaxDelay, then a settled status
+	// StatusSettle more. Windows that count status writes extend this far.
+	statusQuiet = runtimeextractor.StatusMaxDelay + runtimeextractor.StatusSettle + time.Second
 	// convergeTimeout bounds every wait; kwok rolls a DaemonSet out in seconds,
 	// but the machine is small and shared.
 	convergeTimeout = 90 * time.Second
@@ -63,7 +68,7 @@ func (e *env) reset() {
 	ctx := context.Background()
 	_ = e.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	_ = e.kube.CoreV1().ConfigMaps(ns).Delete(ctx, resources.ConfigMapName, metav1.DeleteOptions{})
-	_ = e.kube.CoordinationV1().Leases(ns).Delete(ctx, "runtime-extractor-controller-lock", metav1.DeleteOptions{})
+	_ = e.kube.CoordinationV1().Leases(ns).Delete(ctx, leaseLock, metav1.DeleteOptions{})
 	e.setClusterVersion(testcluster.DefaultVersion)
 	e.clearConditions()
 	e.waitDaemonSet("no DaemonSet left from an earlier test", func(ds *appsv1.DaemonSet) bool { return ds == nil })
@@ -106,16 +111,23 @@ func poll(cond func(ctx context.Context) (bool, error)) error {
 	return wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, convergeTimeout, true, cond)
 }
 
-func (e *env) daemonSet() *appsv1.DaemonSet {
-	e.t.Helper()
-	ds, err := e.kube.AppsV1().DaemonSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+// getIfExists reads the object objName with get: nil when it does not exist;
+// any other error fails the test, naming what it read.
+func getIfExists[T any](t *testing.T, what string, get func(context.Context, string, metav1.GetOptions) (*T, error), objName string) *T {
+	t.Helper()
+	obj, err := get(context.Background(), objName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		e.t.Fatalf("get daemonset: %v", err)
+		t.Fatalf("get %s: %v", what, err)
 	}
-	return ds
+	return obj
+}
+
+func (e *env) daemonSet() *appsv1.DaemonSet {
+	e.t.Helper()
+	return getIfExists(e.t, "daemonset", e.kube.AppsV1().DaemonSets(ns).Get, name)
 }
 
 func (e *env) waitDaemonSet(what string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
@@ -225,17 +237,8 @@ func (e *env) waitRolledOut() *appsv1.DaemonSet {
 
 func (e *env) setConfig(yaml string) {
 	e.t.Helper()
-	ctx := context.Background()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resources.ConfigMapName},
-		Data:       map[string]string{resources.ConfigMapKey: yaml},
-	}
-	_, err := e.kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = e.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-	}
-	if err != nil {
-		e.t.Fatalf("set config: %v", err)
+	if err := testcluster.SetControllerConfig(context.Background(), e.kube, yaml); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
@@ -417,12 +420,25 @@ func (e *env) startController(o controllerOpts) *controller {
 		"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s",
 		"-v", "4", // every transition, self-transitions included, in the log shown on failure
 	}
+	return e.runController(kubeconfig, append(args, o.args...), o.env, func(c *controller) {
+		if !o.ownLogReport {
+			e.t.Logf("controller %d log, without client-go's and the serving library's lines (last 300):\n%s", c.PID(), ownLines(c.Log, 300))
+		}
+		logNodeAgents(e.t)
+	})
+}
+
+// runController runs the binary against the cluster as kubeconfig's user,
+// with args and env. It stops it (by PID) when the test ends and, if the test
+// failed, then calls reportFailure to show what the process did.
+func (e *env) runController(kubeconfig string, args, env []string, reportFailure func(*controller)) *controller {
+	e.t.Helper()
 	p, err := testcluster.StartController(testcluster.ControllerOptions{
 		Binary:      binary,
 		Kubeconfig:  kubeconfig,
 		LogPath:     filepath.Join(e.t.TempDir(), "controller.log"),
-		Args:        append(args, o.args...),
-		Env:         o.env,
+		Args:        args,
+		Env:         env,
 		MetricsAuth: cluster.RESTConfig,
 	})
 	if err != nil {
@@ -431,11 +447,8 @@ func (e *env) startController(o controllerOpts) *controller {
 	c := &controller{ControllerProcess: p, t: e.t}
 	e.t.Cleanup(func() {
 		c.stop()
-		if e.t.Failed() && !o.ownLogReport {
-			e.t.Logf("controller %d log, without client-go's and the serving library's lines (last 300):\n%s", c.PID(), ownLines(c.Log, 300))
-		}
 		if e.t.Failed() {
-			logNodeAgents(e.t)
+			reportFailure(c)
 		}
 	})
 	return c

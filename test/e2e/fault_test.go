@@ -381,11 +381,10 @@ func TestConcurrentImageWriter(t *testing.T) {
 			if gaps > 0 {
 				t.Errorf("the ClusterOperator watch broke %d time(s): versions may be missing", gaps)
 			}
-			for _, v := range versions {
-				if d, ok := v.conditions[status.ConditionDegraded]; ok && d.Reason == status.ReasonConflictingWriter {
-					t.Errorf("the ClusterOperator (rv %s) reported the storm as a fight: %s %s %q", v.rv, d.Status, d.Reason, d.Message)
-					break
-				}
+			if asFight := degradedWith(versions, status.ReasonConflictingWriter); len(asFight) > 0 {
+				v := asFight[0]
+				d := v.conditions[status.ConditionDegraded]
+				t.Errorf("the ClusterOperator (rv %s) reported the storm as a fight: %s %s %q", v.rv, d.Status, d.Reason, d.Message)
 			}
 			for _, ev := range e.events(runtimeextractor.ReasonConflictingWriter) {
 				if ev.InvolvedObject.UID == ds.UID {
@@ -414,7 +413,6 @@ func TestLeaderFailoverWithinLease(t *testing.T) {
 	const (
 		lease = 6 * time.Second // startController's --leader-elect-lease-duration
 		retry = time.Second     // and --leader-elect-retry-period
-		lock  = "runtime-extractor-controller-lock"
 		// polling: the standby sees the last renewal up to one jittered retry
 		// period late, and acquires on its next poll; slack covers API latency
 		// on a busy two-core machine.
@@ -424,30 +422,29 @@ func TestLeaderFailoverWithinLease(t *testing.T) {
 	a := e.startController(controllerOpts{})
 	b := e.startController(controllerOpts{})
 	e.waitRolledOut()
-	const started = "runtime extractor controller started"
 	leader, standby := a, b
-	if !a.logContains(started) {
+	if !a.logContains(logStarted) {
 		leader, standby = b, a
 	}
-	if !leader.logContains(started) || standby.logContains(started) {
-		t.Fatalf("want exactly one active controller (a: %v, b: %v)", a.logContains(started), b.logContains(started))
+	if !leader.logContains(logStarted) || standby.logContains(logStarted) {
+		t.Fatalf("want exactly one active controller (a: %v, b: %v)", a.logContains(logStarted), b.logContains(logStarted))
 	}
 	ctx := context.Background()
-	old, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, lock, metav1.GetOptions{})
+	old, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, leaseLock, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	leader.kill()
 	killed := time.Now()
-	last, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, lock, metav1.GetOptions{})
+	last, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, leaseLock, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	standby.waitLog(started, 3*lease)
-	cur, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, lock, metav1.GetOptions{})
+	standby.waitLog(logStarted, 3*lease)
+	cur, err := e.kube.CoordinationV1().Leases(ns).Get(ctx, leaseLock, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func TestTugOfWarIsBoundedAndReported(t *testing.T) {
 	// controller's requests from the test's.
 	kubeconfig, user := e.controllerAccountKubeconfig()
 	c, ds := e.deployed(controllerOpts{kubeconfig: kubeconfig})
-	want := extractorImage(ds)
+	want := testcluster.ExtractorImage(ds)
 	if want == "" {
 		t.Fatalf("the DaemonSet has no %s container", resources.ContainerExtractor)
 	}
@@ -138,7 +138,7 @@ func TestTugOfWarIsBoundedAndReported(t *testing.T) {
 	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, restoreBound, true, func(context.Context) (bool, error) {
 		cur := e.daemonSet()
 		restored = time.Now()
-		return cur != nil && extractorImage(cur) == want, nil
+		return cur != nil && testcluster.ExtractorImage(cur) == want, nil
 	})
 	if err != nil {
 		t.Fatalf("the desired image was not back within %s after the writer stopped (its last write %s before it stopped); controller log (tail):\n%s",
@@ -274,17 +274,6 @@ func logLines(path string, n int, subs ...string) string {
 	return strings.Join(out[max(0, len(out)-n):], "\n")
 }
 
-// extractorImage is the image of the DaemonSet's extractor container, "" when
-// it has none.
-func extractorImage(ds *appsv1.DaemonSet) string {
-	for _, ctr := range ds.Spec.Template.Spec.Containers {
-		if ctr.Name == resources.ContainerExtractor {
-			return ctr.Image
-		}
-	}
-	return ""
-}
-
 // fightWriter sets the extractor image, alternating two of its own so that
 // every write is a change, with its own field manager, re-reading the
 // DaemonSet on a conflict: a self-healing GitOps tool with another manifest.
@@ -406,7 +395,7 @@ func (e *env) recordDaemonSetVersions(ctx context.Context, from *appsv1.DaemonSe
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if ds, isDS := ev.Object.(*appsv1.DaemonSet); isDS {
-			r.versions = append(r.versions, dsVersion{at: time.Now(), rv: ds.ResourceVersion, generation: ds.Generation, image: extractorImage(ds), deleted: ev.Type == watch.Deleted})
+			r.versions = append(r.versions, dsVersion{at: time.Now(), rv: ds.ResourceVersion, generation: ds.Generation, image: testcluster.ExtractorImage(ds), deleted: ev.Type == watch.Deleted})
 		} else if ev.Type == watch.Error && ctx.Err() == nil {
 			r.gaps++
 		}

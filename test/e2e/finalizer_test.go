@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,11 +46,7 @@ func TestFinalizerHeldDeleteIsReportedUntilGone(t *testing.T) {
 	const watchFor = 30 * time.Second
 	e := newEnv(t)
 	// As the shipped ServiceAccount, so that the audit log names its requests.
-	e.installRBAC()
-	kubeconfig := filepath.Join(t.TempDir(), "controller.kubeconfig")
-	if _, err := cluster.ServiceAccountKubeconfig(context.Background(), ns, controllerAccount, kubeconfig, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, _ := e.controllerAccountKubeconfig()
 	e.deployed(controllerOpts{kubeconfig: kubeconfig})
 	e.setFinalizers(heldBy)
 	t.Cleanup(func() {

@@ -251,13 +251,8 @@ func (e *env) installHostRBAC(extra []rbacv1.PolicyRule) *rest.Config {
 	}
 	cfg.UserAgent = hostRBACUserAgent
 	e.eventually("RBAC to let "+hostAccount+" create the DaemonSet", func(ctx context.Context) (bool, error) {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               testcluster.ServiceAccountUser(ns, hostAccount),
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "apps", Resource: "daemonsets"},
-		}}
-		res, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-		return err == nil && res.Status.Allowed, nil
+		allowed, err := e.serviceAccountMay(ctx, hostAccount, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "apps", Resource: "daemonsets"})
+		return err == nil && allowed, nil
 	})
 	return cfg
 }

@@ -62,11 +62,21 @@ func (e *env) kubeClientAs(userAgent string) *kubernetes.Clientset {
 func (e *env) controllerAccountKubeconfig() (path, user string) {
 	e.t.Helper()
 	e.installRBAC()
-	path = filepath.Join(e.t.TempDir(), "controller.kubeconfig")
-	if _, err := cluster.ServiceAccountKubeconfig(context.Background(), ns, controllerAccount, path, time.Hour); err != nil {
+	path, _ = e.controllerKubeconfig()
+	return path, testcluster.ServiceAccountUser(ns, controllerAccount)
+}
+
+// controllerKubeconfig writes a kubeconfig with an hour's token of the
+// controller's ServiceAccount (installRBAC grants it the shipped RBAC) and
+// returns its path and the same credentials as a REST config.
+func (e *env) controllerKubeconfig() (string, *rest.Config) {
+	e.t.Helper()
+	path := filepath.Join(e.t.TempDir(), "controller.kubeconfig")
+	cfg, err := cluster.ServiceAccountKubeconfig(context.Background(), ns, controllerAccount, path, time.Hour)
+	if err != nil {
 		e.t.Fatal(err)
 	}
-	return path, testcluster.ServiceAccountUser(ns, controllerAccount)
+	return path, cfg
 }
 
 // restoreClusterOperatorAtEnd puts the ClusterOperator's status back as it is
@@ -136,6 +146,18 @@ type coVersion struct {
 	at         time.Time
 	rv         string
 	conditions map[configv1.ClusterStatusConditionType]configv1.ClusterOperatorStatusCondition
+}
+
+// degradedWith returns the versions whose RuntimeExtractorDegraded condition
+// has reason.
+func degradedWith(versions []coVersion, reason string) []coVersion {
+	var out []coVersion
+	for _, v := range versions {
+		if d, ok := v.conditions[status.ConditionDegraded]; ok && d.Reason == reason {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // coRecorder watches the ClusterOperator and keeps every version of it, so a

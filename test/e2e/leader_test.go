@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"net/url"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,10 +11,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // Leader election as the platform runs it: the binary at its defaults (no
@@ -37,37 +34,14 @@ const (
 // its short lease flags (args may give some), with POD_NAME=pod.
 func (e *env) startAtDefaultLease(kubeconfig, pod string, args ...string) *controller {
 	e.t.Helper()
-	p, err := testcluster.StartController(testcluster.ControllerOptions{
-		Binary:      binary,
-		Kubeconfig:  kubeconfig,
-		LogPath:     filepath.Join(e.t.TempDir(), "controller.log"),
-		Args:        append([]string{"-v", "4"}, args...),
-		Env:         []string{"POD_NAME=" + pod},
-		MetricsAuth: cluster.RESTConfig,
+	return e.runController(kubeconfig, append([]string{"-v", "4"}, args...), []string{"POD_NAME=" + pod}, func(c *controller) {
+		e.t.Logf("controller %d (POD_NAME=%s) log (tail):\n%s", c.PID(), pod, tail(c.Log, 40))
 	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	c := &controller{ControllerProcess: p, t: e.t}
-	e.t.Cleanup(func() {
-		c.stop()
-		if e.t.Failed() {
-			e.t.Logf("controller %d (POD_NAME=%s) log (tail):\n%s", c.PID(), pod, tail(c.Log, 40))
-		}
-	})
-	return c
 }
 
 func (e *env) lease() *coordinationv1.Lease {
 	e.t.Helper()
-	l, err := e.kube.CoordinationV1().Leases(ns).Get(context.Background(), leaseLock, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		e.t.Fatalf("get the Lease: %v", err)
-	}
-	return l
+	return getIfExists(e.t, "the Lease", e.kube.CoordinationV1().Leases(ns).Get, leaseLock)
 }
 
 func holder(l *coordinationv1.Lease) string {
@@ -103,34 +77,22 @@ func (e *env) waitRetryPeriod(l *coordinationv1.Lease, timeout time.Duration) ti
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	prev, rv := l.Spec.RenewTime, l.ResourceVersion
-	for {
-		w, err := e.kube.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{
-			ResourceVersion: rv, FieldSelector: fields.OneTermEqualSelector("metadata.name", leaseLock).String(),
-		})
-		if err != nil {
-			e.t.Fatalf("no renewal of the Lease within %s: watch: %v", timeout, err)
+	prev := l.Spec.RenewTime
+	var gap time.Duration
+	err := watchNamed(ctx, e.kube.CoordinationV1().Leases(ns).Watch, leaseLock, l.ResourceVersion, func(_ watch.EventType, cur *coordinationv1.Lease) bool {
+		if holder(cur) != holder(l) || cur.Spec.RenewTime == nil || prev == nil || !cur.Spec.RenewTime.After(prev.Time) {
+			return false
 		}
-		for ev := range w.ResultChan() {
-			cur, ok := ev.Object.(*coordinationv1.Lease)
-			if !ok {
-				continue
-			}
-			rv = cur.ResourceVersion
-			if holder(cur) != holder(l) || cur.Spec.RenewTime == nil || prev == nil || !cur.Spec.RenewTime.After(prev.Time) {
-				continue
-			}
-			if gap := cur.Spec.RenewTime.Sub(prev.Time); gap >= time.Second {
-				w.Stop()
-				return gap
-			}
-			prev = cur.Spec.RenewTime
+		if gap = cur.Spec.RenewTime.Sub(prev.Time); gap >= time.Second {
+			return true
 		}
-		w.Stop()
-		if ctx.Err() != nil {
-			e.t.Fatalf("no renewal of the Lease within %s", timeout)
-		}
+		prev = cur.Spec.RenewTime
+		return false
+	})
+	if err != nil {
+		e.t.Fatalf("no renewal of the Lease within %s: %v", timeout, err)
 	}
+	return gap
 }
 
 // setControlPlaneTopology sets the Infrastructure's controlPlaneTopology, and

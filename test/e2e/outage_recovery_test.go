@@ -6,28 +6,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
-
 	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
-)
-
-// The outage bounds of issue 11, from the moment the API server is back to the
-// re-creation of the DaemonSet deleted then.
-const (
-	// outageP50Bound is the issue's target, on the median.
-	outageP50Bound = 2 * time.Second
-	// outageMaxBound bounds every sample: generous, so a loaded 2-core machine
-	// does not fail it, yet far below the reflector's 30 s backoff plus a
-	// re-list, and the 10-minute resync, that a missed deletion waited for.
-	outageMaxBound = 20 * time.Second
-	// outageGiveUp is how long a late re-creation is still waited for, to tell
-	// a slow correction (and how slow) from none.
-	outageGiveUp = 3 * time.Minute
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // TestFirstCorrectionAfterAPIServerOutage measures how soon after an API
@@ -71,6 +52,19 @@ const (
 // outage at their own pace (up to a minute), and waiting for it would triple
 // the test's time without changing what is measured.
 func TestFirstCorrectionAfterAPIServerOutage(t *testing.T) {
+	// The outage bounds of issue 11, from the moment the API server is back
+	// to the re-creation of the DaemonSet deleted then.
+	const (
+		// outageP50Bound is the issue's target, on the median.
+		outageP50Bound = 2 * time.Second
+		// outageMaxBound bounds every sample: generous, so a loaded 2-core machine
+		// does not fail it, yet far below the reflector's 30 s backoff plus a
+		// re-list, and the 10-minute resync, that a missed deletion waited for.
+		outageMaxBound = 20 * time.Second
+		// outageGiveUp is how long a late re-creation is still waited for, to tell
+		// a slow correction (and how slow) from none.
+		outageGiveUp = 3 * time.Minute
+	)
 	outages := []time.Duration{15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second}
 	e := newEnv(t)
 	proxy := startCountingProxy(t, cluster.RESTConfig.Host)
@@ -99,8 +93,18 @@ func TestFirstCorrectionAfterAPIServerOutage(t *testing.T) {
 		e.startAPIServer() // returns when /readyz answers
 		proxy.SetServing(true)
 		back := time.Now()
+		// The DaemonSet deleted, and the controller's new one seen, by a
+		// watch opened before the deletion.
 		var deleted, recreated time.Time
-		old, deleted, recreated = e.deleteAndTimeRecreation(old.UID, back)
+		var err error
+		old, deleted, recreated, err = testcluster.DeleteAndAwaitRecreation(context.Background(), e.kube, ns, name, old.UID, outageGiveUp)
+		if !deleted.IsZero() {
+			// The test's own reconnection counts in the figure: say how much of it it was.
+			t.Logf("deleted the DaemonSet %s after the API server was back", deleted.Sub(back).Round(time.Millisecond))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 		var dec repairgate.Decision
 		gate, dec = p.Changed(gate, nil, deleted)
 		allowed := back
@@ -128,46 +132,4 @@ func TestFirstCorrectionAfterAPIServerOutage(t *testing.T) {
 	// report the rollout it sees.
 	e.waitRecovered()
 	e.waitState(c, "Running")
-}
-
-// deleteAndTimeRecreation deletes the DaemonSet (the one with UID old) and
-// returns the controller's new one, when the deletion returned, and when the
-// re-creation was seen, by a watch opened before the deletion.
-func (e *env) deleteAndTimeRecreation(old types.UID, back time.Time) (*appsv1.DaemonSet, time.Time, time.Time) {
-	e.t.Helper()
-	ctx := context.Background()
-	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
-	var list *appsv1.DaemonSetList
-	// The API server answers /readyz; the test's own client may still have to
-	// notice that its connection is gone.
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		list, err = e.kube.AppsV1().DaemonSets(ns).List(ctx, byName)
-		return err == nil, nil
-	})
-	if err != nil {
-		e.t.Fatalf("list the DaemonSet after the outage: %v", err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, outageGiveUp)
-	defer cancel()
-	byName.ResourceVersion = list.ResourceVersion
-	w, err := e.kube.AppsV1().DaemonSets(ns).Watch(wctx, byName)
-	if err != nil {
-		e.t.Fatalf("watch the DaemonSet: %v", err)
-	}
-	defer w.Stop()
-	err = e.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old}})
-	if err != nil {
-		e.t.Fatalf("delete the DaemonSet: %v", err)
-	}
-	deleted := time.Now()
-	// The test's own reconnection counts in the figure: say how much of it it was.
-	e.t.Logf("deleted the DaemonSet %s after the API server was back", deleted.Sub(back).Round(time.Millisecond))
-	for ev := range w.ResultChan() {
-		if ds, ok := ev.Object.(*appsv1.DaemonSet); ok && ev.Type == watch.Added && ds.UID != old {
-			return ds, deleted, time.Now()
-		}
-	}
-	e.t.Fatalf("the DaemonSet was not recreated within %s after the API server was back", outageGiveUp)
-	return nil, time.Time{}, time.Time{}
 }

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -89,18 +87,35 @@ func deleteRBAC(t *testing.T, kube kubernetes.Interface, objs []runtime.Object) 
 // on the managed DaemonSet.
 func (e *env) can(verb string) bool {
 	e.t.Helper()
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   testcluster.ServiceAccountUser(ns, controllerAccount),
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: ns, Verb: verb, Group: "apps", Resource: "daemonsets", Name: name,
-		},
-	}}
-	res, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+	return e.controllerMay(authorizationv1.ResourceAttributes{
+		Namespace: ns, Verb: verb, Group: "apps", Resource: "daemonsets", Name: name,
+	})
+}
+
+// controllerMay asks the API server whether the controller's ServiceAccount
+// may do what attrs describe; an error fails the test.
+func (e *env) controllerMay(attrs authorizationv1.ResourceAttributes) bool {
+	e.t.Helper()
+	allowed, err := e.serviceAccountMay(context.Background(), controllerAccount, attrs)
 	if err != nil {
 		e.t.Fatalf("subject access review: %v", err)
 	}
-	return res.Status.Allowed
+	return allowed
+}
+
+// serviceAccountMay asks the API server, by a SubjectAccessReview, whether
+// the ServiceAccount account in openshift-insights may do what attrs describe.
+func (e *env) serviceAccountMay(ctx context.Context, account string, attrs authorizationv1.ResourceAttributes) (bool, error) {
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               testcluster.ServiceAccountUser(ns, account),
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		ResourceAttributes: &attrs,
+	}}
+	res, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return res.Status.Allowed, nil
 }
 
 func (e *env) waitCan(verb string, want bool) {
@@ -160,11 +175,7 @@ func TestLeastPrivilege(t *testing.T) {
 	e := newEnv(t)
 	role := e.installRBAC()
 	ctx := context.Background()
-	kubeconfig := filepath.Join(t.TempDir(), "controller.kubeconfig")
-	restConfig, err := cluster.ServiceAccountKubeconfig(ctx, ns, controllerAccount, kubeconfig, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, restConfig := e.controllerKubeconfig()
 	c := e.startController(controllerOpts{kubeconfig: kubeconfig})
 	e.waitRolledOut()
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -59,27 +60,47 @@ func (e *env) watchDaemonSetUntil(what, rv string, timeout time.Duration, cond f
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	var found *appsv1.DaemonSet
+	var at time.Time
+	err := watchNamed(ctx, e.kube.AppsV1().DaemonSets(ns).Watch, name, rv, func(typ watch.EventType, ds *appsv1.DaemonSet) bool {
+		if typ == watch.Deleted || !cond(ds) {
+			return false
+		}
+		found, at = ds, time.Now()
+		return true
+	})
+	if err != nil {
+		e.t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+	}
+	return found, at
+}
+
+// watchNamed watches the object objName with watchFrom, from resourceVersion
+// rv, and hands every version of it to done until done returns true. A watch
+// the server ends is resumed from the last version seen. It returns ctx's
+// error when ctx ends first, and the error of a watch that cannot start.
+func watchNamed[T interface{ GetResourceVersion() string }](ctx context.Context, watchFrom func(context.Context, metav1.ListOptions) (watch.Interface, error), objName, rv string, done func(watch.EventType, T) bool) error {
 	for {
-		w, err := e.kube.AppsV1().DaemonSets(ns).Watch(ctx, metav1.ListOptions{
-			ResourceVersion: rv, FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+		w, err := watchFrom(ctx, metav1.ListOptions{
+			ResourceVersion: rv, FieldSelector: fields.OneTermEqualSelector("metadata.name", objName).String(),
 		})
 		if err != nil {
-			e.t.Fatalf("timed out waiting for %s: watch: %v", what, err)
+			return fmt.Errorf("watch: %w", err)
 		}
 		for ev := range w.ResultChan() {
-			ds, ok := ev.Object.(*appsv1.DaemonSet)
+			obj, ok := ev.Object.(T)
 			if !ok {
 				continue // an error event: watch again from the last version seen
 			}
-			rv = ds.ResourceVersion
-			if ev.Type != watch.Deleted && cond(ds) {
+			rv = obj.GetResourceVersion()
+			if done(ev.Type, obj) {
 				w.Stop()
-				return ds, time.Now()
+				return nil
 			}
 		}
 		w.Stop()
-		if ctx.Err() != nil {
-			e.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,10 +46,7 @@ func TestResyncRepairsWhatTheBackoffWouldDelay(t *testing.T) {
 	e := newEnv(t)
 	role := e.installRBAC()
 	ctx := context.Background()
-	kubeconfig := filepath.Join(t.TempDir(), "controller.kubeconfig")
-	if _, err := cluster.ServiceAccountKubeconfig(ctx, ns, controllerAccount, kubeconfig, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, _ := e.controllerKubeconfig()
 	user := testcluster.ServiceAccountUser(ns, controllerAccount)
 	c := e.startController(controllerOpts{kubeconfig: kubeconfig, args: []string{"--resync", resync.String()}})
 	e.waitRolledOut()

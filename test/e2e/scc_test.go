@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
@@ -43,13 +41,9 @@ func sccClient(t *testing.T) kubernetes.Interface {
 
 func readDaemonSet(t *testing.T, path string) *appsv1.DaemonSet {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	ds, err := testcluster.ReadDaemonSet(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	ds := &appsv1.DaemonSet{}
-	if err := yaml.UnmarshalStrict(raw, ds); err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 	// Its own name: a dry-run create of the live DaemonSet's name would end in
 	// AlreadyExists, after admission, and hide its verdict.

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
-	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // stuckDeadline is the rollout deadline of the tests of that deadline (these,
@@ -30,13 +28,9 @@ const metricRolloutStuck = "runtime_extractor_rollout_stuck"
 // requests apart) with the shortened deadline.
 func (e *env) stuckController() (*controller, string) {
 	e.t.Helper()
-	e.installRBAC()
-	kubeconfig := filepath.Join(e.t.TempDir(), "controller.kubeconfig")
-	if _, err := cluster.ServiceAccountKubeconfig(context.Background(), ns, controllerAccount, kubeconfig, time.Hour); err != nil {
-		e.t.Fatal(err)
-	}
+	kubeconfig, user := e.controllerAccountKubeconfig()
 	c := e.startController(controllerOpts{kubeconfig: kubeconfig, args: []string{"--rollout-deadline", stuckDeadline}})
-	return c, testcluster.ServiceAccountUser(ns, controllerAccount)
+	return c, user
 }
 
 // readVerbsSince counts user's reads of resource received from since on, by

@@ -18,7 +18,6 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
-	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
 
@@ -141,18 +140,9 @@ func TestTLSProfileChangeRollsOutOnce(t *testing.T) {
 // APIServer cluster.
 func (e *env) canReadAPIServer(verb string) bool {
 	e.t.Helper()
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   testcluster.ServiceAccountUser(ns, controllerAccount),
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: verb, Group: configv1.GroupName, Resource: "apiservers", Name: tlsprofile.APIServerName,
-		},
-	}}
-	res, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatalf("subject access review: %v", err)
-	}
-	return res.Status.Allowed
+	return e.controllerMay(authorizationv1.ResourceAttributes{
+		Verb: verb, Group: configv1.GroupName, Resource: "apiservers", Name: tlsprofile.APIServerName,
+	})
 }
 
 // setAPIServerRule removes the ClusterRole's apiservers rule (allow false)

@@ -165,9 +165,7 @@ func TestUnreadyPodSameConditionsAfterRestartAndUpgrade(t *testing.T) {
 	if gaps > 0 {
 		t.Logf("the ClusterOperator recording has %d gaps", gaps)
 	}
-	for _, v := range versions {
-		if c, ok := v.conditions[status.ConditionDegraded]; ok && c.Reason == status.ReasonRolloutStuck {
-			t.Errorf("RolloutStuck reported at %s with nothing to update: %s", v.at.Format(time.TimeOnly), c.Message)
-		}
+	for _, v := range degradedWith(versions, status.ReasonRolloutStuck) {
+		t.Errorf("RolloutStuck reported at %s with nothing to update: %s", v.at.Format(time.TimeOnly), v.conditions[status.ConditionDegraded].Message)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // TestRepairEventNamesTheWriter changes the extractor image with field
@@ -18,7 +19,7 @@ import (
 func TestRepairEventNamesTheWriter(t *testing.T) {
 	e := newEnv(t)
 	c, ds := e.deployed(controllerOpts{})
-	want := extractorImage(ds)
+	want := testcluster.ExtractorImage(ds)
 	ds = ds.DeepCopy()
 	for i := range ds.Spec.Template.Spec.Containers {
 		if ds.Spec.Template.Spec.Containers[i].Name == "extractor" {
@@ -29,7 +30,7 @@ func TestRepairEventNamesTheWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitDaemonSet("the image restored", func(cur *appsv1.DaemonSet) bool {
-		return cur != nil && extractorImage(cur) == want && cur.Generation > ds.Generation
+		return cur != nil && testcluster.ExtractorImage(cur) == want && cur.Generation > ds.Generation
 	})
 	var text string
 	e.eventually("an Updated Event naming kubectl-patch", func(context.Context) (bool, error) {
