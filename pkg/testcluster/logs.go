@@ -35,3 +35,24 @@ func (c *Cluster) ComponentLog(name, match string, n int) string {
 	}
 	return strings.Join(lines[max(len(lines)-n, 0):], "")
 }
+
+// LogMark is the end of a component's log now: what ComponentLogSince(name,
+// mark) returns later is what it logged after this moment. 0 when it has no
+// log yet.
+func (c *Cluster) LogMark(name string) int64 {
+	fi, err := os.Stat(filepath.Join(c.Dir, name+".log"))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// ComponentLogSince returns all a component logged after mark (LogMark), across
+// its restarts: each appends to the same file.
+func (c *Cluster) ComponentLogSince(name string, mark int64) string {
+	data, err := os.ReadFile(filepath.Join(c.Dir, name+".log"))
+	if err != nil {
+		return err.Error()
+	}
+	return string(data[min(mark, int64(len(data))):])
+}

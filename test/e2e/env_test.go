@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,6 +51,7 @@ func newEnv(t *testing.T) *env {
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
+	keepNodeAgentLogs(t)
 	e := &env{t: t, kube: cluster.Client()}
 	var err error
 	if e.config, err = configclient.NewForConfig(cluster.RESTConfig); err != nil {
@@ -183,7 +183,6 @@ func (e *env) logRollout(ds *appsv1.DaemonSet) {
 		}
 	}
 	e.t.Logf("the rollout's parts at the timeout:\n%skube-controller-manager on the DaemonSet:\n%s", b.String(), cluster.ComponentLog("kube-controller-manager", dsName, 40))
-	logNodeAgents(e.t)
 }
 
 // rolledOut: observed, updated and available on every node of the cluster,
@@ -422,9 +421,8 @@ func (e *env) startController(o controllerOpts) *controller {
 	}
 	return e.runController(kubeconfig, append(args, o.args...), o.env, func(c *controller) {
 		if !o.ownLogReport {
-			e.t.Logf("controller %d log, without client-go's and the serving library's lines (last 300):\n%s", c.PID(), ownLines(c.Log, 300))
+			e.t.Logf("controller %d log, whole (client-go's reflector lines say when the watch broke and re-listed):\n%s", c.PID(), wholeLog(c.Log))
 		}
-		logNodeAgents(e.t)
 	})
 }
 
@@ -454,14 +452,21 @@ func (e *env) runController(kubeconfig string, args, env []string, reportFailure
 	return c
 }
 
-// logNodeAgents tells a failed test what the kubelets' part of the cluster
-// did: a component that is down (no pod becomes ready without kwok), and
-// kwok's last errors.
-func logNodeAgents(t *testing.T) {
-	if err := cluster.Exited(); err != nil {
-		t.Logf("a cluster component is down: %v", err)
-	}
-	t.Logf("kwok's last errors (the kubelets' part):\n%s", cluster.ComponentLog("kwok", "ERROR", 20))
+// keepNodeAgentLogs shows a failed test what the kubelets' part of the
+// cluster did while it ran: a component that is down (no pod becomes ready
+// without kwok), and kwok's whole log from the test's start, across kwok's
+// restarts, for a failure after a restart is not explained by its tail.
+func keepNodeAgentLogs(t *testing.T) {
+	mark := cluster.LogMark("kwok")
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		if err := cluster.Exited(); err != nil {
+			t.Logf("a cluster component is down: %v", err)
+		}
+		t.Logf("kwok's log while the test ran (the kubelets' part):\n%s", cluster.ComponentLogSince("kwok", mark))
+	})
 }
 
 // stop sends SIGTERM to exactly this process and waits; SIGKILL after a grace.
@@ -505,23 +510,15 @@ func (e *env) waitState(c *controller, state string) {
 	e.eventually("the controller in state "+state, func(context.Context) (bool, error) { return c.state() == state, nil })
 }
 
-// library lines are the controller's log lines from client-go and the
-// serving library: on a failure they bury what the controller did.
-var libraryLines = regexp.MustCompile(`\] "?(Listing and watching|Caches populated|Watch closed|Stopping reflector|Exiting watch|Got a Retry-After|HTTP"|\[graceful-termination\]|Shutting down|Starting|Waiting for caches)| (reflector|genericapiserver|httplog|with_retry|configmap_cafile_content|dynamic_serving_content|tlsconfig|secure_serving|requestheader_controller|object_count_tracker|shared_informer|base_controller)\.go:`)
-
-// ownLines is the last n lines of the log at path that are not libraryLines.
-func ownLines(path string, n int) string {
+// wholeLog is the log at path, every line: on a failure, the library's lines
+// (the reflector's broken watches and re-lists, a request's retries) are what
+// tells a late correction's cause from another.
+func wholeLog(path string) string {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
-	var lines []string
-	for line := range strings.Lines(string(raw)) {
-		if !libraryLines.MatchString(line) {
-			lines = append(lines, strings.TrimRight(line, "\n"))
-		}
-	}
-	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+	return string(raw)
 }
 
 func tail(path string, n int) string {

@@ -288,8 +288,7 @@ func captureKlog(t *testing.T) string {
 		klog.LogToStderr(true)
 		f.Close()
 		if t.Failed() {
-			t.Logf("in-process controller log (tail):\n%s", tail(path, 40))
-			logNodeAgents(t)
+			t.Logf("in-process controller log, whole:\n%s", wholeLog(path))
 		}
 	})
 	return path
