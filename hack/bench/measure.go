@@ -17,9 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -126,22 +124,6 @@ func (b *bench) scrapeAndTally(ctx context.Context, w *windows) (*testcluster.Me
 	return m, tallyRequests(b.requestsBetween(w.spans[0][0], w.spans[0][1])), nil
 }
 
-func (b *bench) setConfig(ctx context.Context, yaml string) error {
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: resources.ConfigMapName},
-		Data:       map[string]string{resources.ConfigMapKey: yaml},
-	}
-	// An update without resourceVersion is unconditional: the last write wins.
-	_, err := b.kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = b.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("set config: %w", err)
-	}
-	return nil
-}
-
 // firstApply starts the controller on a cluster without the DaemonSet.
 func (b *bench) firstApply(ctx context.Context) error {
 	var w windows
@@ -200,7 +182,7 @@ func (b *bench) noopApplies(ctx context.Context) error {
 			cfg = enabledConfig
 		}
 		w.begin()
-		if err := b.setConfig(ctx, cfg); err != nil {
+		if err := testcluster.SetControllerConfig(ctx, b.kube, cfg); err != nil {
 			return err
 		}
 		err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
@@ -393,7 +375,7 @@ func (b *bench) configToggles(ctx context.Context) error {
 	var offSamples, onSamples []time.Duration
 	for range b.o.toggles {
 		start := off.begin()
-		if err := b.setConfig(ctx, disabledConfig); err != nil {
+		if err := testcluster.SetControllerConfig(ctx, b.kube, disabledConfig); err != nil {
 			return err
 		}
 		took, err := b.timeTrial(ctx, start, "the DaemonSet to go", false, func(ds *appsv1.DaemonSet) bool { return ds == nil })
@@ -406,7 +388,7 @@ func (b *bench) configToggles(ctx context.Context) error {
 		// trial until the next disable.
 		start = on.begin()
 		off.closeAt(start)
-		if err := b.setConfig(ctx, enabledConfig); err != nil {
+		if err := testcluster.SetControllerConfig(ctx, b.kube, enabledConfig); err != nil {
 			return err
 		}
 		took, err = b.timeTrial(ctx, start, "the DaemonSet", true, func(ds *appsv1.DaemonSet) bool { return ds != nil })
@@ -545,7 +527,7 @@ func (b *bench) configBurst(ctx context.Context) error {
 		if i%2 == 1 {
 			cfg = disabledConfig
 		}
-		if err := b.setConfig(ctx, cfg); err != nil {
+		if err := testcluster.SetControllerConfig(ctx, b.kube, cfg); err != nil {
 			return err
 		}
 	}
@@ -870,7 +852,7 @@ func (b *bench) outageRecovery(ctx context.Context) (err error) {
 		b.ctrl.stop()
 		b.ctrl = nil
 	}()
-	if err := b.setConfig(ctx, enabledConfig); err != nil {
+	if err := testcluster.SetControllerConfig(ctx, b.kube, enabledConfig); err != nil {
 		return err
 	}
 	if err := b.waitSteady(ctx, true); err != nil {
@@ -905,48 +887,17 @@ func (b *bench) outageRecovery(ctx context.Context) (err error) {
 		if !b.ctrl.Running() {
 			return errors.New("the controller exited during the outage")
 		}
-		var took time.Duration
-		if old, took, err = b.deleteAndTimeRecreation(ctx, old.UID, back); err != nil {
+		recreated, _, seen, err := testcluster.DeleteAndAwaitRecreation(ctx, b.kube, ns, name, old.UID, waitTimeout)
+		if err != nil {
 			return err
 		}
+		old = recreated
+		took := seen.Sub(back) // from the API server's return to the watch seeing the new DaemonSet
 		samples = append(samples, took)
 		logf("outage %d/%d (%s): DaemonSet recreated %s after the API server was back", i+1, b.o.outages, b.o.outage, took.Round(time.Millisecond))
 	}
 	b.res.addLatency(keyOutage, fmt.Sprintf("first correction after a %g s outage: API server back -> DaemonSet recreated", b.o.outage.Seconds()), samples)
 	return b.waitSteady(ctx, true)
-}
-
-// deleteAndTimeRecreation deletes the DaemonSet with UID old and returns the
-// new one and how long after back a watch opened before the deletion saw it.
-func (b *bench) deleteAndTimeRecreation(ctx context.Context, old types.UID, back time.Time) (*appsv1.DaemonSet, time.Duration, error) {
-	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
-	var list *appsv1.DaemonSetList
-	// /readyz answers; the bench's own client may still hold a dead connection.
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		list, err = b.kube.AppsV1().DaemonSets(ns).List(ctx, byName)
-		return err == nil, nil
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("list the DaemonSet after the outage: %w", err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, waitTimeout)
-	defer cancel()
-	byName.ResourceVersion = list.ResourceVersion
-	w, err := b.kube.AppsV1().DaemonSets(ns).Watch(wctx, byName)
-	if err != nil {
-		return nil, 0, fmt.Errorf("watch the DaemonSet: %w", err)
-	}
-	defer w.Stop()
-	if err := b.kube.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &old}}); err != nil {
-		return nil, 0, fmt.Errorf("delete the DaemonSet: %w", err)
-	}
-	for ev := range w.ResultChan() {
-		if ds, ok := ev.Object.(*appsv1.DaemonSet); ok && ev.Type == watch.Added && ds.UID != old {
-			return ds, time.Since(back), nil
-		}
-	}
-	return nil, 0, fmt.Errorf("the DaemonSet was not recreated within %s after the API server was back", waitTimeout)
 }
 
 var benchLine = regexp.MustCompile(`^BenchmarkFire\S*\s+(\d+)\s+([\d.]+) ns/op\s+(\d+) B/op\s+(\d+) allocs/op`)

@@ -214,7 +214,7 @@ func (b *bench) scaleUpgrade(ctx context.Context, r *scaleRun) error {
 	// Waves: count each time pods go unavailable after all were back.
 	var waves waveCounter
 	if _, err := b.ds.waitFor(ctx, func(ds *appsv1.DaemonSet) bool {
-		upgraded := ds != nil && ds.Generation > before.Generation && extractorImage(ds) == newExtractor
+		upgraded := ds != nil && ds.Generation > before.Generation && testcluster.ExtractorImage(ds) == newExtractor
 		if upgraded {
 			waves.observe(ds)
 		}
@@ -232,15 +232,6 @@ func (b *bench) scaleUpgrade(ctx context.Context, r *scaleRun) error {
 	r.UpgradeWaves = waves.n
 	r.Upgrade, err = b.usage(ctx, smp, start, done)
 	return err
-}
-
-func extractorImage(ds *appsv1.DaemonSet) string {
-	for _, c := range ds.Spec.Template.Spec.Containers {
-		if c.Name == resources.ContainerExtractor {
-			return c.Image
-		}
-	}
-	return ""
 }
 
 // waveCounter counts rolling-update waves: a wave starts when pods are

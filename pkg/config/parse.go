@@ -139,17 +139,16 @@ func (d *decoder) flag(v any, p *field.Path) bool {
 }
 
 func (d *decoder) runtimeExtractor(v any, p *field.Path) RuntimeExtractor {
-	var out RuntimeExtractor
-	m, ok := d.mapping(v, p)
-	if !ok || m == nil {
-		return out
+	m, ok := d.section(v, p, runtimeExtractorFields)
+	if !ok {
+		return RuntimeExtractor{}
 	}
-	d.unknownFields(m, p, runtimeExtractorFields)
-	out.Tolerations = d.tolerations(m[fieldTolerations], p.Child(fieldTolerations))
-	out.NodeSelector = d.stringMap(m[fieldNodeSelector], p.Child(fieldNodeSelector))
-	out.PriorityClassName = d.string(m[fieldPriorityClassName], p.Child(fieldPriorityClassName))
-	out.Resources = d.resources(m[fieldResources], p.Child(fieldResources))
-	return out
+	return RuntimeExtractor{
+		Tolerations:       d.tolerations(entry(m, p, fieldTolerations)),
+		NodeSelector:      d.stringMap(entry(m, p, fieldNodeSelector)),
+		PriorityClassName: d.string(entry(m, p, fieldPriorityClassName)),
+		Resources:         d.resources(entry(m, p, fieldResources)),
+	}
 }
 
 func (d *decoder) tolerations(v any, p *field.Path) []corev1.Toleration {
@@ -186,28 +185,26 @@ func (d *decoder) tolerations(v any, p *field.Path) []corev1.Toleration {
 
 func (d *decoder) resources(v any, p *field.Path) ContainerResources {
 	var out ContainerResources
-	m, ok := d.mapping(v, p)
-	if !ok || m == nil {
+	m, ok := d.section(v, p, resourcesFields)
+	if !ok {
 		return out
 	}
-	d.unknownFields(m, p, resourcesFields)
-	out.Extractor = d.requirements(m[fieldExtractor], p.Child(fieldExtractor))
-	out.Exporter = d.requirements(m[fieldExporter], p.Child(fieldExporter))
-	out.KubeRBACProxy = d.requirements(m[fieldKubeRBACProxy], p.Child(fieldKubeRBACProxy))
+	for _, c := range out.containers() {
+		*c.requirements = d.requirements(entry(m, p, c.field))
+	}
 	return out
 }
 
 // requirements returns nil for an absent or null entry so that the
 // container keeps its defaults.
 func (d *decoder) requirements(v any, p *field.Path) *corev1.ResourceRequirements {
-	m, ok := d.mapping(v, p)
-	if !ok || m == nil {
+	m, ok := d.section(v, p, requirementsFields)
+	if !ok {
 		return nil
 	}
-	d.unknownFields(m, p, requirementsFields)
 	return &corev1.ResourceRequirements{
-		Limits:   d.resourceList(m[fieldLimits], p.Child(fieldLimits)),
-		Requests: d.resourceList(m[fieldRequests], p.Child(fieldRequests)),
+		Limits:   d.resourceList(entry(m, p, fieldLimits)),
+		Requests: d.resourceList(entry(m, p, fieldRequests)),
 	}
 }
 
@@ -264,6 +261,23 @@ func (d *decoder) stringMap(v any, p *field.Path) map[string]string {
 		return nil
 	}
 	return out
+}
+
+// section decodes a mapping whose keys must all be in known. ok is false when
+// there is nothing to decode: the value is absent, null or not a mapping.
+func (d *decoder) section(v any, p *field.Path, known []string) (map[string]any, bool) {
+	m, ok := d.mapping(v, p)
+	if !ok || m == nil {
+		return nil, false
+	}
+	d.unknownFields(m, p, known)
+	return m, true
+}
+
+// entry returns the value of key name in m with its path, in the argument
+// order of the decoder methods.
+func entry(m map[string]any, p *field.Path, name string) (any, *field.Path) {
+	return m[name], p.Child(name)
 }
 
 // mapping returns (nil, true) for an absent or null value and (nil, false)

@@ -49,6 +49,24 @@ type ContainerResources struct {
 	KubeRBACProxy *corev1.ResourceRequirements `json:"kube-rbac-proxy,omitempty"`
 }
 
+// containerRequirements is one container's entry of ContainerResources.
+type containerRequirements struct {
+	// field is the entry's key in config.yaml.
+	field string
+	// requirements points into the ContainerResources.
+	requirements **corev1.ResourceRequirements
+}
+
+// containers lists the entries of c in the order they are decoded and
+// validated, so each container is handled by one loop instead of once per field.
+func (c *ContainerResources) containers() []containerRequirements {
+	return []containerRequirements{
+		{field: fieldExtractor, requirements: &c.Extractor},
+		{field: fieldExporter, requirements: &c.Exporter},
+		{field: fieldKubeRBACProxy, requirements: &c.KubeRBACProxy},
+	}
+}
+
 // Default returns the configuration used when the ConfigMap, its config.yaml
 // key or its dataReporting section is missing: the extractor is enabled with
 // default scheduling.
@@ -82,10 +100,9 @@ func (r *RuntimeExtractor) DeepCopyInto(out *RuntimeExtractor) {
 			out.NodeSelector[k] = v
 		}
 	}
-	out.Resources = ContainerResources{
-		Extractor:     r.Resources.Extractor.DeepCopy(),
-		Exporter:      r.Resources.Exporter.DeepCopy(),
-		KubeRBACProxy: r.Resources.KubeRBACProxy.DeepCopy(),
+	out.Resources = r.Resources
+	for _, c := range out.Resources.containers() {
+		*c.requirements = (*c.requirements).DeepCopy()
 	}
 }
 

@@ -48,9 +48,9 @@ func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
 		}
 	}
 	rp := p.Child(fieldResources)
-	errs = append(errs, validateRequirements(r.Resources.Extractor, rp.Child(fieldExtractor))...)
-	errs = append(errs, validateRequirements(r.Resources.Exporter, rp.Child(fieldExporter))...)
-	errs = append(errs, validateRequirements(r.Resources.KubeRBACProxy, rp.Child(fieldKubeRBACProxy))...)
+	for _, c := range r.Resources.containers() {
+		errs = append(errs, validateRequirements(*c.requirements, rp.Child(c.field))...)
+	}
 	return errs
 }
 

@@ -80,26 +80,18 @@ type Metrics struct {
 // present (and rate() works) before the first observation.
 func New() *Metrics {
 	m := &Metrics{
-		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace,
-			Name:      "state",
-			Help:      "Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.",
-		}, []string{"state"}),
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace,
-			Name:      "transitions_total",
-			Help:      "Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.",
-		}, []string{"from", "to", "event"}),
-		driftEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace,
-			Name:      "drift_events_total",
-			Help:      "Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).",
-		}, []string{"kind"}),
-		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace,
-			Name:      "actions_total",
-			Help:      "Actions the controller executed against the cluster, by action and result (success, error).",
-		}, []string{"action", "result"}),
+		state: newGaugeVec("state",
+			"Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.",
+			"state"),
+		transitions: newCounterVec("transitions_total",
+			"Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.",
+			"from", "to", "event"),
+		driftEvents: newCounterVec("drift_events_total",
+			"Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).",
+			"kind"),
+		actions: newCounterVec("actions_total",
+			"Actions the controller executed against the cluster, by action and result (success, error).",
+			"action", "result"),
 		actionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace,
 			Name:      "action_duration_seconds",
@@ -107,36 +99,20 @@ func New() *Metrics {
 			// API round trips: a few milliseconds when healthy, up to the client timeout when not.
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
 		}, []string{"action"}),
-		retryBackoff: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace,
-			Name:      "retry_backoff_seconds",
-			Help:      "Delay before the next retry of a failed action; 0 when no retry is pending.",
-		}),
-		lastTransitionTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace,
-			Name:      "last_transition_timestamp_seconds",
-			Help:      "Unix time of the last change of the state machine's state; 0 before the first change.",
-		}),
-		rolloutStuck: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace,
-			Name:      "rollout_stuck",
-			Help:      "1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0.",
-		}),
-		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace,
-			Name:      "repairs_total",
-			Help:      `Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`,
-		}, []string{"manager"}),
-		degraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: Namespace,
-			Name:      "degraded",
-			Help:      "1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.",
-		}, []string{"reason"}),
-		conflictingWriter: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace,
-			Name:      "conflicting_writer",
-			Help:      "1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0.",
-		}),
+		retryBackoff: newGauge("retry_backoff_seconds",
+			"Delay before the next retry of a failed action; 0 when no retry is pending."),
+		lastTransitionTime: newGauge("last_transition_timestamp_seconds",
+			"Unix time of the last change of the state machine's state; 0 before the first change."),
+		rolloutStuck: newGauge("rollout_stuck",
+			"1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0."),
+		repairs: newCounterVec("repairs_total",
+			`Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`,
+			"manager"),
+		degraded: newGaugeVec("degraded",
+			"1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.",
+			"reason"),
+		conflictingWriter: newGauge("conflicting_writer",
+			"1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0."),
 		now: time.Now,
 	}
 	for _, r := range status.DegradedReasons() {
@@ -155,6 +131,24 @@ func New() *Metrics {
 		m.actionDuration.WithLabelValues(string(a))
 	}
 	return m
+}
+
+// opts describes the collector Namespace_name; the constructors below build
+// every collector of New from it, so each name carries the prefix.
+func opts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: Namespace, Name: name, Help: help}
+}
+
+func newGauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts(opts(name, help)))
+}
+
+func newGaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts(opts(name, help)), labels)
+}
+
+func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels)
 }
 
 // StateHolding is the state series that is 1 while the controller holds on
@@ -199,17 +193,9 @@ func (m *Metrics) SetHolding(holding bool) {
 func (m *Metrics) setStateLocked(current fsm.State) {
 	m.current = current
 	for _, s := range fsm.States() {
-		v := 0.0
-		if s == current && !m.holding {
-			v = 1
-		}
-		m.state.WithLabelValues(string(s)).Set(v)
+		m.state.WithLabelValues(string(s)).Set(flagValue(s == current && !m.holding))
 	}
-	v := 0.0
-	if m.holding {
-		v = 1
-	}
-	m.state.WithLabelValues(StateHolding).Set(v)
+	m.state.WithLabelValues(StateHolding).Set(flagValue(m.holding))
 }
 
 // ObserveDrift counts one drift event of the given kind (DriftModified,
@@ -227,33 +213,29 @@ func (m *Metrics) ObserveAction(a fsm.Action, result string, d time.Duration) {
 
 // SetRolloutStuck records whether the rollout is stuck.
 func (m *Metrics) SetRolloutStuck(stuck bool) {
-	v := 0.0
-	if stuck {
-		v = 1
-	}
-	m.rolloutStuck.Set(v)
+	m.rolloutStuck.Set(flagValue(stuck))
 }
 
 // SetDegraded records the reason of RuntimeExtractorDegraded=True; "" when
 // it is not True. The reasons are status.DegradedReasons().
 func (m *Metrics) SetDegraded(reason string) {
 	for _, r := range status.DegradedReasons() {
-		v := 0.0
-		if r == reason {
-			v = 1
-		}
-		m.degraded.WithLabelValues(r).Set(v)
+		m.degraded.WithLabelValues(r).Set(flagValue(r == reason))
 	}
 }
 
 // SetConflictingWriter records whether another writer fights the controller
 // over the DaemonSet.
 func (m *Metrics) SetConflictingWriter(on bool) {
-	v := 0.0
+	m.conflictingWriter.Set(flagValue(on))
+}
+
+// flagValue is the gauge value of a condition: 1 while it holds, else 0.
+func flagValue(on bool) float64 {
 	if on {
-		v = 1
+		return 1
 	}
-	m.conflictingWriter.Set(v)
+	return 0
 }
 
 // SetBackoff records the delay before the next retry; pass 0 once the retry ran or

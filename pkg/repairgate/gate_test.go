@@ -21,10 +21,21 @@ type step struct {
 	until  time.Duration
 	// fight: the verdict after the step.
 	fight bool
+	// repairedAtUntil: a due check at t0+until follows and repairs (see undo).
+	repairedAtUntil bool
 }
 
 func change(at time.Duration, names ...string) step { return step{at: at, op: "change", names: names} }
 func due(at time.Duration) step                     { return step{at: at, op: "due"} }
+
+// undo is a change by names that undoes the last repair while the gate
+// allows one: the gate waits until the writers have been quiet for 2 s (the
+// default Settle), and the due check then repairs. fighting() marks both.
+func undo(at time.Duration, names ...string) step {
+	s := change(at, names...).waits(at + 2*time.Second)
+	s.repairedAtUntil = true
+	return s
+}
 
 func (s step) repairs() step              { s.repair = true; return s }
 func (s step) waits(u time.Duration) step { s.until = u; return s }
@@ -35,7 +46,7 @@ func (s step) fighting() step             { s.fight = true; return s }
 func play(t *testing.T, p Policy, steps []step) Log {
 	t.Helper()
 	var l Log
-	for i, s := range steps {
+	for i, s := range expand(steps) {
 		now := t0.Add(s.at)
 		var d Decision
 		switch s.op {
@@ -63,6 +74,20 @@ func play(t *testing.T, p Policy, steps []step) Log {
 		}
 	}
 	return l
+}
+
+// expand writes out the due check that follows an undo.
+func expand(steps []step) []step {
+	var out []step
+	for _, s := range steps {
+		if !s.repairedAtUntil {
+			out = append(out, s)
+			continue
+		}
+		s.repairedAtUntil = false
+		out = append(out, s, step{at: s.until, op: "due", repair: true, fight: s.fight})
+	}
+	return out
 }
 
 func show(d Decision) string {
@@ -97,8 +122,7 @@ func TestDecide(t *testing.T) {
 			change(61*s, "kubectl-patch").waits(63 * s),
 			change(62*s, "kubectl-patch").waits(64 * s),
 			change(70*s, "kubectl-patch").waits(72 * s),
-			change(72*s, "kubectl-patch").waits(74 * s),
-			due(74 * s).repairs(),
+			undo(72*s, "kubectl-patch"),
 		}},
 		{"a writer that never pauses is repaired 20 s after the change it undid", []step{
 			change(0, "loop").repairs(),
@@ -123,46 +147,34 @@ func TestDecide(t *testing.T) {
 		}},
 		{"an unnamed writer, a deletion after deletion, counts as one", []step{
 			change(0).repairs(),
-			change(5 * s).waits(7 * s),
-			due(7 * s).repairs(),
+			undo(5 * s),
 		}},
 		{"a drain that carries many names is one repair", []step{
 			change(0, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j").repairs(),
-			change(1*s, "k").waits(3 * s), // the other writers, repaired: an undo
-			due(3 * s).repairs(),
+			undo(1*s, "k"), // the other writers, repaired: an undo
 		}},
 		{"another writer's first edit is repaired at once during a fight", []step{
 			change(0, "gitops").repairs(),
-			change(2*s, "gitops").waits(4 * s),
-			due(4 * s).repairs(),
-			change(5*s, "gitops").waits(7 * s),
-			due(7 * s).repairs(),
-			change(8*s, "gitops").waits(10 * s).fighting(), // the third undo
-			due(10 * s).repairs().fighting(),
+			undo(2*s, "gitops"),
+			undo(5*s, "gitops"),
+			undo(8*s, "gitops").fighting(),                 // the third undo
 			change(11*s, "gitops").waits(1 * m).fighting(), // 4 repairs spent, Reserve 2 kept
 			change(12*s, "kubectl-edit").repairs().fighting(),
 		}},
 		{"a fight ends two minutes after its writer stopped", []step{
 			change(0, "w").repairs(),
-			change(1*s, "w").waits(3 * s),
-			due(3 * s).repairs(),
-			change(4*s, "w").waits(6 * s),
-			due(6 * s).repairs(),
-			change(7*s, "w").waits(9 * s).fighting(),
-			due(9 * s).repairs().fighting(),
+			undo(1*s, "w"),
+			undo(4*s, "w"),
+			undo(7*s, "w").fighting(),
 			due(2*m + 6*s).fighting(),
 			due(2*m + 7*s), // 2 minutes after the last undo
 		}},
 		{"a periodic sync every 3 minutes is a fight that lasts between syncs", []step{
 			change(0, "argocd").repairs(),
-			change(3*m, "argocd").waits(3*m + 2*s),
-			due(3*m + 2*s).repairs(),
-			change(6*m, "argocd").waits(6*m + 2*s),
-			due(6*m + 2*s).repairs(),
-			change(9*m, "argocd").waits(9*m + 2*s).fighting(), // the third undo
-			due(9*m + 2*s).repairs().fighting(),
-			change(12*m, "argocd").waits(12*m + 2*s).fighting(),
-			due(12*m + 2*s).repairs().fighting(),
+			undo(3*m, "argocd"),
+			undo(6*m, "argocd"),
+			undo(9*m, "argocd").fighting(), // the third undo
+			undo(12*m, "argocd").fighting(),
 			due(17*m + 59*s).fighting(),
 			due(18 * m), // twice its rhythm after its last undo
 		}},
@@ -170,19 +182,14 @@ func TestDecide(t *testing.T) {
 			change(0, "w").repairs(),
 			change(1*s, "w").waits(3 * s),
 			{at: 2 * s, op: "stood"},
-			change(10*s, "w").waits(12 * s), // its earlier undo still counts
-			due(12 * s).repairs(),
+			undo(10*s, "w"), // its earlier undo still counts
 		}},
 		{"burst and pause is reported", []step{
 			change(0, "b").repairs(),
-			change(1*s, "b").waits(3 * s),
-			due(3 * s).repairs(),
-			change(7*s, "b").waits(9 * s),
-			due(9 * s).repairs(),
-			change(15*s, "b").waits(17 * s).fighting(),
-			due(17 * s).repairs().fighting(),
-			change(76*s, "b").waits(78 * s).fighting(), // 4 repairs spent, 1 refilled: 3 left
-			due(78 * s).repairs().fighting(),
+			undo(1*s, "b"),
+			undo(7*s, "b"),
+			undo(15*s, "b").fighting(),
+			undo(76*s, "b").fighting(), // 4 repairs spent, 1 refilled: 3 left
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { play(t, DefaultPolicy(), tc.steps) })
@@ -284,11 +291,9 @@ func TestOtherWriterStaysWhileTheRecordLasts(t *testing.T) {
 		change(3*s, "d").repairs(),
 		change(4*s, "e").repairs(),
 		change(5*s, "argocd").repairs(), // the other writers
-		change(10*m, "argocd").waits(10*m + 2*s),
-		due(10*m + 2*s).repairs(),
+		undo(10*m, "argocd"),
 		// a..e are forgotten 15 minutes after their change
-		change(16*m, "argocd").waits(16*m + 2*s),
-		due(16*m + 2*s).repairs(),
+		undo(16*m, "argocd"),
 		change(22*m, "argocd").waits(22*m + 2*s).fighting(),
 	})
 }

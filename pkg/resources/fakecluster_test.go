@@ -7,8 +7,10 @@ import (
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -86,6 +88,37 @@ func (fc *fakeCluster) edit(mutate func(*appsv1.DaemonSet)) {
 	}
 	fc.sync()
 	fc.client.ClearActions()
+}
+
+// deleteStored deletes the stored DaemonSet behind the client's back, as
+// another actor would: no request is recorded, and the cache still shows it.
+func (fc *fakeCluster) deleteStored() {
+	fc.t.Helper()
+	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
+		fc.t.Fatalf("delete stored DaemonSet: %v", err)
+	}
+}
+
+// replaceStored deletes the stored DaemonSet and creates a copy of ds in its
+// place, as another actor would (a new UID and resourceVersion, no request
+// recorded). It returns the created object; the cache is not synced.
+func (fc *fakeCluster) replaceStored(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
+	fc.t.Helper()
+	fc.deleteStored()
+	ds = ds.DeepCopy()
+	ds.ResourceVersion, ds.UID = "", "" // a create request carries neither
+	created, err := fc.srv.Create(ds)
+	if err != nil {
+		fc.t.Fatalf("create replacement DaemonSet: %v", err)
+	}
+	return created
+}
+
+// failAll makes every request of verb on DaemonSets fail with err.
+func (fc *fakeCluster) failAll(verb string, err error) {
+	fc.client.PrependReactor(verb, "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, err
+	})
 }
 
 // requests counts the recorded API requests: reads (get/list/watch) and

@@ -58,12 +58,8 @@ var hostDifferences = []struct{ path, reason string }{
 // names (those Go knows), then its minimum version.
 func hostDaemonSet(t *testing.T) *appsv1.DaemonSet {
 	t.Helper()
-	raw, err := os.ReadFile(hostManifest)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ds := &appsv1.DaemonSet{}
-	if err := yaml.UnmarshalStrict(raw, ds); err != nil {
+	if err := yaml.UnmarshalStrict(readFile(t, hostManifest), ds); err != nil {
 		t.Fatalf("%s: %v", hostManifest, err)
 	}
 	profile := configv1.TLSProfiles[configv1.TLSProfileIntermediateType]
@@ -88,6 +84,17 @@ func hostDaemonSet(t *testing.T) *appsv1.DaemonSet {
 		}
 	}
 	return ds
+}
+
+// readFile returns the contents of the file at path, failing the test when it
+// cannot be read.
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
 
 // withAPIDefaults sets what the API server defaults in the fields these
@@ -291,11 +298,10 @@ func TestDefaultDaemonSetDiffersFromTheHostsOnlyAsListed(t *testing.T) {
 // fieldDiffs finds what it must: each kind of change to the host's template
 // shows as the path that names it, and nothing else.
 func TestFieldDiffsNamesEachChange(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		change func(*appsv1.DaemonSet)
-		want   []string
-	}{
+	diffs := func(t *testing.T, changed, host *appsv1.DaemonSet) []string {
+		return fieldDiffs("", toMap(t, withAPIDefaults(changed)), toMap(t, withAPIDefaults(host)))
+	}
+	testChanges(t, hostDaemonSet(t), "fieldDiffs", diffs, []changeCase{
 		{"none", func(*appsv1.DaemonSet) {}, nil},
 		{"probe added", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Containers[1].ReadinessProbe = &corev1.Probe{PeriodSeconds: 10}
@@ -319,17 +325,7 @@ func TestFieldDiffsNamesEachChange(t *testing.T) {
 		{"probe timeout", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Containers[2].LivenessProbe.TimeoutSeconds = 15
 		}, []string{"spec.template.spec.containers[extractor].livenessProbe.timeoutSeconds"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			host := hostDaemonSet(t)
-			changed := host.DeepCopy()
-			tc.change(changed)
-			got := fieldDiffs("", toMap(t, withAPIDefaults(changed)), toMap(t, withAPIDefaults(host)))
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("fieldDiffs = %q, want %q", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // hostDifferencesDoc is the list as docs/operations.md shows it.
@@ -347,11 +343,7 @@ func hostDifferencesDoc() string {
 // docs/operations.md lists the same differences with the same reasons
 // (go test ./pkg/resources -run HostTemplateDifferencesDoc -update rewrites it).
 func TestHostTemplateDifferencesDocGolden(t *testing.T) {
-	raw, err := os.ReadFile(operationsDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
+	doc := string(readFile(t, operationsDoc))
 	begin, end := strings.Index(doc, hostDiffBegin), strings.Index(doc, hostDiffEnd)
 	if begin < 0 || end < begin {
 		t.Fatalf("%s has no %s … %s section", operationsDoc, hostDiffBegin, hostDiffEnd)

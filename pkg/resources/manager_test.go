@@ -54,6 +54,32 @@ func expectEvents(t *testing.T, fc *fakeCluster, step string, want ...string) {
 	}
 }
 
+// newManagedCluster returns a fake cluster and a manager of it.
+func newManagedCluster(t *testing.T, opts ...ManagerOption) (*fakeCluster, *Manager) {
+	t.Helper()
+	fc := newFakeCluster(t)
+	return fc, newTestManager(fc, opts...)
+}
+
+// applied returns a manager that applied the default DaemonSet, and its
+// cluster with the cache showing that DaemonSet.
+func applied(t *testing.T, opts ...ManagerOption) (*fakeCluster, *Manager) {
+	t.Helper()
+	fc, m := newManagedCluster(t, opts...)
+	apply(t, m, defaultDesired())
+	fc.sync()
+	return fc, m
+}
+
+// injectedForbidden and injectedConflict are the API errors tests inject.
+func injectedForbidden() error {
+	return apierrors.NewForbidden(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+}
+
+func injectedConflict() error {
+	return apierrors.NewConflict(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+}
+
 // writtenGeneration is the generation of the object m last wrote or adopted
 // (0 for none), read under its lock as the informer's goroutine reads it.
 func writtenGeneration(m *Manager) int64 {
@@ -75,8 +101,7 @@ func image(ds *appsv1.DaemonSet, container string) string {
 // desired-state change, counting the API requests of each step: these
 // counts are the baseline of the performance goal.
 func TestApplyLifecycle(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 
 	// First apply: the cache shows nothing, so create without a GET.
 	res := apply(t, m, defaultDesired())
@@ -135,10 +160,7 @@ func TestApplyLifecycle(t *testing.T) {
 }
 
 func TestApplyRestoresRemovedLabel(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t)
 	fc.client.ClearActions()
 
 	// Metadata edits do not move the generation, but are drift all the same.
@@ -154,9 +176,7 @@ func TestApplyRestoresRemovedLabel(t *testing.T) {
 }
 
 func TestApplyAfterRestartAdoptsMatchingObject(t *testing.T) {
-	fc := newFakeCluster(t)
-	apply(t, newTestManager(fc), defaultDesired())
-	fc.sync()
+	fc, _ := applied(t)
 	fc.client.ClearActions()
 	before := fc.stored()
 
@@ -175,9 +195,7 @@ func TestApplyAfterRestartAdoptsMatchingObject(t *testing.T) {
 }
 
 func TestApplyAfterRestartRewritesEditedObject(t *testing.T) {
-	fc := newFakeCluster(t)
-	apply(t, newTestManager(fc), defaultDesired())
-	fc.sync()
+	fc, _ := applied(t)
 	// Edited while the controller was down; the spec-hash annotation stays.
 	fc.edit(func(ds *appsv1.DaemonSet) {
 		findContainer(&ds.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/evil/extractor:latest"
@@ -195,22 +213,13 @@ func TestApplyAfterRestartRewritesEditedObject(t *testing.T) {
 }
 
 func TestApplyRecreatedObjectIsNotTrustedByGeneration(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t)
 
 	// Someone deletes it and creates their own at generation 1, copying the
 	// metadata: same generation as the manager's write, different object.
 	own := fc.stored().DeepCopy()
 	findContainer(&own.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/evil/extractor:latest"
-	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
-		t.Fatal(err)
-	}
-	own.ResourceVersion = ""
-	if _, err := fc.srv.Create(own); err != nil {
-		t.Fatal(err)
-	}
+	fc.replaceStored(own)
 	fc.sync()
 	fc.client.ClearActions()
 
@@ -225,8 +234,7 @@ func TestApplyRecreatedObjectIsNotTrustedByGeneration(t *testing.T) {
 // compares against the object that write returned: no second create, no
 // read, no update bound to conflict.
 func TestApplyWithStaleCacheTrustsItsOwnWrite(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	apply(t, m, defaultDesired())
 	fc.client.ClearActions()
 
@@ -260,9 +268,8 @@ func TestApplyWithStaleCacheTrustsItsOwnWrite(t *testing.T) {
 // An expected write the cache never shows is trusted only for
 // ExpectationTimeout; then the server is read again.
 func TestExpectationTimesOut(t *testing.T) {
-	fc := newFakeCluster(t)
 	clk := clocktesting.NewFakeClock(time.Now())
-	m := newTestManager(fc, WithClock(clk))
+	fc, m := newManagedCluster(t, WithClock(clk))
 	apply(t, m, defaultDesired())
 	fc.client.ClearActions()
 
@@ -281,8 +288,7 @@ func TestExpectationTimesOut(t *testing.T) {
 // The informer saw our new object deleted before it showed it: the deletion
 // ends the expectation and the next apply creates again.
 func TestObservedDeletionEndsTheExpectation(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	res := apply(t, m, defaultDesired())
 	if err := fc.client.AppsV1().DaemonSets(Namespace).Delete(context.Background(), DaemonSetName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -300,10 +306,7 @@ func TestObservedDeletionEndsTheExpectation(t *testing.T) {
 // (minReadySeconds 7), the cache showing the change.
 func drifted(t *testing.T) (*fakeCluster, *Manager) {
 	t.Helper()
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t)
 	fc.edit(func(ds *appsv1.DaemonSet) { ds.Spec.MinReadySeconds = 7 })
 	return fc, m
 }
@@ -320,7 +323,7 @@ func driftedWithOneConflict(t *testing.T, beforeConflict func(*fakeCluster)) (*f
 		}
 		conflicts--
 		beforeConflict(fc)
-		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
+		return true, nil, injectedConflict()
 	})
 	return fc, m
 }
@@ -359,9 +362,7 @@ func TestApplyRetriesConflict(t *testing.T) {
 func TestApplyGivesUpAfterEndlessConflicts(t *testing.T) {
 	fc, m := drifted(t)
 
-	fc.client.PrependReactor("update", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewConflict(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
-	})
+	fc.failAll("update", injectedConflict())
 	_, err := m.Apply(context.Background(), defaultDesired())
 	if err == nil {
 		t.Fatal("Apply succeeded against endless conflicts")
@@ -378,11 +379,8 @@ func TestApplyGivesUpAfterEndlessConflicts(t *testing.T) {
 }
 
 func TestApplyStopsOnOtherErrors(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	fc.client.PrependReactor("create", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
-	})
+	fc, m := newManagedCluster(t)
+	fc.failAll("create", injectedForbidden())
 	_, err := m.Apply(context.Background(), defaultDesired())
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("Apply error = %v, want the wrapped Forbidden", err)
@@ -392,8 +390,7 @@ func TestApplyStopsOnOtherErrors(t *testing.T) {
 }
 
 func TestApplyRefusesInvalidImage(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	d := defaultDesired()
 	d.Images.KubeRBACProxy = "kube-rbac-proxy"
 	if _, err := m.Apply(context.Background(), d); err == nil {
@@ -406,8 +403,7 @@ func TestApplyRefusesInvalidImage(t *testing.T) {
 }
 
 func TestApplyStampsFieldManager(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	apply(t, m, defaultDesired())
 	create := fc.client.Actions()[0].(clienttesting.CreateActionImpl)
 	if create.CreateOptions.FieldManager != FieldManager {
@@ -417,10 +413,7 @@ func TestApplyStampsFieldManager(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	ctx := context.Background()
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t)
 	fc.client.ClearActions()
 
 	want := fc.stored().UID
@@ -452,8 +445,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestDeleteRightAfterCreate(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	apply(t, m, defaultDesired())
 	fc.client.ClearActions()
 
@@ -466,13 +458,8 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 }
 
 func TestDeleteError(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
-	fc.client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
-	})
+	fc, m := applied(t)
+	fc.failAll("delete", injectedForbidden())
 	deleted, err := m.Delete(context.Background())
 	if !apierrors.IsForbidden(err) || deleted != "" {
 		t.Fatalf("Delete = %v, %v; want false and the wrapped Forbidden", deleted, err)
@@ -485,8 +472,7 @@ func TestDeleteError(t *testing.T) {
 
 func TestCurrentAndExistsReadTheCache(t *testing.T) {
 	ctx := context.Background()
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	if _, ok := m.Current(); ok || m.ResourcesExists(ctx) {
 		t.Fatal("empty cache reported a DaemonSet")
 	}
@@ -509,8 +495,7 @@ func TestCurrentAndExistsReadTheCache(t *testing.T) {
 
 func TestResourceManagerMethods(t *testing.T) {
 	ctx := context.Background()
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	modern := &configv1.TLSSecurityProfile{Type: configv1.TLSProfileModernType}
 	if err := m.ApplyRuntimeExtractorResources(ctx, modern); err != nil {
 		t.Fatalf("ApplyRuntimeExtractorResources: %v", err)
@@ -531,8 +516,7 @@ func TestResourceManagerMethods(t *testing.T) {
 // The written generation is read by the informer goroutine (IsOwnWrite) while
 // the executor applies; run with -race.
 func TestWrittenGenerationConcurrentReads(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -565,9 +549,7 @@ func TestWrittenGenerationConcurrentReads(t *testing.T) {
 func TestApplyAfterUnseenDeleteCreates(t *testing.T) {
 	fc, m := drifted(t)
 	fc.sync()
-	if err := fc.client.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("daemonsets"), Namespace, DaemonSetName); err != nil {
-		t.Fatal(err)
-	}
+	fc.deleteStored()
 	fc.client.ClearActions()
 
 	res := apply(t, m, defaultDesired())
@@ -580,8 +562,7 @@ func TestApplyAfterUnseenDeleteCreates(t *testing.T) {
 // A host may learn the new version before its image variables change: the
 // version alone moves only the DaemonSet's annotation, so no pod rolls.
 func TestVersionAloneRollsNoPods(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	first := apply(t, m, defaultDesired())
 	fc.sync()
 	fc.client.ClearActions()
@@ -602,18 +583,9 @@ func TestVersionAloneRollsNoPods(t *testing.T) {
 // the manager from deleting blindly, one live read names the object there, and
 // the UID returned is the one really deleted.
 func TestDeleteNamesWhatItDeleted(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t)
 	old := fc.stored()
-	if err := fc.client.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("daemonsets"), Namespace, DaemonSetName); err != nil {
-		t.Fatal(err)
-	}
-	replacement, err := fc.srv.Create(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	replacement := fc.replaceStored(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}})
 	fc.client.ClearActions()
 
 	deleted, err := m.Delete(context.Background())
@@ -630,8 +602,7 @@ func TestDeleteNamesWhatItDeleted(t *testing.T) {
 // write would be lost with it, and its deletion is what the controller
 // repairs next.
 func TestApplyDoesNotWriteADaemonSetBeingDeleted(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	apply(t, m, defaultDesired())
 	fc.edit(func(ds *appsv1.DaemonSet) {
 		now := metav1.Now()
@@ -739,9 +710,7 @@ func TestApplyAfterRestartRemovesAdditions(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fc := newFakeCluster(t)
-			apply(t, newTestManager(fc), defaultDesired())
-			fc.sync()
+			fc, _ := applied(t)
 			want := fc.stored().Spec.DeepCopy()
 			fc.edit(tc.edit) // while the controller is down; the annotation stays
 
@@ -758,21 +727,12 @@ func TestApplyAfterRestartRemovesAdditions(t *testing.T) {
 // Defect 1 of issue 18, while running: someone replaces the object (a new
 // UID) with an addition and the same annotations.
 func TestApplyRepairsRecreatedObjectWithAddition(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t)
 	want := fc.stored().Spec.DeepCopy()
 
 	theirs := fc.stored().DeepCopy()
 	theirs.Spec.Template.Spec.Tolerations = append(theirs.Spec.Template.Spec.Tolerations, corev1.Toleration{Key: "someone", Operator: corev1.TolerationOpExists})
-	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
-		t.Fatal(err)
-	}
-	theirs.ResourceVersion, theirs.UID = "", ""
-	if _, err := fc.srv.Create(theirs); err != nil {
-		t.Fatal(err)
-	}
+	fc.replaceStored(theirs)
 	fc.sync()
 	fc.client.ClearActions()
 
@@ -789,9 +749,8 @@ func TestApplyRepairsRecreatedObjectWithAddition(t *testing.T) {
 // between while the DaemonSet is being deleted. It ends once, and a delete
 // ends it too.
 func TestExpectationEndsOnceAndWithADelete(t *testing.T) {
-	fc := newFakeCluster(t)
 	clk := clocktesting.NewFakeClock(time.Now())
-	m := newTestManager(fc, WithClock(clk))
+	fc, m := newManagedCluster(t, WithClock(clk))
 	apply(t, m, defaultDesired())
 	if d, ok := m.Expecting(); !ok || d != ExpectationTimeout {
 		t.Fatalf("Expecting = %s, %v; want %s, true", d, ok, ExpectationTimeout)
@@ -805,12 +764,8 @@ func TestExpectationEndsOnceAndWithADelete(t *testing.T) {
 	}
 
 	apply(t, m, defaultDesired()) // a new object: the create is expected again
-	fc.client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), DaemonSetName, errors.New("injected"))
-	})
-	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
-		t.Fatal(err)
-	}
+	fc.failAll("delete", injectedForbidden())
+	fc.deleteStored()
 	apply(t, m, defaultDesired())
 	if _, ok := m.Expecting(); !ok {
 		t.Fatal("not expecting the create")
@@ -828,8 +783,7 @@ func TestExpectationEndsOnceAndWithADelete(t *testing.T) {
 // own write. Only the latest owned metadata, or a resourceVersion the
 // manager's own write returned, is its own.
 func TestRevertedVersionAnnotationIsNotOwn(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	old := defaultDesired()
 	old.Version = "4.21.0"
 	first := apply(t, m, old)
@@ -863,18 +817,11 @@ var foreignSelector = map[string]string{"app": "someone-else"}
 func replaceWithForeign(t *testing.T, fc *fakeCluster) *appsv1.DaemonSet {
 	t.Helper()
 	theirs := fc.stored().DeepCopy()
-	theirs.ResourceVersion, theirs.UID = "", ""
 	theirs.Labels = foreignSelector
 	theirs.Spec.Selector = &metav1.LabelSelector{MatchLabels: foreignSelector}
 	theirs.Spec.Template.Labels = foreignSelector
 	findContainer(&theirs.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/evil/extractor:latest"
-	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
-		t.Fatal(err)
-	}
-	created, err := fc.srv.Create(theirs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	created := fc.replaceStored(theirs)
 	fc.sync()
 	fc.client.ClearActions()
 	return created
@@ -885,10 +832,7 @@ func replaceWithForeign(t *testing.T, fc *fakeCluster) *appsv1.DaemonSet {
 // Invalid), so the adoption failed for good. It is deleted, with a UID
 // precondition and its pods left to the garbage collector, and created anew.
 func TestApplyReplacesForeignObjectWithAnotherSelector(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t)
 	want := fc.stored().Spec.DeepCopy()
 	theirs := replaceWithForeign(t, fc)
 
@@ -925,10 +869,7 @@ func TestApplyReplacesForeignObjectWithAnotherSelector(t *testing.T) {
 // since) and lets the garbage collector remove its pods in the background:
 // the name is free at once, and the pods of the foreign selector go.
 func TestReplaceDeletesOnlyTheForeignObject(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t)
 	theirs := replaceWithForeign(t, fc)
 
 	apply(t, m, defaultDesired())
@@ -955,11 +896,8 @@ func TestReplaceDeletesOnlyTheForeignObject(t *testing.T) {
 // ends without a write or an error. Its deletion event brings the next apply,
 // which creates; nothing spins meanwhile.
 func TestReplaceHeldByAFinalizerWaitsForTheDeletion(t *testing.T) {
-	fc := newFakeCluster(t)
 	// The lost race's wait for the cache costs no time on a fake clock.
-	m := newTestManager(fc, WithClock(clocktesting.NewFakeClock(time.Now())))
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t, WithClock(clocktesting.NewFakeClock(time.Now())))
 	theirs := replaceWithForeign(t, fc)
 	fc.client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		held := fc.stored().DeepCopy()
@@ -982,9 +920,7 @@ func TestReplaceHeldByAFinalizerWaitsForTheDeletion(t *testing.T) {
 	}
 
 	// The finalizer goes and the object with it: the next apply creates.
-	if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
-		t.Fatal(err)
-	}
+	fc.deleteStored()
 	fc.sync()
 	fc.client.ClearActions()
 	res = apply(t, m, defaultDesired())
@@ -997,10 +933,7 @@ func TestReplaceHeldByAFinalizerWaitsForTheDeletion(t *testing.T) {
 // An update invalid for more than the selector is not cured by a replace:
 // the foreign object stays and the error is returned.
 func TestApplyDoesNotReplaceOnOtherInvalidUpdates(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t)
 	replaceWithForeign(t, fc)
 	fc.client.PrependReactor("update", "daemonsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewInvalid(appsv1.SchemeGroupVersion.WithKind("DaemonSet").GroupKind(), DaemonSetName, field.ErrorList{
@@ -1018,26 +951,15 @@ func TestApplyDoesNotReplaceOnOtherInvalidUpdates(t *testing.T) {
 // its delete: the UID precondition fails (Conflict), so the newer object is
 // not deleted blindly; a fresh read names it, and it is the one replaced.
 func TestReplaceNeverDeletesAnUnreadObject(t *testing.T) {
-	fc := newFakeCluster(t)
 	// The lost race's wait for the cache costs no time on a fake clock.
-	m := newTestManager(fc, WithClock(clocktesting.NewFakeClock(time.Now())))
-	apply(t, m, defaultDesired())
-	fc.sync()
+	fc, m := applied(t, WithClock(clocktesting.NewFakeClock(time.Now())))
 	first := replaceWithForeign(t, fc)
 	var second *appsv1.DaemonSet
 	fc.client.PrependReactor("delete", "daemonsets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if second != nil {
 			return false, nil, nil
 		}
-		again := fc.stored().DeepCopy()
-		again.ResourceVersion, again.UID = "", ""
-		if err := fc.client.Tracker().Delete(daemonSetsResource, Namespace, DaemonSetName); err != nil {
-			return true, nil, err
-		}
-		var err error
-		if second, err = fc.srv.Create(again); err != nil {
-			return true, nil, err
-		}
+		second = fc.replaceStored(fc.stored())
 		return false, nil, nil // the server's precondition check runs next
 	})
 

@@ -18,11 +18,8 @@ func TestRestoredFieldsNameWhatARepairPutBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	desired.UID = "uid-1"
-	for _, tc := range []struct {
-		name   string
-		change func(*appsv1.DaemonSet)
-		want   []string
-	}{
+	restored := func(_ *testing.T, before, desired *appsv1.DaemonSet) []string { return restoredFields(before, desired) }
+	testChanges(t, desired, "restoredFields", restored, []changeCase{
 		{"nothing", func(*appsv1.DaemonSet) {}, nil},
 		{"image", func(ds *appsv1.DaemonSet) {
 			findContainer(&ds.Spec.Template.Spec, ContainerExtractor).Image = "quay.io/x:1"
@@ -42,17 +39,32 @@ func TestRestoredFieldsNameWhatARepairPutBack(t *testing.T) {
 			ds.UID = "uid-2"
 			ds.Spec.MinReadySeconds = 9
 		}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := desired.DeepCopy()
-			tc.change(before)
-			if got := restoredFields(before, desired); !slices.Equal(got, tc.want) {
-				t.Errorf("restoredFields = %q, want %q", got, tc.want)
-			}
-		})
-	}
+	})
 	if got := restoredFields(nil, desired); got != nil {
 		t.Errorf("restoredFields without a replaced object = %q, want nil", got)
+	}
+}
+
+// changeCase is a change to a DaemonSet and the fields that comparing the
+// changed DaemonSet with the original names for it.
+type changeCase struct {
+	name   string
+	change func(*appsv1.DaemonSet)
+	want   []string
+}
+
+// testChanges runs each case as a subtest: it changes a copy of base and
+// checks that compare, called what in errors, names the case's fields.
+func testChanges(t *testing.T, base *appsv1.DaemonSet, what string, compare func(t *testing.T, changed, base *appsv1.DaemonSet) []string, cases []changeCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			changed := base.DeepCopy()
+			tc.change(changed)
+			if got := compare(t, changed, base); !slices.Equal(got, tc.want) {
+				t.Errorf("%s = %q, want %q", what, got, tc.want)
+			}
+		})
 	}
 }
 
@@ -106,8 +118,7 @@ func TestTLSMoveNamesTheProfile(t *testing.T) {
 // Result.Restored and Result.TLSMoved describe an update of an existing
 // object, and nothing else.
 func TestResultNamesWhatTheApplyReplaced(t *testing.T) {
-	fc := newFakeCluster(t)
-	m := newTestManager(fc)
+	fc, m := newManagedCluster(t)
 	res := apply(t, m, defaultDesired())
 	if !res.Created || res.Restored != nil || res.TLSMoved != "" {
 		t.Errorf("create: created %v, restored %q, TLS moved %q; want a create that replaced nothing", res.Created, res.Restored, res.TLSMoved)

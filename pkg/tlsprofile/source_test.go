@@ -15,23 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 )
 
-func fakeDiscovery(servesAPIServer bool) *fakediscovery.FakeDiscovery {
-	d := kubefake.NewClientset().Discovery().(*fakediscovery.FakeDiscovery)
-	if servesAPIServer {
-		d.Resources = []*metav1.APIResourceList{{
-			GroupVersion: configv1.GroupVersion.String(),
-			APIResources: []metav1.APIResource{{Name: "apiservers", Kind: "APIServer"}},
-		}}
-	}
-	return d
-}
+// apiServerAPI is the resource a cluster's discovery lists when it serves
+// APIServer.
+var apiServerAPI = metav1.APIResource{Name: "apiservers", Kind: "APIServer"}
 
 var (
 	modern       = &configv1.TLSSecurityProfile{Type: configv1.TLSProfileModernType, Modern: &configv1.ModernTLSProfile{}}
@@ -65,11 +58,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func newTestSource(t *testing.T, client *configfake.Clientset, clk clock.WithDelayedExecution) *Source {
 	t.Helper()
-	s, err := newSource(fakeDiscovery(true), client, clk)
+	s, err := newSource(fakeapi.ConfigDiscovery(apiServerAPI), client, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// expectSignal waits up to 10 s for Changed to signal.
+func expectSignal(t *testing.T, s *Source, when string) {
+	t.Helper()
+	select {
+	case <-s.Changed():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no signal %s", when)
+	}
 }
 
 func noSignal(t *testing.T, s *Source, when string) {
@@ -84,7 +87,7 @@ func noSignal(t *testing.T, s *Source, when string) {
 // TestWithoutTheAPIServerAPIIntermediateIsKnown: a cluster that is not
 // OpenShift has no profile to follow; the answer is known at once.
 func TestWithoutTheAPIServerAPIIntermediateIsKnown(t *testing.T) {
-	s, err := NewSource(fakeDiscovery(false), configfake.NewClientset())
+	s, err := NewSource(fakeapi.ConfigDiscovery(), configfake.NewClientset())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +99,7 @@ func TestWithoutTheAPIServerAPIIntermediateIsKnown(t *testing.T) {
 
 // TestDiscoveryErrorIsReturned: a failed discovery is not taken for "no API".
 func TestDiscoveryErrorIsReturned(t *testing.T) {
-	d := fakeDiscovery(true)
+	d := fakeapi.ConfigDiscovery(apiServerAPI)
 	d.PrependReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("down")
 	})
@@ -133,11 +136,7 @@ func TestFollowsTheProfileAndSignalsOnlyItsChanges(t *testing.T) {
 	if _, err := client.ConfigV1().APIServers().Update(ctx, api, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.Changed():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no signal for Intermediate -> Modern")
-	}
+	expectSignal(t, s, "for Intermediate -> Modern")
 	if p, err := s.Profile(); err != nil || p.Type != configv1.TLSProfileModernType {
 		t.Fatalf("Profile = %v, %v; want Modern", p, err)
 	}
@@ -158,11 +157,7 @@ func TestFollowsTheProfileAndSignalsOnlyItsChanges(t *testing.T) {
 	if err := client.ConfigV1().APIServers().Delete(ctx, APIServerName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.Changed():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no signal for the deletion")
-	}
+	expectSignal(t, s, "for the deletion")
 	if p, err := s.Profile(); err != nil || p != nil {
 		t.Fatalf("Profile after deletion = %v, %v; want nil (Intermediate), known", p, err)
 	}
@@ -227,11 +222,7 @@ func TestUnreadableIsUnknownAndGivesUpWaitingAfterStartTimeout(t *testing.T) {
 	noSignal(t, s, "while the profile stayed unknown")
 
 	denied.Store(false) // the reflector's next list, after its backoff, succeeds
-	select {
-	case <-s.Changed():
-	case <-time.After(10 * time.Second):
-		t.Fatal("no signal once the profile was read")
-	}
+	expectSignal(t, s, "once the profile was read")
 	if p, err := s.Profile(); err != nil || p.Type != configv1.TLSProfileModernType {
 		t.Fatalf("Profile = %v, %v; want Modern", p, err)
 	}

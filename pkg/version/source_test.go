@@ -9,20 +9,13 @@ import (
 	configfake "github.com/openshift/client-go/config/clientset/versioned/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 )
 
-func fakeDiscovery(servesClusterVersion bool) *fakediscovery.FakeDiscovery {
-	d := kubefake.NewClientset().Discovery().(*fakediscovery.FakeDiscovery)
-	if servesClusterVersion {
-		d.Resources = []*metav1.APIResourceList{{
-			GroupVersion: configv1.GroupVersion.String(),
-			APIResources: []metav1.APIResource{{Name: "clusterversions", Kind: "ClusterVersion"}},
-		}}
-	}
-	return d
-}
+// clusterVersionAPI is the resource a cluster's discovery lists when it
+// serves ClusterVersion.
+var clusterVersionAPI = metav1.APIResource{Name: "clusterversions", Kind: "ClusterVersion"}
 
 func clusterVersion(v string) *configv1.ClusterVersion {
 	return &configv1.ClusterVersion{
@@ -32,7 +25,7 @@ func clusterVersion(v string) *configv1.ClusterVersion {
 }
 
 func TestFallsBackToEnvWithoutClusterVersionAPI(t *testing.T) {
-	s, err := NewSource(fakeDiscovery(false), configfake.NewClientset(), "4.20.0")
+	s, err := NewSource(fakeapi.ConfigDiscovery(), configfake.NewClientset(), "4.20.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +36,7 @@ func TestFallsBackToEnvWithoutClusterVersionAPI(t *testing.T) {
 
 func TestFollowsClusterVersionAndSignalsOnlyRealChanges(t *testing.T) {
 	client := configfake.NewClientset(clusterVersion("4.21.0"))
-	s, err := NewSource(fakeDiscovery(true), client, "")
+	s, err := NewSource(fakeapi.ConfigDiscovery(clusterVersionAPI), client, "")
 	if err != nil {
 		t.Fatal(err)
 	}

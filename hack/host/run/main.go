@@ -281,10 +281,7 @@ func (c *check) deletedIsRepaired() error {
 // inertia has passed: it is never Degraded, and never has
 // RuntimeExtractorDegraded.
 func (c *check) shortRefusal() error {
-	if err := c.stopHost(); err != nil {
-		return err
-	}
-	if err := c.freeze(); err != nil {
+	if err := c.stopAndFreeze(); err != nil {
 		return err
 	}
 	watch, err := c.watchOperator()
@@ -292,15 +289,10 @@ func (c *check) shortRefusal() error {
 		return err
 	}
 	defer watch.stop()
-	start := time.Now()
-	if err := c.startHost(nextVersion); err != nil {
-		return err
-	}
-	refused, err := c.waitRefusal(start)
+	start, refused, err := c.upgradeRefused(nextVersion)
 	if err != nil {
 		return err
 	}
-	step("the upgrade's DaemonSet update refused, after the host's start", refused.Sub(start))
 	if err := c.sleepUntil(refused.Add(shortRefusal)); err != nil {
 		return err
 	}
@@ -350,21 +342,13 @@ func (c *check) shortRefusal() error {
 // DaemonSet are refused until the insights ClusterOperator is Degraded, and
 // then admits them: the condition clears.
 func (c *check) lastingRefusal() error {
-	if err := c.stopHost(); err != nil {
+	if err := c.stopAndFreeze(); err != nil {
 		return err
 	}
-	if err := c.freeze(); err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := c.startHost(lastVersion); err != nil {
-		return err
-	}
-	refused, err := c.waitRefusal(start)
+	_, refused, err := c.upgradeRefused(lastVersion)
 	if err != nil {
 		return err
 	}
-	step("the upgrade's DaemonSet update refused, after the host's start", refused.Sub(start))
 	co, err := c.waitOperatorFor("the insights ClusterOperator Degraded by the refusal", degradedTimeout, func(co *configv1.ClusterOperator) bool {
 		d, rx := condition(co, configv1.OperatorDegraded), condition(co, rxDegraded)
 		return d != nil && d.Status == configv1.ConditionTrue && rx != nil && rx.Status == configv1.ConditionTrue
@@ -397,6 +381,30 @@ func (c *check) lastingRefusal() error {
 	step("the condition cleared after the policy's removal", time.Since(lifted))
 	printConditions(co, configv1.OperatorAvailable, configv1.OperatorDegraded)
 	return nil
+}
+
+// stopAndFreeze stops the host and makes admission refuse every update of
+// the DaemonSet: the scene of an upgrade that admission refuses.
+func (c *check) stopAndFreeze() error {
+	if err := c.stopHost(); err != nil {
+		return err
+	}
+	return c.freeze()
+}
+
+// upgradeRefused starts the host at version, as an upgrade does, and waits
+// for the library to report the refused DaemonSet update. It returns when
+// the host was started and when the refusal was seen.
+func (c *check) upgradeRefused(version string) (start, refused time.Time, err error) {
+	start = time.Now()
+	if err = c.startHost(version); err != nil {
+		return start, refused, err
+	}
+	if refused, err = c.waitRefusal(start); err != nil {
+		return start, refused, err
+	}
+	step("the upgrade's DaemonSet update refused, after the host's start", refused.Sub(start))
+	return start, refused, nil
 }
 
 // freeze makes admission refuse every update of the DaemonSet.
@@ -568,19 +576,13 @@ func (c *check) waitDaemonSet(what string, ok func(*appsv1.DaemonSet) bool) (*ap
 }
 
 func (c *check) waitDaemonSetFor(what string, timeout time.Duration, ok func(*appsv1.DaemonSet) bool) (*appsv1.DaemonSet, error) {
-	var got *appsv1.DaemonSet
-	err := c.pollFor(what, timeout, func() (bool, error) {
+	return waitObject(c, what, timeout, func() (*appsv1.DaemonSet, error) {
 		ds, err := c.kube.AppsV1().DaemonSets(namespace).Get(c.ctx, resources.DaemonSetName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, nil // not there yet
 		}
-		if err != nil {
-			return false, err
-		}
-		got = ds
-		return ok(ds), nil
-	})
-	return got, err
+		return ds, err
+	}, ok)
 }
 
 func (c *check) waitOperator(what string, ok func(*configv1.ClusterOperator) bool) (*configv1.ClusterOperator, error) {
@@ -588,18 +590,28 @@ func (c *check) waitOperator(what string, ok func(*configv1.ClusterOperator) boo
 }
 
 func (c *check) waitOperatorFor(what string, timeout time.Duration, ok func(*configv1.ClusterOperator) bool) (*configv1.ClusterOperator, error) {
-	var got *configv1.ClusterOperator
-	err := c.pollFor(what, timeout, func() (bool, error) {
-		co, err := c.config.ConfigV1().ClusterOperators().Get(c.ctx, testcluster.InsightsOperator, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		got = co
-		return ok(co), nil
-	})
+	got, err := waitObject(c, what, timeout, func() (*configv1.ClusterOperator, error) {
+		return c.config.ConfigV1().ClusterOperators().Get(c.ctx, testcluster.InsightsOperator, metav1.GetOptions{})
+	}, ok)
 	if err != nil && got != nil {
 		printConditions(got)
 	}
+	return got, err
+}
+
+// waitObject polls get until ok accepts the object it read, for up to
+// timeout, and returns the last object read. get returns nil, nil for an
+// object that is not there yet.
+func waitObject[T any](c *check, what string, timeout time.Duration, get func() (*T, error), ok func(*T) bool) (*T, error) {
+	var got *T
+	err := c.pollFor(what, timeout, func() (bool, error) {
+		obj, err := get()
+		if err != nil || obj == nil {
+			return false, err
+		}
+		got = obj
+		return ok(obj), nil
+	})
 	return got, err
 }
 

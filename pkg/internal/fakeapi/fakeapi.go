@@ -2,7 +2,7 @@
 // controller depends on for DaemonSets: UIDs, resourceVersion conflicts, a
 // generation that moves only when the spec changes, an immutable selector, a
 // status subresource that never touches the spec, and the defaults the server
-// adds. Tests only.
+// adds. It also fakes the discovery of OpenShift's config API. Tests only.
 package fakeapi
 
 import (
@@ -56,17 +56,15 @@ func (s *Server) create(action clienttesting.Action) (bool, runtime.Object, erro
 	ApplyDefaults(ds)
 	ds.UID = types.UID("uid-" + s.next())
 	ds.Generation = 1
-	ds.ResourceVersion = s.next()
 	// The field manager goes to the tracker, which keeps managedFields as
 	// the API server does (it would say "unknown" for every writer).
 	var opts metav1.CreateOptions
 	if a, ok := action.(clienttesting.CreateActionImpl); ok {
 		opts = a.GetCreateOptions()
 	}
-	if err := s.Client.Tracker().Create(DaemonSets, ds, ds.Namespace, opts); err != nil {
-		return true, nil, err
-	}
-	return true, ds.DeepCopy(), nil
+	return s.store(ds, func() error {
+		return s.Client.Tracker().Create(DaemonSets, ds, ds.Namespace, opts)
+	})
 }
 
 func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, error) {
@@ -104,12 +102,20 @@ func (s *Server) update(action clienttesting.Action) (bool, runtime.Object, erro
 			return true, old.DeepCopy(), nil
 		}
 	}
-	ds.ResourceVersion = s.next()
 	var opts metav1.UpdateOptions
 	if a, ok := action.(clienttesting.UpdateActionImpl); ok {
 		opts = a.GetUpdateOptions()
 	}
-	if err := s.Client.Tracker().Update(DaemonSets, ds, ds.Namespace, opts); err != nil {
+	return s.store(ds, func() error {
+		return s.Client.Tracker().Update(DaemonSets, ds, ds.Namespace, opts)
+	})
+}
+
+// store gives ds a new resourceVersion, writes it to the tracker with write
+// and answers as the reactor of the write request.
+func (s *Server) store(ds *appsv1.DaemonSet, write func() error) (bool, runtime.Object, error) {
+	ds.ResourceVersion = s.next()
+	if err := write(); err != nil {
 		return true, nil, err
 	}
 	return true, ds.DeepCopy(), nil
@@ -149,26 +155,23 @@ func (s *Server) DeleteReactor(action clienttesting.Action) (bool, runtime.Objec
 // Create stores ds as a create request would, without recording an action:
 // for tests that stage what another actor did.
 func (s *Server) Create(ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
-	_, obj, err := s.create(clienttesting.NewCreateAction(DaemonSets, ds.Namespace, ds))
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*appsv1.DaemonSet), nil
+	return react(s.create, clienttesting.NewCreateAction(DaemonSets, ds.Namespace, ds))
 }
 
 // Update stores ds as an update request would, without recording an action.
 func (s *Server) Update(ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
-	_, obj, err := s.update(clienttesting.NewUpdateAction(DaemonSets, ds.Namespace, ds))
-	if err != nil {
-		return nil, err
-	}
-	return obj.(*appsv1.DaemonSet), nil
+	return react(s.update, clienttesting.NewUpdateAction(DaemonSets, ds.Namespace, ds))
 }
 
 // UpdateStatus stores ds's status as the status subresource would (the
 // DaemonSet controller's write), without recording an action.
 func (s *Server) UpdateStatus(ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
-	_, obj, err := s.update(clienttesting.NewUpdateSubresourceAction(DaemonSets, "status", ds.Namespace, ds))
+	return react(s.update, clienttesting.NewUpdateSubresourceAction(DaemonSets, "status", ds.Namespace, ds))
+}
+
+// react runs reactor on action directly, so the client records no action.
+func react(reactor clienttesting.ReactionFunc, action clienttesting.Action) (*appsv1.DaemonSet, error) {
+	_, obj, err := reactor(action)
 	if err != nil {
 		return nil, err
 	}
