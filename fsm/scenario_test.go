@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/insights-runtime-extractor/controller/internal/golden"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the testdata/fsm scenario transcripts and the generated docs from what the machine does")
@@ -73,17 +75,7 @@ func TestGeneratedDocsAreCurrent(t *testing.T) {
 		"../docs/state-machine.md":  Document(),
 		"../docs/state-machine.dot": DOT(),
 	} {
-		if *rewrite {
-			if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		got, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatalf("%v (run `make docs`)", err)
-		}
-		if string(got) != want {
+		if got := golden.Want(t, file, []byte(want), *rewrite, "run `make docs`"); string(got) != want {
 			t.Errorf("%s is stale: run `make docs`", file)
 		}
 	}

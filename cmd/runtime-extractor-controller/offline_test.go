@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/insights-runtime-extractor/controller/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/cmd")
@@ -48,19 +49,7 @@ func TestGoldenOutputs(t *testing.T) {
 				t.Fatalf("%v: %v\n%s", tc.args, err, got)
 			}
 			path := filepath.Join("../../testdata/cmd", tc.golden)
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./cmd/... -update)", err)
-			}
+			want := golden.Want(t, path, []byte(got), *update, "run go test ./cmd/... -update")
 			if got != string(want) {
 				t.Errorf("%v: output differs from %s:\n%s", tc.args, path, got)
 			}

@@ -3,7 +3,6 @@ package resources
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/insights-runtime-extractor/controller/internal/golden"
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 )
 
@@ -84,18 +84,7 @@ func TestDesiredDaemonSetGolden(t *testing.T) {
 				t.Fatalf("marshal: %v", err)
 			}
 			path := filepath.Join(goldenDir, tc.file)
-			if *update {
-				if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (regenerate with go test ./pkg/resources -update): %v", err)
-			}
+			want := golden.Want(t, path, got, *update, "regenerate with go test ./pkg/resources -update")
 			if !bytes.Equal(got, want) {
 				t.Errorf("desired DaemonSet differs from %s (regenerate with -update and review the diff):\n%s",
 					path, diff.Diff(string(want), string(got)))
