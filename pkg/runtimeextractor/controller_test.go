@@ -130,12 +130,7 @@ func TestVersionChangeIsRecordedWithBothVersions(t *testing.T) {
 	h.waitState(fsm.StateRunning)
 	h.version.set("4.22.0")
 	h.eventually("an Updated Event naming the versions", func() bool {
-		for _, e := range h.changes.with(ReasonUpdated) {
-			if strings.Contains(e.text, "version moved from 4.21.0 to 4.22.0") {
-				return true
-			}
-		}
-		return false
+		return h.changes.mentions(ReasonUpdated, "version moved from 4.21.0 to 4.22.0")
 	})
 }
 
@@ -202,7 +197,7 @@ func TestApplyFailuresBackOffThenConverge(t *testing.T) {
 	h.rollOut()
 	h.waitState(fsm.StateRunning)
 
-	waits := h.limiter.recorded()
+	waits := h.limiter.waits.list()
 	if len(waits) != 3 {
 		t.Fatalf("got %d retries (%v), want 3", len(waits), waits)
 	}
@@ -246,11 +241,7 @@ func TestCancelStopsRun(t *testing.T) {
 // controller's own write can reach the informer before the manager recorded the
 // write; the controller re-checks such observations when it drains them.
 func TestOwnWriteSeenBeforeBookkeepingIsNotDrift(t *testing.T) {
-	h := start(t)
-	h.rollOut()
-	h.waitState(fsm.StateRunning)
-	h.stop() // drive onDrift by hand, on this goroutine
-	ds := h.stored()
+	h, ds := startStoppedWhenRunning(t)
 	ctx := context.Background()
 	var visited []fsm.State
 	h.ctrl.machine.OnTransition(func(tr fsm.Transition) { visited = append(visited, tr.To) })

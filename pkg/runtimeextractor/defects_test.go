@@ -34,35 +34,11 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// transitions records every transition the machine takes from now on.
-type transitions struct {
-	mu   sync.Mutex
-	seen []fsm.Transition
-}
-
-func recordTransitions(c *Controller) *transitions {
-	r := &transitions{}
-	c.machine.OnTransition(func(t fsm.Transition) {
-		r.mu.Lock()
-		r.seen = append(r.seen, t)
-		r.mu.Unlock()
-	})
-	return r
-}
-
-func (r *transitions) list() []fsm.Transition {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]fsm.Transition(nil), r.seen...)
-}
-
-func (r *transitions) any(pred func(fsm.Transition) bool) bool {
-	for _, t := range r.list() {
-		if pred(t) {
-			return true
-		}
-	}
-	return false
+// recordTransitions records every transition the machine takes from now on.
+func recordTransitions(c *Controller) *syncList[fsm.Transition] {
+	seen := &syncList[fsm.Transition]{}
+	c.machine.OnTransition(seen.add)
+	return seen
 }
 
 // Defect 1: an owned label removed by someone else keeps the generation, and the
@@ -264,11 +240,7 @@ func TestRunAgainAfterCancelMidAction(t *testing.T) {
 // Defect 9: one Event per repair, not one per queued observation: three
 // observations drained at once make one update, recorded once, naming both kinds.
 func TestOneDriftEventPerDrain(t *testing.T) {
-	h := start(t)
-	h.rollOut()
-	h.waitState(fsm.StateRunning)
-	h.stop() // drive onDrift by hand, on this goroutine
-	ds := h.stored()
+	h, ds := startStoppedWhenRunning(t)
 
 	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation + 1})
 	h.ctrl.informer.drift(observation{kind: DriftMetadata, uid: ds.UID, generation: ds.Generation + 1})
@@ -280,13 +252,11 @@ func TestOneDriftEventPerDrain(t *testing.T) {
 		t.Fatalf("got %d events for one drain, want at most 1: %+v", len(got), got)
 	}
 	modified := 0
-	tr.mu.Lock()
-	for _, x := range tr.seen {
+	for _, x := range tr.list() {
 		if x.Event.Name() == fsm.EventModified {
 			modified++
 		}
 	}
-	tr.mu.Unlock()
 	if modified != 1 {
 		t.Fatalf("fired Modified %d times for one drain, want 1", modified)
 	}
@@ -476,7 +446,6 @@ func TestFinalizerHeldDeleteThenEnableCreatesAnew(t *testing.T) {
 // the controller's create shows no DaemonSet. The list predates the create,
 // so it tells nothing about it: no drift counted, no second create.
 func TestStaleRelistAfterOwnCreateIsNoDrift(t *testing.T) {
-	quietKlog(t)
 	s := newScriptedSim(t, true) // the controller created the DaemonSet; its event is in flight
 	if s.stored() == nil || len(s.inFlight) == 0 {
 		t.Fatalf("no create in flight after the start (stored %v)", s.stored() != nil)

@@ -130,12 +130,7 @@ func TestRepairNamesTheWriterInEventLogAndMetric(t *testing.T) {
 	h.waitStored("the image to be restored", func(ds *appsv1.DaemonSet) bool { return extractorOf(ds).Image == want })
 	const who = "changed by kubectl-patch (Update at "
 	h.eventually("an Updated Event naming the image and kubectl-patch", func() bool {
-		for _, e := range h.changes.with(ReasonUpdated) {
-			if strings.Contains(e.text, "(spec changed: restored container extractor image), "+who) {
-				return true
-			}
-		}
-		return false
+		return h.changes.mentions(ReasonUpdated, "(spec changed: restored container extractor image), "+who)
 	})
 	h.stop()
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`

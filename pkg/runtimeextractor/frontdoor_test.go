@@ -18,13 +18,21 @@ func fired(d *frontDoor) (signalKind, bool) {
 	return k, k != 0
 }
 
-func TestFrontDoorActsAtOnceAfterQuiet(t *testing.T) {
+// doorAfterAction is a new front door that has admitted a first signal, at
+// once, and acted on it: the start of every scenario here.
+func doorAfterAction(t *testing.T) (*clocktesting.FakeClock, *frontDoor) {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Now())
 	d := newFrontDoor(clk)
 	if !d.admit(signalConfig) {
 		t.Fatal("the first signal was held")
 	}
 	d.acted()
+	return clk, d
+}
+
+func TestFrontDoorActsAtOnceAfterQuiet(t *testing.T) {
+	clk, d := doorAfterAction(t)
 	clk.Step(levelQuiet)
 	if !d.admit(signalConfig) {
 		t.Fatal("a signal after a quiet spell was held")
@@ -35,10 +43,7 @@ func TestFrontDoorActsAtOnceAfterQuiet(t *testing.T) {
 }
 
 func TestFrontDoorMergesABurstIntoOneTrailingEdge(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Now())
-	d := newFrontDoor(clk)
-	d.admit(signalConfig)
-	d.acted()
+	clk, d := doorAfterAction(t)
 	for range 3 {
 		clk.Step(levelQuiet / 4)
 		if d.admit(signalConfig) {
@@ -65,10 +70,7 @@ func TestFrontDoorMergesABurstIntoOneTrailingEdge(t *testing.T) {
 
 // A storm that never pauses is still re-asserted every levelMaxDelay.
 func TestFrontDoorCapsANeverEndingStorm(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Now())
-	d := newFrontDoor(clk)
-	d.admit(signalConfig)
-	d.acted()
+	clk, d := doorAfterAction(t)
 	const tick = 10 * time.Millisecond
 	edges := 0
 	for elapsed := time.Duration(0); elapsed < 10*levelMaxDelay; elapsed += tick {

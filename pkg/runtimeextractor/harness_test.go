@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,22 +126,13 @@ func (f *fakeConfig) String() string {
 // recordingLimiter records every backoff the controller asks for.
 type recordingLimiter struct {
 	workqueue.TypedRateLimiter[string]
-	mu    sync.Mutex
-	waits []time.Duration
+	waits syncList[time.Duration]
 }
 
 func (r *recordingLimiter) When(item string) time.Duration {
 	d := r.TypedRateLimiter.When(item)
-	r.mu.Lock()
-	r.waits = append(r.waits, d)
-	r.mu.Unlock()
+	r.waits.add(d)
 	return d
-}
-
-func (r *recordingLimiter) recorded() []time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]time.Duration(nil), r.waits...)
 }
 
 type harness struct {
@@ -280,6 +272,18 @@ func (h *harness) stop() {
 	}
 }
 
+// startStoppedWhenRunning runs the controller until its DaemonSet is rolled
+// out, then stops the loop, so that the test drives onDrift by hand on its own
+// goroutine. It returns the DaemonSet as rolled out.
+func startStoppedWhenRunning(t *testing.T) (*harness, *appsv1.DaemonSet) {
+	t.Helper()
+	h := start(t)
+	h.rollOut()
+	h.waitState(fsm.StateRunning)
+	h.stop()
+	return h, h.stored()
+}
+
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
 	waitFor(h.t, what, cond, func() string { return "state " + string(h.ctrl.State()) })
@@ -404,15 +408,12 @@ type loggedEvent struct {
 
 // eventLog is a record.EventRecorder that keeps every Event, synchronously.
 type eventLog struct {
-	mu     sync.Mutex
-	events []loggedEvent
+	events syncList[loggedEvent]
 }
 
 func (l *eventLog) Event(object runtime.Object, eventType, reason, message string) {
 	ref, _ := object.(*corev1.ObjectReference)
-	l.mu.Lock()
-	l.events = append(l.events, loggedEvent{object: ref, eventType: eventType, reason: reason, text: message})
-	l.mu.Unlock()
+	l.events.add(loggedEvent{object: ref, eventType: eventType, reason: reason, text: message})
 }
 
 func (l *eventLog) Eventf(object runtime.Object, eventType, reason, format string, args ...any) {
@@ -425,15 +426,18 @@ func (l *eventLog) AnnotatedEventf(object runtime.Object, _ map[string]string, e
 
 // with returns the Events of reason ("" for all), in order.
 func (l *eventLog) with(reason string) []loggedEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []loggedEvent
-	for _, e := range l.events {
+	for _, e := range l.events.list() {
 		if reason == "" || e.reason == reason {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// mentions reports whether an Event of reason has text in its message.
+func (l *eventLog) mentions(reason, text string) bool {
+	return l.events.any(func(e loggedEvent) bool { return e.reason == reason && strings.Contains(e.text, text) })
 }
 
 // signalVersion sends on updateCh as the host does (a blocking send) and waits

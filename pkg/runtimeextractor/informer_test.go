@@ -3,7 +3,6 @@ package runtimeextractor
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -376,9 +375,7 @@ func TestCoalescedOwnWriteAndLabelRemovalIsRepaired(t *testing.T) {
 				return ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
 			})
 			h.eventually("an Event saying the label was repaired", func() bool {
-				return slices.ContainsFunc(h.changes.with(ReasonUpdated), func(e loggedEvent) bool {
-					return strings.Contains(e.text, "repaired a change made by someone else (owned label or annotation changed")
-				})
+				return h.changes.mentions(ReasonUpdated, "repaired a change made by someone else (owned label or annotation changed")
 			})
 		})
 	}

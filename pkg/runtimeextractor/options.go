@@ -18,13 +18,18 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/version"
 )
 
-// Defaults of the controller's timing.
+// The controller's timing, in one place: the defaults the options start from
+// and hosts and tests derive their own waits from, and the bounds of the
+// controller's writes (the DaemonSet's and the status's).
 const (
 	// DefaultResync is how often the controller re-asserts the level when nothing happens.
 	DefaultResync = 10 * time.Minute
 	// DefaultRetryBase and DefaultRetryMax bound the exponential retry backoff.
 	DefaultRetryBase = 100 * time.Millisecond
 	DefaultRetryMax  = 5 * time.Minute
+	// DefaultRolloutDeadline is how long a rollout may make no progress before
+	// RuntimeExtractorDegraded turns True with reason RolloutStuck.
+	DefaultRolloutDeadline = 10 * time.Minute
 	// DefaultDegradedInertia is how long an apply or a delete must keep
 	// failing before RuntimeExtractorDegraded says so. The ClusterOperator
 	// contract wants Degraded for a state that lasts and not during a normal
@@ -34,9 +39,26 @@ const (
 	// Degraded conditions; by then the backoff (100 ms, doubling) has made
 	// about ten attempts.
 	DefaultDegradedInertia = 2 * time.Minute
+	// StatusSettle is how long a status snapshot must stay unchanged before it
+	// is written; it covers the flurry of counts a single change produces, so
+	// a quick repair (Running, Drifted, Running) writes nothing. The
+	// conditions are for people and for the cluster version operator, not for
+	// the control loop, so a change can wait until it has settled. A new
+	// failure is written at once.
+	StatusSettle = 2 * time.Second
+	// StatusMaxDelay bounds how long a change waits, and writes are at least
+	// this far apart, so a long rollout, whose pod counts move all the time,
+	// writes at most once per StatusMaxDelay. A rollout in progress
+	// (Deploying, Upgrading, Drifted, Deleting) waits for it even when it
+	// looks settled, so a repair that ends within it writes nothing.
+	StatusMaxDelay = 5 * time.Second
 	// actionTimeout bounds one Apply or Delete: a request that hangs becomes a
 	// failure, retried with backoff, instead of stalling the only loop.
 	actionTimeout = 30 * time.Second
+	// statusTimeout bounds one status write; a failed one is tried again
+	// after statusRetry, with the latest snapshot.
+	statusTimeout = 10 * time.Second
+	statusRetry   = 5 * time.Second
 )
 
 // VersionSource reports the cluster's target release version; version.Source

@@ -179,14 +179,10 @@ func runSeed(t testing.TB, seed int64) (r runResult) {
 // generation not newer than the controller's last write. The label must be
 // restored without a resync.
 func TestPropertyRemovedLabelIsRestoredWithoutResync(t *testing.T) {
-	quietKlog(t)
-	s := newScriptedSim(t, true)
-	s.settle()
+	s := newSettledSim(t)
 	s.removeLabel(resources.LabelManagedBy)
-	s.deliver(len(s.inFlight))
-	s.dispatch(wakeDrift)
-	s.settleAndCheck()
-	s.report()
+	s.deliverAllThen(wakeDrift)
+	s.settleAndReport()
 }
 
 // TestPropertyOldGenerationStatusDoesNotCompleteRefusedUpgrade: Running at generation 1, the
@@ -195,17 +191,13 @@ func TestPropertyRemovedLabelIsRestoredWithoutResync(t *testing.T) {
 // Running on RolloutComplete(gen=1) with the new version never applied. Once
 // the API heals, the upgrade must go through.
 func TestPropertyOldGenerationStatusDoesNotCompleteRefusedUpgrade(t *testing.T) {
-	quietKlog(t)
-	s := newScriptedSim(t, true)
-	s.settle()
+	s := newSettledSim(t)
 	s.setRefused("update", true)
 	s.bumpVersion()
 	s.dispatch(wakeVersion)
 	s.statusNoise(false)
-	s.deliver(len(s.inFlight))
-	s.dispatch(wakeRollout)
-	s.settleAndCheck()
-	s.report()
+	s.deliverAllThen(wakeRollout)
+	s.settleAndReport()
 }
 
 // TestPropertyReenableBeforeOwnDeleteIsSeenCreates: disable, then enable again
@@ -214,18 +206,10 @@ func TestPropertyOldGenerationStatusDoesNotCompleteRefusedUpgrade(t *testing.T) 
 // post-apply check found it rolled out: Running with no DaemonSet on the
 // server, and the late delete event was reported as someone else's drift.
 func TestPropertyReenableBeforeOwnDeleteIsSeenCreates(t *testing.T) {
-	quietKlog(t)
-	s := newScriptedSim(t, true)
-	s.settle()
-	s.flipConfig()
-	s.dispatch(wakeConfig)
-	s.flipConfig()
-	s.quiet() // past the front door's quiet spell: acted on at once
-	s.dispatch(wakeConfig)
-	s.deliver(len(s.inFlight))
-	s.dispatch(wakeDrift)
-	s.settleAndCheck()
-	s.report()
+	s := newSettledSim(t)
+	s.reenableBeforeOwnDeleteIsSeen()
+	s.deliverAllThen(wakeDrift)
+	s.settleAndReport()
 }
 
 // TestPropertyOwnDeleteOfUncachedObject is defect 4 for an object the cache has
@@ -237,7 +221,6 @@ func TestPropertyReenableBeforeOwnDeleteIsSeenCreates(t *testing.T) {
 // Running with no DaemonSet on the server, and the late delete event reported
 // as someone else's drift.
 func TestPropertyOwnDeleteOfUncachedObject(t *testing.T) {
-	quietKlog(t)
 	s := newScriptedSim(t, true) // creates the DaemonSet; its Added is in flight
 	s.flipConfig()
 	s.rollOut()
@@ -246,10 +229,8 @@ func TestPropertyOwnDeleteOfUncachedObject(t *testing.T) {
 	s.deliver(2) // Added and the rolled-out status, not yet the Deleted
 	s.quiet()
 	s.dispatch(wakeConfig)
-	s.deliver(len(s.inFlight))
-	s.dispatch(wakeDrift)
-	s.settleAndCheck()
-	s.report()
+	s.deliverAllThen(wakeDrift)
+	s.settleAndReport()
 }
 
 // TestPropertyHeldConfigAndVersionSignalsActOnBoth (found by the model once
@@ -259,7 +240,6 @@ func TestPropertyOwnDeleteOfUncachedObject(t *testing.T) {
 // to act on the version alone: VersionChanged does nothing in Disabled, so
 // the enabled level was never applied.
 func TestPropertyHeldConfigAndVersionSignalsActOnBoth(t *testing.T) {
-	quietKlog(t)
 	s := newScriptedSim(t, false)
 	s.bumpVersion()
 	s.dispatch(wakeVersion)
@@ -275,8 +255,7 @@ func TestPropertyHeldConfigAndVersionSignalsActOnBoth(t *testing.T) {
 	if s.stored() == nil {
 		t.Errorf("enabled, but the merged signals created no DaemonSet\n%s", s.story())
 	}
-	s.settleAndCheck()
-	s.report()
+	s.settleAndReport()
 }
 
 // TestPropertyTimerDoesNotRepairBeforeTheGate (found by the model once it
@@ -288,11 +267,8 @@ func TestPropertyHeldConfigAndVersionSignalsActOnBoth(t *testing.T) {
 // before "resource modified"; now it takes them as Run's scheduler does,
 // drift first, and the fix stands on its own in the timer's path.)
 func TestPropertyTimerDoesNotRepairBeforeTheGate(t *testing.T) {
-	quietKlog(t)
 	s := newScriptedSim(t, true)
-	s.runToQuiet()
-	s.rollOut()
-	s.runToQuiet()
+	s.runToRolledOut()
 	s.fight(4)
 	s.report()
 }
@@ -303,11 +279,8 @@ func TestPropertyTimerDoesNotRepairBeforeTheGate(t *testing.T) {
 // Degraded ConflictingWriter and sets the gauge while it lasts, and once the
 // writer stops converges, clears both, and agrees with a fresh replica.
 func TestPropertyFightIsBounded(t *testing.T) {
-	quietKlog(t)
 	s := newScriptedSim(t, true)
-	s.runToQuiet()
-	s.rollOut()
-	s.runToQuiet()
+	s.runToRolledOut()
 	writes := s.controllerWrites
 	s.fight(150)
 	got := s.controllerWrites - writes
@@ -325,8 +298,7 @@ func TestPropertyFightIsBounded(t *testing.T) {
 	if evs := s.events.with(ReasonConflictingWriter); len(evs) != 1 || evs[0].eventType != "Warning" || !strings.HasPrefix(evs[0].text, "another writer keeps undoing") || !strings.Contains(evs[0].text, repairgate.Unnamed) {
 		t.Errorf("%d %s Events (%+v), want one Warning naming the writer, as Degraded does, at the fight's start", len(evs), ReasonConflictingWriter, evs)
 	}
-	s.settleAndCheck()
-	s.report()
+	s.settleAndReport()
 	if deg := status.Conditions(s.c.snapshot())[2]; deg.Status != "False" {
 		t.Errorf("Degraded after the fight: %s %s: %s", deg.Status, deg.Reason, deg.Message)
 	}
@@ -342,7 +314,6 @@ func TestPropertyFightIsBounded(t *testing.T) {
 // a repair: the streak kept its undone change, no timer was armed, and
 // Degraded ConflictingWriter stayed on with no one writing.
 func TestPropertyRetriedRepairEndsTheFight(t *testing.T) {
-	quietKlog(t)
 	s := newScriptedSim(t, true)
 	s.runToQuiet() // created, not rolled out: Deploying
 	s.fightWithAFailedRepair()
@@ -352,8 +323,7 @@ func TestPropertyRetriedRepairEndsTheFight(t *testing.T) {
 	if !s.c.retry.pending() {
 		t.Fatalf("the repair's apply did not fail into a retry\n%s", s.story())
 	}
-	s.settleAndCheck()
-	s.report()
+	s.settleAndReport()
 	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 0 {
 		t.Errorf("conflicting_writer = %v once the other writer stopped, want 0", v)
 	}
@@ -364,11 +334,8 @@ func TestPropertyRetriedRepairEndsTheFight(t *testing.T) {
 // observed. An insights-config change applied meanwhile undoes no one's
 // change, yet used to count as a repair of the earlier writer's.
 func TestPropertyConfigApplyWhileDriftedIsNoRepair(t *testing.T) {
-	quietKlog(t)
 	s := newScriptedSim(t, true)
-	s.runToQuiet()
-	s.rollOut()
-	s.runToQuiet()
+	s.runToRolledOut()
 	s.changeSpecExternally()
 	s.runToQuiet()
 	if st := s.c.State(); st != fsm.StateDrifted {
@@ -383,8 +350,7 @@ func TestPropertyConfigApplyWhileDriftedIsNoRepair(t *testing.T) {
 	if n := s.repairsCounted() - repairs; n != 0 {
 		t.Errorf("repairs_total rose by %v for insights-config's apply", n)
 	}
-	s.settleAndCheck()
-	s.report()
+	s.settleAndReport()
 }
 
 // TestPropertyRelistReplacesRolledOutObject (found by
@@ -395,18 +361,37 @@ func TestPropertyConfigApplyWhileDriftedIsNoRepair(t *testing.T) {
 // the same (rolled-out) status. The controller, Deploying the new object, must
 // still learn that its rollout is complete.
 func TestPropertyRelistReplacesRolledOutObject(t *testing.T) {
-	quietKlog(t)
-	s := newScriptedSim(t, true)
-	s.settle()
+	s := newSettledSim(t)
+	s.reenableBeforeOwnDeleteIsSeen() // a new object; its Added in flight
+	s.rollOut()
+	s.relist()
+	s.settleAndReport()
+}
+
+// reenableBeforeOwnDeleteIsSeen disables the runtime extractor, so that the
+// controller deletes the DaemonSet, and enables it again before the informer
+// has seen that DELETE.
+func (s *propSim) reenableBeforeOwnDeleteIsSeen() {
 	s.flipConfig()
 	s.dispatch(wakeConfig) // deletes it; Deleted in flight
 	s.flipConfig()
-	s.quiet()
-	s.dispatch(wakeConfig) // creates a new object; Added in flight
+	s.quiet() // past the front door's quiet spell: acted on at once
+	s.dispatch(wakeConfig)
+}
+
+// deliverAllThen delivers every event in flight, then handles w, which they
+// made ready.
+func (s *propSim) deliverAllThen(w wake) {
+	s.deliver(len(s.inFlight))
+	s.dispatch(w)
+}
+
+// runToRolledOut runs the controller until it is quiet, rolls out what it
+// wrote, and runs it until it is quiet again.
+func (s *propSim) runToRolledOut() {
+	s.runToQuiet()
 	s.rollOut()
-	s.relist()
-	s.settleAndCheck()
-	s.report()
+	s.runToQuiet()
 }
 
 // quiet lets the front door's quiet spell pass, so that the next level
@@ -415,12 +400,23 @@ func (s *propSim) quiet() {
 	s.advanceTo(s.clock.Now().Add(levelQuiet), "the end of the front door's quiet spell")
 }
 
-// newScriptedSim starts a simulator for a fixed sequence of steps.
+// newScriptedSim starts a simulator for a fixed sequence of steps, with the
+// controller's klog output silenced.
 func newScriptedSim(t *testing.T, enabled bool) *propSim {
 	t.Helper()
+	quietKlog(t)
 	s := newPropSim(t, 0, func(msg string) { t.Helper(); t.Fatal(msg) })
 	t.Cleanup(s.close)
 	s.start(enabled, initialNone)
+	return s
+}
+
+// newSettledSim starts a scripted simulator, enabled, and lets the world
+// settle: the DaemonSet created and rolled out, every event handled.
+func newSettledSim(t *testing.T) *propSim {
+	t.Helper()
+	s := newScriptedSim(t, true)
+	s.settle()
 	return s
 }
 
@@ -433,6 +429,13 @@ func (s *propSim) report() {
 	if len(s.violations) > 0 {
 		s.t.Logf("story:\n%s", s.story())
 	}
+}
+
+// settleAndReport settles the world, checks the final invariants, and fails
+// the test with every violation seen.
+func (s *propSim) settleAndReport() {
+	s.settleAndCheck()
+	s.report()
 }
 
 // quietKlog silences the controller's klog output, which would bury the story.

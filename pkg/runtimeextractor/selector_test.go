@@ -100,11 +100,7 @@ func TestRunningControllerReplacesADaemonSetWithAnotherSelector(t *testing.T) {
 	if cur := h.stored(); cur.UID != ours.UID {
 		t.Errorf("the DaemonSet was written again after the replace: %s, then %s", ours.UID, cur.UID)
 	}
-	replaced := false
-	for _, ev := range h.changes.with(ReasonCreated) {
-		replaced = replaced || strings.Contains(ev.text, "replaced "+string(theirs.UID))
-	}
-	if !replaced {
+	if !h.changes.mentions(ReasonCreated, "replaced "+string(theirs.UID)) {
 		t.Errorf("no Created Event names the replaced %s: %v", theirs.UID, h.changes.with(ReasonCreated))
 	}
 	if n := h.eventCount(ReasonApplyFailed); n != 0 {

@@ -266,21 +266,53 @@ func (s *propSim) deleteExternally() {
 }
 
 func (s *propSim) changeSpecExternally() {
+	s.updateAsOther(func(ds *appsv1.DaemonSet) string {
+		if s.rng.IntN(2) == 0 {
+			ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
+			return "changes the extractor image"
+		}
+		ds.Spec.MinReadySeconds++
+		return "bumps minReadySeconds"
+	})
+}
+
+// updateAsOther is someone else's update of the DaemonSet (see writeAsOther).
+func (s *propSim) updateAsOther(change func(ds *appsv1.DaemonSet) string) {
+	s.writeAsOther(change, func(ds *appsv1.DaemonSet) error {
+		_, err := s.api.Update(ds)
+		return err
+	})
+}
+
+// replaceAsOther is someone else's delete of the DaemonSet and create of the
+// changed copy (a new UID) in its place; change says what the copy is.
+func (s *propSim) replaceAsOther(change func(ds *appsv1.DaemonSet) string) {
+	replaced := func(ds *appsv1.DaemonSet) string { return "replaces the DaemonSet with " + change(ds) }
+	s.writeAsOther(replaced, func(ds *appsv1.DaemonSet) error {
+		if err := s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName); err != nil {
+			return err
+		}
+		ds.UID, ds.ResourceVersion, ds.Status = "", "", appsv1.DaemonSetStatus{}
+		_, err := s.api.Create(ds)
+		return err
+	})
+}
+
+// writeAsOther is someone else's write of the DaemonSet, and its events:
+// change edits a copy of the stored object and says, for the story, what it
+// did ("" where the caller tells the story); write sends the copy to the
+// server. With no DaemonSet it does nothing.
+func (s *propSim) writeAsOther(change func(ds *appsv1.DaemonSet) string, write func(ds *appsv1.DaemonSet) error) {
 	ds := s.stored()
 	if ds == nil {
 		return
 	}
 	ds = ds.DeepCopy()
-	what := "bumps minReadySeconds"
-	if s.rng.IntN(2) == 0 {
-		what = "changes the extractor image"
-		ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/else:latest"
-	} else {
-		ds.Spec.MinReadySeconds++
+	what := change(ds)
+	s.must(write(ds))
+	if what != "" {
+		s.logf("someone else %s", what)
 	}
-	_, err := s.api.Update(ds)
-	s.must(err)
-	s.logf("someone else %s", what)
 	s.drainWatchAs(byOther)
 }
 
@@ -307,13 +339,10 @@ func (s *propSim) fight(rounds int) {
 			s.waitOnTimers(fightPeriod)
 		}
 		s.stimulus()
-		if ds := s.stored(); ds != nil {
-			ds = ds.DeepCopy()
+		s.updateAsOther(func(ds *appsv1.DaemonSet) string {
 			ds.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/someone/else:%d", i%2)
-			_, err := s.api.Update(ds)
-			s.must(err)
-			s.drainWatchAs(byOther)
-		}
+			return "" // told once, above
+		})
 		s.runToQuiet()
 	}
 	elapsed := s.clock.Now().Sub(start)
@@ -345,18 +374,13 @@ func (s *propSim) fightWithAFailedRepair() {
 // writeImageAs changes the DaemonSet's image as manager, which
 // managedFields then names (one entry per manager, as the API server keeps).
 func (s *propSim) writeImageAs(manager, image string) {
-	ds := s.stored()
-	if ds == nil {
-		return
-	}
-	ds = ds.DeepCopy()
-	ds.Spec.Template.Spec.Containers[0].Image = image
-	at := metav1.NewTime(s.clock.Now().Truncate(time.Second)) // the API server keeps seconds
-	ds.ManagedFields = slices.DeleteFunc(ds.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == manager })
-	ds.ManagedFields = append(ds.ManagedFields, templateEntry(manager, at))
-	_, err := s.api.Update(ds)
-	s.must(err)
-	s.drainWatchAs(byOther)
+	s.updateAsOther(func(ds *appsv1.DaemonSet) string {
+		ds.Spec.Template.Spec.Containers[0].Image = image
+		at := metav1.NewTime(s.clock.Now().Truncate(time.Second)) // the API server keeps seconds
+		ds.ManagedFields = slices.DeleteFunc(ds.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == manager })
+		ds.ManagedFields = append(ds.ManagedFields, templateEntry(manager, at))
+		return "" // the writers' actors tell their writes
+	})
 }
 
 // templateEntry is the managedFields entry of manager's update of the pod
@@ -428,16 +452,7 @@ func (s *propSim) addExternally() { s.add(s.rng.IntN(3)) }
 
 // add makes one of addition's changes, which, to the stored DaemonSet.
 func (s *propSim) add(which int) {
-	ds := s.stored()
-	if ds == nil {
-		return
-	}
-	ds = ds.DeepCopy()
-	what := addition(ds, which)
-	_, err := s.api.Update(ds)
-	s.must(err)
-	s.logf("someone else adds %s", what)
-	s.drainWatchAs(byOther)
+	s.updateAsOther(func(ds *appsv1.DaemonSet) string { return "adds " + addition(ds, which) })
 }
 
 // addition adds one of three things to ds's pod template and names it.
@@ -464,18 +479,10 @@ func addition(ds *appsv1.DaemonSet, which int) string {
 // replaceExternally deletes the DaemonSet and creates it again (a new UID)
 // with the same metadata and an extra toleration.
 func (s *propSim) replaceExternally() {
-	ds := s.stored()
-	if ds == nil {
-		return
-	}
-	ds = ds.DeepCopy()
-	addition(ds, 1)
-	s.must(s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName))
-	ds.UID, ds.ResourceVersion, ds.Status = "", "", appsv1.DaemonSetStatus{}
-	_, err := s.api.Create(ds)
-	s.must(err)
-	s.logf("someone else replaces the DaemonSet with a copy that has a toleration more")
-	s.drainWatchAs(byOther)
+	s.replaceAsOther(func(ds *appsv1.DaemonSet) string {
+		addition(ds, 1)
+		return "a copy that has a toleration more"
+	})
 }
 
 // replaceWithAnotherSelector deletes the DaemonSet and creates one of the
@@ -483,21 +490,13 @@ func (s *propSim) replaceExternally() {
 // --force`, a GitOps prune and create): no update can make it the
 // controller's, as spec.selector is immutable.
 func (s *propSim) replaceWithAnotherSelector() {
-	ds := s.stored()
-	if ds == nil {
-		return
-	}
-	ds = ds.DeepCopy()
-	theirs := map[string]string{"app": "someone-else"}
-	ds.Labels = theirs
-	ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: theirs}
-	ds.Spec.Template.Labels = theirs
-	s.must(s.api.Client.Tracker().Delete(fakeapi.DaemonSets, resources.Namespace, resources.DaemonSetName))
-	ds.UID, ds.ResourceVersion, ds.Status = "", "", appsv1.DaemonSetStatus{}
-	_, err := s.api.Create(ds)
-	s.must(err)
-	s.logf("someone else replaces the DaemonSet with one whose selector and labels are app=someone-else")
-	s.drainWatchAs(byOther)
+	s.replaceAsOther(func(ds *appsv1.DaemonSet) string {
+		theirs := map[string]string{"app": "someone-else"}
+		ds.Labels = theirs
+		ds.Spec.Selector = &metav1.LabelSelector{MatchLabels: theirs}
+		ds.Spec.Template.Labels = theirs
+		return "one whose selector and labels are app=someone-else"
+	})
 }
 
 // coalescedWriteAndLabelRemoval folds the controller's spec write and
@@ -536,17 +535,14 @@ func (s *propSim) coalescedWriteAndLabelRemoval() {
 // revertMetadata writes back the version annotation the controller applied
 // before its latest one (a restore, a GitOps sync).
 func (s *propSim) revertMetadata() {
-	ds := s.stored()
 	n := len(s.applied)
-	if ds == nil || n < 2 || ds.Annotations[resources.VersionAnnotation] != s.applied[n-1] {
+	if ds := s.stored(); ds == nil || n < 2 || ds.Annotations[resources.VersionAnnotation] != s.applied[n-1] {
 		return
 	}
-	ds = ds.DeepCopy()
-	ds.Annotations[resources.VersionAnnotation] = s.applied[n-2]
-	_, err := s.api.Update(ds)
-	s.must(err)
-	s.logf("someone else sets the version annotation back to %s", s.applied[n-2])
-	s.drainWatchAs(byOther)
+	s.updateAsOther(func(ds *appsv1.DaemonSet) string {
+		ds.Annotations[resources.VersionAnnotation] = s.applied[n-2]
+		return "sets the version annotation back to " + s.applied[n-2]
+	})
 }
 
 // holdPod makes one pod stay unavailable, or lets it become available.
@@ -570,16 +566,13 @@ func (s *propSim) dropNode() {
 
 // removeLabel is metadata drift: same UID, same generation.
 func (s *propSim) removeLabel(key string) {
-	ds := s.stored()
-	if ds == nil || ds.Labels[key] == "" {
+	if ds := s.stored(); ds == nil || ds.Labels[key] == "" {
 		return
 	}
-	ds = ds.DeepCopy()
-	delete(ds.Labels, key)
-	_, err := s.api.Update(ds)
-	s.must(err)
-	s.logf("someone else removes label %s", key)
-	s.drainWatchAs(byOther)
+	s.updateAsOther(func(ds *appsv1.DaemonSet) string {
+		delete(ds.Labels, key)
+		return "removes label " + key
+	})
 }
 
 func (s *propSim) createExternally() {
@@ -727,37 +720,25 @@ func (s *propSim) churnNames() {
 // manyNamesInOneDrain is one update whose managedFields names 8 new
 // managers, as a client that writes managedFields itself can make it.
 func (s *propSim) manyNamesInOneDrain() {
-	ds := s.stored()
-	if ds == nil {
-		return
-	}
-	ds = ds.DeepCopy()
-	s.names++
-	ds.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/someone/many:%d", s.names)
-	at := metav1.NewTime(s.clock.Now().Truncate(time.Second))
-	for i := range 8 {
-		ds.ManagedFields = append(ds.ManagedFields, templateEntry(fmt.Sprintf("many-%d-%d", s.names, i), at))
-	}
-	_, err := s.api.Update(ds)
-	s.must(err)
-	s.logf("someone else changes the image, managedFields naming 8 new managers")
-	s.drainWatchAs(byOther)
+	s.updateAsOther(func(ds *appsv1.DaemonSet) string {
+		s.names++
+		ds.Spec.Template.Spec.Containers[0].Image = fmt.Sprintf("quay.io/someone/many:%d", s.names)
+		at := metav1.NewTime(s.clock.Now().Truncate(time.Second))
+		for i := range 8 {
+			ds.ManagedFields = append(ds.ManagedFields, templateEntry(fmt.Sprintf("many-%d-%d", s.names, i), at))
+		}
+		return "changes the image, managedFields naming 8 new managers"
+	})
 }
 
 // clearManagedFields is an update that changes the image and clears
 // managedFields: the change names no one.
 func (s *propSim) clearManagedFields() {
-	ds := s.stored()
-	if ds == nil {
-		return
-	}
-	ds = ds.DeepCopy()
-	ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/unnamed:latest"
-	ds.ManagedFields = []metav1.ManagedFieldsEntry{}
-	_, err := s.api.Update(ds)
-	s.must(err)
-	s.logf("someone else changes the image and clears managedFields")
-	s.drainWatchAs(byOther)
+	s.updateAsOther(func(ds *appsv1.DaemonSet) string {
+		ds.Spec.Template.Spec.Containers[0].Image = "quay.io/someone/unnamed:latest"
+		ds.ManagedFields = []metav1.ManagedFieldsEntry{}
+		return "changes the image and clears managedFields"
+	})
 }
 
 // periodicSync is a GitOps tool's periodic sync that undoes the repairs

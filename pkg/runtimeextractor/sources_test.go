@@ -10,7 +10,6 @@ import (
 // TestLoopSourcesCoverEveryWake: Run receives only through loopSources, so a
 // wake that handle knows and the table lacks would never be delivered.
 func TestLoopSourcesCoverEveryWake(t *testing.T) {
-	quietKlog(t)
 	s := newScriptedSim(t, true)
 	table := s.c.loopSources(loopInputs{config: make(chan struct{}), version: make(chan struct{}), resync: make(chan time.Time)})
 	for w := wakeConfig; w <= wakeNodesNamed; w++ {

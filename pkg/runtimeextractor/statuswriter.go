@@ -15,25 +15,6 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// When status is written. The conditions are for people and for the cluster
-// version operator, not for the control loop, so a change waits until it has
-// settled: a quick repair (Running, Drifted, Running) writes nothing, and
-// writes are at least StatusMaxDelay apart, so a long rollout, whose pod
-// counts move all the time, writes at most once per StatusMaxDelay. A new
-// failure is written at once.
-const (
-	// StatusSettle is how long a snapshot must stay unchanged before it is
-	// written; it covers the flurry of counts a single change produces.
-	StatusSettle = 2 * time.Second
-	// StatusMaxDelay bounds how long a change waits. A rollout in progress
-	// (Deploying, Upgrading, Drifted, Deleting) waits for it even when it
-	// looks settled, so a repair that ends within it writes nothing.
-	StatusMaxDelay = 5 * time.Second
-
-	statusTimeout = 10 * time.Second
-	statusRetry   = 5 * time.Second
-)
-
 // statusWriter writes the conditions off the control loop. The loop hands over
 // the latest snapshot and never waits for the API server, so a slow or failing
 // status write delays neither drift repair nor retries; snapshots that pile up

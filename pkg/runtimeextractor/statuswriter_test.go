@@ -3,9 +3,7 @@ package runtimeextractor
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,9 +42,7 @@ type writerFixture struct {
 	// handled gets a value after each call of the Reporter's event handler
 	// (observing fixtures only).
 	handled chan struct{}
-
-	mu   sync.Mutex
-	logs []string // what the writer and its Reporter logged through ctx
+	logs    syncList[string] // what the writer and its Reporter logged through ctx
 }
 
 // newWriterFixture starts a writer; failFirst apply attempts fail.
@@ -77,9 +73,7 @@ func startWriterFixture(t *testing.T, failFirst int32, observe bool, objects ...
 	})
 	reporter := status.NewReporter(f.client.ConfigV1(), "insights")
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), funcr.New(func(prefix, args string) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.logs = append(f.logs, prefix+args)
+		f.logs.add(prefix + args)
 	}, funcr.Options{})))
 	if observe {
 		factory := configinformers.NewSharedInformerFactory(f.client, 0)
@@ -138,6 +132,15 @@ func (f *writerFixture) never(what string, ok func() bool) {
 	}
 }
 
+// noApplyUntil lets d pass on the writer's clock, checking just before d
+// that no more than applied writes were attempted.
+func (f *writerFixture) noApplyUntil(d time.Duration, applied int32, failure string) {
+	f.t.Helper()
+	f.step(d - time.Millisecond)
+	f.never(failure, func() bool { return f.applies.Load() > applied })
+	f.step(time.Millisecond)
+}
+
 // changeSeen waits until the Reporter's handler has run for n watch events
 // and the writer has taken the Changed signal, so that what the test does
 // next reaches the writer after it.
@@ -155,9 +158,7 @@ func (f *writerFixture) changeSeen(n int) {
 
 // logged reports whether a line containing text was logged.
 func (f *writerFixture) logged(text string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.ContainsFunc(f.logs, func(l string) bool { return strings.Contains(l, text) })
+	return f.logs.any(func(l string) bool { return strings.Contains(l, text) })
 }
 
 // foundAbsent waits until the writer has tried to write and found no
@@ -210,9 +211,7 @@ func TestStatusWriterWritesAFailureAtOnceAndRetries(t *testing.T) {
 	f := newWriterFixture(t, 1)
 	f.offer(swDegraded)
 	f.eventually("the failure to be written at once", func() bool { return f.applies.Load() == 1 })
-	f.step(statusRetry - time.Millisecond)
-	f.never("retried before statusRetry", func() bool { return f.applies.Load() > 1 })
-	f.step(time.Millisecond)
+	f.noApplyUntil(statusRetry, 1, "retried before statusRetry")
 	f.eventually("the retry", func() bool { return f.reason(status.ConditionDegraded) == status.ReasonApplyFailed })
 }
 
@@ -220,9 +219,7 @@ func TestStatusWriterWritesAFailureAtOnceAndRetries(t *testing.T) {
 func TestStatusWriterWaitsForTheSnapshotToSettle(t *testing.T) {
 	f := newWriterFixture(t, 0)
 	f.offer(swRunning)
-	f.step(StatusSettle - time.Millisecond)
-	f.never("written before it settled", func() bool { return f.applies.Load() > 0 })
-	f.step(time.Millisecond)
+	f.noApplyUntil(StatusSettle, 0, "written before it settled")
 	f.eventually("the settled snapshot", func() bool { return f.reason(status.ConditionAvailable) == status.ReasonAsExpected })
 }
 

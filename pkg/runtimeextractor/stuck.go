@@ -19,10 +19,6 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// DefaultRolloutDeadline is how long a rollout may make no progress before
-// RuntimeExtractorDegraded turns True with reason RolloutStuck.
-const DefaultRolloutDeadline = 10 * time.Minute
-
 // maxStuckNodes bounds the node names a RolloutStuck message lists.
 const maxStuckNodes = 3
 
