@@ -22,9 +22,10 @@ import (
 
 // Bridging a broken watch. While kube-apiserver is unreachable, and for a while
 // after, client-go's reflector does not deliver changes: its reconnection backs
-// off (0.8 s doubling to 30 s), and a watch resumed after an outage usually ends
-// at once with 410 Expired, after which it re-lists only after that backoff. A
-// change made meanwhile would wait for it. While the watch is broken, the
+// off (0.8 s doubling to 30 s, each wait up to twice that with jitter, so up
+// to a minute; reset after two quiet minutes), and a watch resumed after an
+// outage usually ends at once with 410 Expired, after which it re-lists only
+// after that backoff. A change made meanwhile would wait for it. While the watch is broken, the
 // informer confirms the managed DaemonSet with a bounded live GET about once a
 // second and feeds what it finds into the normal drift path.
 //

@@ -24,13 +24,13 @@ import (
 // within 20 s.
 //
 // While the API server is down, the controller's watch is broken, and the
-// informer's reconnection backs off (0.8 s doubling to 30 s); behind the load
-// balancer client-go even reports the lost watch as an empty one, without an
-// error, and the watch it resumes after the restart ends at once with 410
-// Expired, after which the reflector re-lists only after that backoff. A
-// controller that waits for its informer sees the deletion up to half a
-// minute late, and one whose cache never saw the DaemonSet it re-created just
-// before the outage not at all. The controller bridges both with live reads
+// informer's reconnection backs off (0.8 s doubling to 30 s, each wait up to
+// twice that with jitter); behind the load balancer client-go even reports
+// the lost watch as an empty one, without an error, and the watch it resumes
+// after the restart ends at once with 410 Expired, after which the reflector
+// re-lists only after that backoff. A controller that waits for its informer
+// sees the deletion up to a minute late, and one whose cache never saw the
+// DaemonSet it re-created just before the outage not at all. The controller bridges both with live reads
 // and re-checks the level after every re-list.
 //
 // The controller reaches the API server through a TCP proxy that acts as a
@@ -58,7 +58,7 @@ func TestFirstCorrectionAfterAPIServerOutage(t *testing.T) {
 		// outageP50Bound is the target, on the median.
 		outageP50Bound = 2 * time.Second
 		// outageMaxBound bounds every sample: generous, so a loaded 2-core machine
-		// does not fail it, yet far below the reflector's 30 s backoff plus a
+		// does not fail it, yet below the reflector's 30 to 60 s backoff plus a
 		// re-list, and the 10-minute resync, that a missed deletion waited for.
 		outageMaxBound = 20 * time.Second
 		// outageGiveUp is how long a late re-creation is still waited for, to tell
