@@ -438,10 +438,10 @@ func (s *propSim) burstAfterOtherEdits() {
 	for len(s.violations) == 0 && s.stored() != nil && strings.Contains(s.stored().Spec.Template.Spec.Containers[0].Image, "someone") {
 		at, ok := s.c.nextDeadline()
 		if !ok || at.After(bound) {
-			s.violate("burst-repair-late", fmt.Sprintf("another writer's first burst was not undone within %s of its end (next timer: %v)", bound.Sub(end), at.Sub(end)))
+			s.violate("burst-repair-late", fmt.Sprintf("another writer's first burst was not undone within %s of its end (the loop's alarm: %v)", bound.Sub(end), at.Sub(end)))
 			return
 		}
-		s.advanceTo(at, "the loop's next timer")
+		s.advanceTo(at, "the loop's alarm (its earliest deadline)")
 		s.runToQuiet()
 	}
 }
@@ -648,7 +648,7 @@ func (s *propSim) writeStatus(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
 }
 
 // writeAndRun changes the image as manager (see writeImageAs) after d of
-// simulated time (the loop's timers firing as they come due), and runs the
+// simulated time (the loop's alarm firing at each deadline as it comes due), and runs the
 // controller until it is quiet.
 func (s *propSim) writeAndRun(d time.Duration, manager, image string) {
 	s.waitOnTimers(d)
@@ -687,7 +687,7 @@ func (s *propSim) burstAndPause() {
 	}
 }
 
-// waitOnTimers lets d of simulated time pass, the loop's timers firing as
+// waitOnTimers lets d of simulated time pass, the loop's alarm firing as
 // they come due.
 func (s *propSim) waitOnTimers(d time.Duration) {
 	end := s.clock.Now().Add(d)
@@ -696,7 +696,7 @@ func (s *propSim) waitOnTimers(d time.Duration) {
 		if !ok || at.After(end) {
 			break
 		}
-		s.advanceTo(at, "the loop's next timer")
+		s.advanceTo(at, "the loop's alarm (its earliest deadline)")
 		s.runToQuiet()
 	}
 	s.advanceTo(end, d.String())

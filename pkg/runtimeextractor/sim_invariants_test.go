@@ -56,11 +56,11 @@ func (s *propSim) settle() bool {
 	return false
 }
 
-// timerDue moves the clock to the loop's next timer, if one is armed.
+// timerDue moves the clock to the loop's alarm (its earliest deadline), if one is armed.
 func (s *propSim) timerDue() bool {
 	at, ok := s.c.nextDeadline()
 	if ok {
-		s.advanceTo(at, "the loop's next timer")
+		s.advanceTo(at, "the loop's alarm (its earliest deadline)")
 	}
 	return ok
 }
