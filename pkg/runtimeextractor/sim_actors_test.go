@@ -648,8 +648,8 @@ func (s *propSim) writeStatus(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
 }
 
 // writeAndRun changes the image as manager (see writeImageAs) after d of
-// simulated time (the loop's alarm firing at each deadline as it comes due), and runs the
-// controller until it is quiet.
+// simulated time (the loop's alarm firing at each deadline as it comes due),
+// and runs the controller until it is quiet.
 func (s *propSim) writeAndRun(d time.Duration, manager, image string) {
 	s.waitOnTimers(d)
 	s.writeImageAs(manager, image)

@@ -381,11 +381,11 @@ func (s *propSim) noteObservations(queued int, by actor) {
 }
 
 // timerBeforeNotice is the informer's handler caught between its two
-// steps: it has queued drift and not yet notified the loop, and a loop
-// timer comes due in between. Run takes drift first only once it is
-// notified, so the timer's wake-up goes first. The watch delivers what is
-// in flight, the notification is held back while the loop's alarm (its earliest deadline)
-// fires and the loop handles what is ready, then the notification lands.
+// steps: it has queued drift and not yet notified the loop, and the loop's
+// alarm comes due in between. Run takes drift first only once it is
+// notified, so the alarm's wake-up goes first. The watch delivers what is
+// in flight, the notification is held back while the alarm fires and the
+// loop handles what is ready, then the notification lands.
 func (s *propSim) timerBeforeNotice() {
 	if len(s.inFlight) == 0 {
 		return
