@@ -25,9 +25,10 @@ import (
 // off (0.8 s doubling to 30 s, each wait up to twice that with jitter, so up
 // to a minute; reset after two quiet minutes), and a watch resumed after an
 // outage usually ends at once with 410 Expired, after which it re-lists only
-// after that backoff. A change made meanwhile would wait for it. While the watch is broken, the
-// informer confirms the managed DaemonSet with a bounded live GET about once a
-// second and feeds what it finds into the normal drift path.
+// after that backoff. A change made meanwhile would wait for it. While the
+// watch is broken, the informer confirms the managed DaemonSet with a bounded
+// live GET about once a second and feeds what it finds into the normal drift
+// path.
 //
 // A watch counts as broken when its call fails, when it ends before the
 // timeout it asked the server for (the connection was lost; behind a load
