@@ -15,7 +15,6 @@ import (
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
@@ -28,6 +27,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // settableVersion is a VersionSource the test moves by hand.
@@ -327,13 +327,8 @@ func (h *harness) rollOut() {
 
 func (h *harness) setConfig(yaml string) {
 	h.t.Helper()
-	cm := configMap(yaml)
-	_, err := h.api.Client.CoreV1().ConfigMaps(cm.Namespace).Update(context.Background(), cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = h.api.Client.CoreV1().ConfigMaps(cm.Namespace).Create(context.Background(), cm, metav1.CreateOptions{})
-	}
-	if err != nil {
-		h.t.Fatalf("set config: %v", err)
+	if err := testcluster.SetControllerConfig(context.Background(), h.api.Client, yaml); err != nil {
+		h.t.Fatal(err)
 	}
 }
 
