@@ -78,7 +78,8 @@ var coreLetters = alphabet{
 // cache right after the controller's create; a delete held by someone's
 // finalizer while insights-config enables the extractor again; a loop
 // timer that fires between the informer's queueing of drift and its
-// notification of the loop. Their
+// notification of the loop; a repair whose response is lost; an unchanged
+// insights-config relayed again while a repair waits. Their
 // sequences are
 // shorter: the fights and the burst are long already.
 var repairLetters = alphabet{
@@ -99,6 +100,8 @@ var repairLetters = alphabet{
 	{"stale re-list after a create", (*propSim).staleRelistAfterCreate},
 	{"finalizer-held delete, enabled again", (*propSim).finalizerHeldReenable},
 	{"timer before the informer's notice", (*propSim).timerBeforeNotice},
+	{"repair's response lost", (*propSim).lostRepairResponse},
+	{"config re-listed", (*propSim).configRelisted},
 }
 
 // modelRun is one sequence's outcome.

@@ -49,6 +49,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
@@ -442,4 +443,35 @@ func (s *propSim) settleAndReport() {
 func quietKlog(t *testing.T) {
 	klog.SetLogger(logr.Discard())
 	t.Cleanup(klog.ClearLogger)
+}
+
+// TestPropertyRepairWithALostResponseIsCounted: the repair's write is made,
+// and its response lost. The controller cannot tell whether it wrote; its
+// retry then finds nothing to change. The write was a repair all the same,
+// and the repair budget must have paid for it: else a writer whose changes
+// meet a flaky connection is repaired without bound.
+func TestPropertyRepairWithALostResponseIsCounted(t *testing.T) {
+	s := newScriptedSim(t, true)
+	s.runToRolledOut()
+	s.lostRepairResponse()
+	t.Logf("story:\n%s", s.story())
+	s.report()
+}
+
+// TestPropertyConfigRelistWaitsForTheGate: a writer undoes a repair, so the
+// gate defers the next one; then the config informer re-lists, as it does
+// after every broken watch (the API server's restart), and the host relays
+// the unchanged insights-config. The re-assert used to write at once, a
+// repair the gate had not allowed yet: in the outage test, a re-creation
+// up to 19.9 s before the gate's schedule.
+func TestPropertyConfigRelistWaitsForTheGate(t *testing.T) {
+	s := newScriptedSim(t, true)
+	s.runToRolledOut()
+	s.writeAndRun(0, "someone", "quay.io/someone/else:1") // repaired at once
+	s.writeAndRun(time.Second, "someone", "quay.io/someone/else:2") // undoes the repair: its repair waits
+	if !s.c.gate.deferring() {
+		t.Fatalf("the gate defers no repair after the writer's changes\n%s", s.story())
+	}
+	s.configRelisted()
+	s.settleAndReport()
 }

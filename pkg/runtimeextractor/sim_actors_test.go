@@ -187,7 +187,7 @@ func (s *propSim) restart() {
 	s.inFlight = nil
 	s.drainLoopInputs()
 	s.unseenOther, s.seenOther, s.observed, s.lossy, s.lastApply = 0, 0, nil, false, nil
-	s.repairTimes = nil
+	s.repairTimes, s.foreignBeforeBoot = nil, s.foreignOutstanding
 	s.drainVersionSignal()
 	s.boot()
 	what := "no DaemonSet"
@@ -764,6 +764,29 @@ func (s *propSim) periodicSync() {
 	}
 }
 
+// lostRepairResponse: someone changes the DaemonSet, and the controller's
+// repair is made but its response is lost, so the controller cannot tell
+// whether it wrote; its retry then finds nothing to change.
+func (s *propSim) lostRepairResponse() {
+	if s.stored() == nil {
+		return
+	}
+	s.runThroughDoor()
+	s.loseResponse = true
+	s.add(0)
+	s.runToQuiet()
+	s.loseResponse = false // no repair was made: the next write answers
+}
+
+// configRelisted: the config informer re-lists, as after any broken watch,
+// and the host relays the unchanged insights-config: a notification that
+// changes nothing.
+func (s *propSim) configRelisted() {
+	s.notifyConfig()
+	s.logf("config: re-listed, unchanged")
+	s.runToQuiet()
+}
+
 // staleRelistAfterCreate: someone deletes the DaemonSet and the controller
 // creates it anew; before the create's event arrives, a re-list served by
 // a lagging watch cache shows no DaemonSet, as the informer reports it
@@ -808,6 +831,7 @@ func (s *propSim) finalizerHeldReenable() {
 	s.must(err)
 	s.logf("someone else adds a finalizer to the DaemonSet")
 	s.drainWatchAs(byOther)
+	s.foreignOutstanding = false // no field the controller owns: nothing to repair
 	s.runToQuiet()
 	s.flipConfig()
 	s.runThroughDoor()

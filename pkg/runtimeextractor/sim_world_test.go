@@ -7,6 +7,7 @@ package runtimeextractor
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -135,11 +136,19 @@ type propSim struct {
 	// controller last wrote it; only a write made then undoes a change, and
 	// only such a write may count in repairs_total.
 	foreignOutstanding bool
-	// repairTimes are the controller's repairs (writes that undid someone
-	// else's change the repair gate knew of: repairs_total moved), since
-	// this process started: the repair budget's bound holds over them (a
-	// restarted controller starts a budget anew).
+	// foreignBeforeBoot: the outstanding change predates this process.
+	foreignBeforeBoot bool
+	// repairTimes are the controller's repairs, told by what the server
+	// saw, not by what the controller counted: writes of its that undid
+	// someone else's change, since this process started. The repair
+	// budget's bound holds over them (a restarted controller starts a budget
+	// anew), and repairs_total must have counted each (a write whose
+	// response was lost included).
 	repairTimes []time.Time
+	// loseResponse: the controller's next create or update of the DaemonSet
+	// is made, and its response lost (a connection that breaks after the
+	// request went out): the controller cannot tell whether it wrote.
+	loseResponse bool
 	bursts      int // burstAfterOtherEdits so far: each names new writers
 	names       int // manager names handed out to writers that churn them
 
@@ -244,6 +253,21 @@ func (s *propSim) refuse(a clienttesting.Action) (bool, runtime.Object, error) {
 	if a.GetSubresource() == "" && s.refused[a.GetVerb()] {
 		return true, nil, apierrors.NewServiceUnavailable("injected: " + a.GetVerb() + " refused")
 	}
+	if s.loseResponse && a.GetSubresource() == "" && (a.GetVerb() == "create" || a.GetVerb() == "update") {
+		ds := a.(interface{ GetObject() runtime.Object }).GetObject().(*appsv1.DaemonSet)
+		var err error
+		if a.GetVerb() == "create" {
+			_, err = s.api.Create(ds)
+		} else {
+			_, err = s.api.Update(ds)
+		}
+		s.loseResponse = false
+		if err != nil {
+			return true, nil, err
+		}
+		s.logf("    the %s was made; its response is lost", a.GetVerb())
+		return true, nil, fmt.Errorf("injected: connection lost before the response: %w", io.ErrUnexpectedEOF)
+	}
 	// A DaemonSet with finalizers is marked deleted, not removed, until
 	// they are gone, as the API server does.
 	if ds := s.stored(); a.GetVerb() == "delete" && ds != nil && len(ds.Finalizers) > 0 {
@@ -277,9 +301,11 @@ func (s *propSim) drainWatchAs(by actor) {
 		prev = e.Type
 		// The controller's delete of someone else's object is the first half
 		// of a replacement: their change is undone once the create lands
-		// (a refused create leaves it to the retry).
-		kept := by == byDaemonSets || by == byController && e.Type == watch.Deleted
+		// (a refused create leaves it to the retry). A delete a finalizer
+		// holds only marks the object.
+		kept := by == byDaemonSets || by == byController && (e.Type == watch.Deleted || ds.DeletionTimestamp != nil)
 		s.foreignOutstanding = by == byOther || kept && s.foreignOutstanding
+		s.foreignBeforeBoot = s.foreignBeforeBoot && by != byOther && s.foreignOutstanding
 		s.logf("    server %s %s by %s", strings.ToLower(string(e.Type)), describeDS(ds), by)
 	}
 }
@@ -547,10 +573,16 @@ func (s *propSim) controller(what string, f func()) {
 	// expectation's deadline when no retry or front door (whose actions
 	// may write) comes due with it.
 	now := s.clock.Now()
+	deferred, gateDue, version := s.c.gate.deferring(), s.c.gate.wakeAt.due(now), s.c.known.version
+	beforeBoot := s.foreignBeforeBoot
 	reassertOnly := what == wakeResync.String()
 	if what == wakeAlarm.String() && s.c.known.expect.due(now) && !s.c.retry.wakeAt.due(now) && !s.c.door.wakeAt.due(now) {
 		reassertOnly, what = true, "expectation's deadline"
 	}
+	// Every change of someone else's reached the cache, and the loop has
+	// drained it, or drains it now.
+	drains := what == wakeDrift.String() || what == wakeDriftHint.String()
+	told := s.unseenOther == 0 && !s.lossy && (s.seenOther == 0 || drains)
 	f()
 	// Once the loop is told of drift, its next request is the repair's: no
 	// other wake-up may spend requests (a status write, an apply the door
@@ -563,10 +595,23 @@ func (s *propSim) controller(what string, f func()) {
 	if n > 0 && !foreign {
 		s.violate("repair-without-foreign-change", fmt.Sprintf("repairs_total rose by %v for a write that undid no one's change", n))
 	}
-	if n > 0 {
-		// A repair the gate decided on draws on its budget: the bound is
-		// checked over these.
+	if foreign && told && !beforeBoot && !s.foreignOutstanding && s.controllerWrites > writes {
+		// A write that undid someone's change the loop was told of is a
+		// repair, whatever led to it and whatever its caller heard back:
+		// the bound is checked over these. (A write over a change the loop
+		// has yet to drain is a level's or a timer's, not a writer's to drive; a
+		// process corrects what it finds at start, and retries that, before
+		// its gate heard of any change: the budget starts with the process.)
 		s.repairTimes = append(s.repairTimes, s.clock.Now())
+		if made, counted := len(s.repairTimes), s.repairsCounted(); float64(made) > counted {
+			s.violate("repair-uncounted", fmt.Sprintf("the %s made a repair that repairs_total did not count (%d made, %v counted)", what, made, counted))
+		}
+		// While the gate defers a repair, only the gate may make it: on its
+		// timer, or on new drift it decides on. A change of the version
+		// the controller targets is an upgrade, not a repair.
+		if deferred && !gateDue && !drains && s.c.known.version == version {
+			s.violate("repair-before-the-gate", fmt.Sprintf("the %s wrote over someone else's change while the repair gate deferred its repair", what))
+		}
 		s.checkRepairBudget()
 	}
 	// A timer that only re-asserts the same level must leave repairs of
