@@ -467,7 +467,7 @@ func TestPropertyRepairWithALostResponseIsCounted(t *testing.T) {
 func TestPropertyConfigRelistWaitsForTheGate(t *testing.T) {
 	s := newScriptedSim(t, true)
 	s.runToRolledOut()
-	s.writeAndRun(0, "someone", "quay.io/someone/else:1") // repaired at once
+	s.writeAndRun(0, "someone", "quay.io/someone/else:1")           // repaired at once
 	s.writeAndRun(time.Second, "someone", "quay.io/someone/else:2") // undoes the repair: its repair waits
 	if !s.c.gate.deferring() {
 		t.Fatalf("the gate defers no repair after the writer's changes\n%s", s.story())

@@ -149,8 +149,8 @@ type propSim struct {
 	// is made, and its response lost (a connection that breaks after the
 	// request went out): the controller cannot tell whether it wrote.
 	loseResponse bool
-	bursts      int // burstAfterOtherEdits so far: each names new writers
-	names       int // manager names handed out to writers that churn them
+	bursts       int // burstAfterOtherEdits so far: each names new writers
+	names        int // manager names handed out to writers that churn them
 
 	steps      int
 	lines      int
