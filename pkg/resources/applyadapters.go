@@ -19,6 +19,7 @@ import (
 type prefetchedDaemonSets struct {
 	getter   appsclientv1.DaemonSetsGetter
 	existing *appsv1.DaemonSet // nil: known not to exist
+	attempt  *writeAttempt     // told of each write sent
 }
 
 func (p prefetchedDaemonSets) DaemonSets(namespace string) appsclientv1.DaemonSetInterface {
@@ -26,6 +27,7 @@ func (p prefetchedDaemonSets) DaemonSets(namespace string) appsclientv1.DaemonSe
 		DaemonSetInterface: p.getter.DaemonSets(namespace),
 		namespace:          namespace,
 		existing:           p.existing,
+		attempt:            p.attempt,
 	}
 }
 
@@ -33,6 +35,7 @@ type prefetchedDaemonSet struct {
 	appsclientv1.DaemonSetInterface
 	namespace string
 	existing  *appsv1.DaemonSet
+	attempt   *writeAttempt
 }
 
 func (p prefetchedDaemonSet) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error) {
@@ -47,11 +50,13 @@ func (p prefetchedDaemonSet) Get(ctx context.Context, name string, opts metav1.G
 
 func (p prefetchedDaemonSet) Create(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.CreateOptions) (*appsv1.DaemonSet, error) {
 	opts.FieldManager = FieldManager
+	p.attempt.sent()
 	return p.DaemonSetInterface.Create(ctx, ds, opts)
 }
 
 func (p prefetchedDaemonSet) Update(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.UpdateOptions) (*appsv1.DaemonSet, error) {
 	opts.FieldManager = FieldManager
+	p.attempt.sent()
 	return p.DaemonSetInterface.Update(ctx, ds, opts)
 }
 

@@ -138,6 +138,7 @@ func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
 func (m *Manager) own(ds, replaced *appsv1.DaemonSet) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.unanswered = nil // this write answered, or is the one that did not
 	if m.owned.uid != ds.UID {
 		m.retire()
 		m.owned = ownedObject{uid: ds.UID}

@@ -54,6 +54,10 @@ type Result struct {
 	// error too, when the delete went through and the create did not.
 	Replaced        types.UID
 	ReplacedBecause string
+	// Unanswered is true, with an error, when the apply's write got no
+	// answer: it may have been made (ClaimUnanswered recognises its
+	// object).
+	Unanswered bool
 }
 
 // Manager creates, updates and deletes the runtime extractor DaemonSet.
@@ -84,6 +88,9 @@ type Manager struct {
 	// the server: the ControllerExpectations pattern, for one object.
 	expected      *appsv1.DaemonSet
 	expectedUntil time.Time
+	// unanswered is the last write sent without an answer, until its
+	// object is seen (ClaimUnanswered) or a later write answers.
+	unanswered *unansweredWrite
 	// clock times the expectations, the lost races' backoff and the wait
 	// for the cache to catch up.
 	clock clock.Clock
@@ -171,10 +178,12 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		// because why; reported only with the create that follows.
 		replaced types.UID
 		because  string
+		attempt  = &writeAttempt{clock: m.clock}
 	)
 	err = m.retryLostRaces(ctx, func() error {
 		var existing *appsv1.DaemonSet
 		var err error
+		attempt.at = time.Time{}
 		switch lost {
 		case 0:
 			existing, err = m.read(ctx, false)
@@ -201,6 +210,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		client := prefetchedDaemonSets{
 			getter:   m.client.AppsV1(),
 			existing: existing,
+			attempt:  attempt,
 		}
 		// ApplyDaemonSet is SetSpecHashAnnotation and then this; required
 		// carries the annotation already (requiredFor).
@@ -246,7 +256,11 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	if err != nil {
 		// The delete of a replaced object may have gone through before the
 		// create failed: the caller must still know that it deleted it.
-		return Result{Replaced: replaced, ReplacedBecause: because}, fmt.Errorf("apply daemonset %s/%s: %w", Namespace, DaemonSetName, err)
+		unanswered := !attempt.at.IsZero() && mayHaveWritten(err)
+		if unanswered {
+			m.noteUnanswered(attempt.at)
+		}
+		return Result{Replaced: replaced, ReplacedBecause: because, Unanswered: unanswered}, fmt.Errorf("apply daemonset %s/%s: %w", Namespace, DaemonSetName, err)
 	}
 	return result, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/events"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -165,7 +166,11 @@ func New(a Args, opts ...Option) (*Controller, error) {
 	c.manager = resources.NewManager(kubeClient, ri.lister, discardRecorder{component: c.component()}, resources.Desired{
 		Images: *cfg.images, TLSProfile: a.TLSProfile,
 	}, resources.WithClock(cfg.clock))
-	ownWrite := c.manager.IsOwnWrite
+	// An object of a write whose answer was lost is told by its
+	// managedFields (resources.Manager.ClaimUnanswered).
+	ownWrite := func(ds *appsv1.DaemonSet) bool {
+		return c.manager.IsOwnWrite(ds.UID, ds.Generation) || c.manager.ClaimUnanswered(ds)
+	}
 	ri.ownWrite.Store(&ownWrite)
 	if cfg.metrics != nil {
 		cfg.metrics.SetState(c.machine.State())

@@ -8,7 +8,6 @@ import (
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -53,7 +52,7 @@ func BenchmarkChangedByTenThousandEntries(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			notOwn := func(types.UID, int64) bool { return false }
+			notOwn := func(*appsv1.DaemonSet) bool { return false }
 			ri.ownWrite.Store(&notOwn)
 			b.Cleanup(ri.syncCtx.Queue().ShutDown)
 			for b.Loop() {

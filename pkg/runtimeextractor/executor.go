@@ -65,6 +65,13 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 		c.rememberDeleted(res.Replaced) // its delete event is this apply's, not drift
 	}
 	if err != nil {
+		if repair && res.Unanswered {
+			// The write may have been made, its answer lost: the budget pays
+			// for it now, once (the retry then undoes no outstanding change;
+			// its object's watch event is known as the controller's, by
+			// managedFields).
+			c.repairMade()
+		}
 		on, _ := c.informer.current()
 		c.events.failed(on, ReasonApplyFailed, err.Error()+"; retrying with backoff")
 		return fsm.ApplyFailed{Err: err}, false
@@ -106,7 +113,6 @@ func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Ev
 		c.events.failed(on, ReasonDeleteFailed, err.Error()+"; retrying with backoff")
 		return fsm.DeleteFailed{Err: err}
 	}
-	c.endFight("insights-config disables the runtime extractor") // nothing left to fight over
 	if deleted != "" {
 		c.rememberDeleted(deleted)
 		c.known.deletedAny = true
@@ -174,5 +180,10 @@ func (c *Controller) transitioned(t fsm.Transition) {
 	klog.Infof("state %s -> %s on %s, action %s", t.From, t.To, fsm.Describe(t.Event), t.Action)
 	if t.To == fsm.StateRunning || t.To == fsm.StateDisabled {
 		c.known.upgradeFrom = ""
+	}
+	if t.To == fsm.StateDisabled {
+		// Gone, however it went (its delete, or someone else's while the
+		// controller's failed): no change of anyone's is left to repair.
+		c.endFight("insights-config disables the runtime extractor")
 	}
 }

@@ -47,7 +47,7 @@ type daemonSetInformer struct {
 	rollout  chan struct{} // status or generation moved, coalesced
 
 	// ownWrite tells the controller's own writes apart (set by the controller).
-	ownWrite atomic.Pointer[func(types.UID, int64) bool]
+	ownWrite atomic.Pointer[func(*appsv1.DaemonSet) bool]
 
 	// watch tracks the health of the informer's watch; nil when the factory
 	// already had a DaemonSet informer that this one could not instrument.
@@ -191,7 +191,7 @@ func notify(ch chan struct{}) {
 
 func (ri *daemonSetInformer) isOwnWrite(ds *appsv1.DaemonSet) bool {
 	f := ri.ownWrite.Load()
-	return f != nil && (*f)(ds.UID, ds.Generation)
+	return f != nil && (*f)(ds)
 }
 
 func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {

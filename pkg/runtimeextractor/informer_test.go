@@ -33,7 +33,8 @@ func newTestInformer(t *testing.T, own func(types.UID, int64) bool) *daemonSetIn
 	if err != nil {
 		t.Fatal(err)
 	}
-	ri.ownWrite.Store(&own)
+	byObject := func(ds *appsv1.DaemonSet) bool { return own(ds.UID, ds.Generation) }
+	ri.ownWrite.Store(&byObject)
 	t.Cleanup(ri.syncCtx.Queue().ShutDown)
 	return ri
 }
@@ -164,7 +165,7 @@ func newSyncedInformer(t *testing.T, objs ...runtime.Object) *daemonSetInformer 
 	if err != nil {
 		t.Fatal(err)
 	}
-	notOwn := func(types.UID, int64) bool { return false }
+	notOwn := func(*appsv1.DaemonSet) bool { return false }
 	ri.ownWrite.Store(&notOwn)
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())

@@ -18,7 +18,20 @@ func (c *Controller) level() fsm.Event {
 	return fsm.Enabled{}
 }
 
-func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
+// reassert fires the level. While the repair gate defers a repair, an
+// enabled level waits for it:
+// any write now would make that repair before the gate allows it (a config
+// informer re-lists, and the host relays insights-config unchanged, after
+// every broken watch). The gate's timer then applies the level as it is
+// (a config changed meanwhile included). A disabled level is no repair,
+// and acts at once.
+func (c *Controller) reassert(ctx context.Context) {
+	level := c.level()
+	if level == (fsm.Enabled{}) && c.gate.deferring() {
+		return
+	}
+	c.fire(ctx, level)
+}
 
 // reassertOnTimer re-asserts the level for a timer (the resync, an own write
 // the cache never showed), unless a repair is the repair gate's to make: one
@@ -26,7 +39,7 @@ func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
 // informer has queued drift the gate has yet to hear of (its notification
 // wakes the loop next). No timer may make a repair early.
 func (c *Controller) reassertOnTimer(ctx context.Context) {
-	if !c.gate.deferring() && !c.informer.driftQueued() {
+	if !c.informer.driftQueued() {
 		c.reassert(ctx)
 	}
 }

@@ -454,8 +454,7 @@ func TestPropertyRepairWithALostResponseIsCounted(t *testing.T) {
 	s := newScriptedSim(t, true)
 	s.runToRolledOut()
 	s.lostRepairResponse()
-	t.Logf("story:\n%s", s.story())
-	s.report()
+	s.settleAndReport()
 }
 
 // TestPropertyConfigRelistWaitsForTheGate: a writer undoes a repair, so the

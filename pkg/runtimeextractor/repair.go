@@ -53,8 +53,8 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		if wait == 0 {
 			c.fireDrift(ctx)
 		}
-	case drifted:
-		c.fireDrift(ctx)
+	case drifted: // disabled (a notification may be on its way): delete, never repair
+		c.reassert(ctx)
 	case d.gone && !present && c.machine.State() == fsm.StateDeleting:
 		c.fire(ctx, fsm.Deleted{}) // our delete went through, though its call failed
 	case d.gone && !present && c.level() == (fsm.Enabled{}):

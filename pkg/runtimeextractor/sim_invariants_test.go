@@ -120,6 +120,9 @@ func (s *propSim) settleAndCheck() {
 	if !s.checkConverged("after settling") {
 		return
 	}
+	if s.checkRepairsCounted("settled world"); len(s.violations) > 0 {
+		return
+	}
 	s.logf("--- resync ---")
 	writes := s.controllerWrites
 	s.expireExpectations()

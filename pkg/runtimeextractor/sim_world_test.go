@@ -43,6 +43,9 @@ const (
 	byController actor = "controller"
 	byOther      actor = "someone else"         // a change the controller must undo
 	byDaemonSets actor = "daemonset-controller" // status only
+	// byUnanswered is the controller's write whose response it lost: it
+	// cannot tell that write from someone else's (see loseResponse).
+	byUnanswered actor = "controller, its response lost"
 )
 
 // watchEvent is a server write on its way to the informer cache.
@@ -136,8 +139,19 @@ type propSim struct {
 	// controller last wrote it; only a write made then undoes a change, and
 	// only such a write may count in repairs_total.
 	foreignOutstanding bool
-	// foreignBeforeBoot: the outstanding change predates this process.
-	foreignBeforeBoot bool
+	// foreignBeforeBoot: the outstanding change predates this process;
+	// foreignUnowned: it changed an object the controller did not own (yet
+	// to adopt it after a start): neither is a repair of its.
+	foreignBeforeBoot, foreignUnowned bool
+	// ambiguous: the controller's write whose response it lost is in the
+	// world; it cannot tell it from someone else's change, so its next
+	// write may count as a repair.
+	ambiguous bool
+	undid     int // writes of the controller's that undid someone's change
+	// drainedWantingNone: the loop drained someone's changes while it
+	// wanted no DaemonSet (it deletes then, never repairs): a write once
+	// it wants one again re-enables, and is no repair of those.
+	drainedWantingNone bool
 	// repairTimes are the controller's repairs, told by what the server
 	// saw, not by what the controller counted: writes of its that undid
 	// someone else's change, since this process started. The repair
@@ -149,8 +163,9 @@ type propSim struct {
 	// is made, and its response lost (a connection that breaks after the
 	// request went out): the controller cannot tell whether it wrote.
 	loseResponse bool
-	bursts       int // burstAfterOtherEdits so far: each names new writers
-	names        int // manager names handed out to writers that churn them
+	unanswered   bool // a write whose response was lost, its event not yet drained
+	bursts       int  // burstAfterOtherEdits so far: each names new writers
+	names        int  // manager names handed out to writers that churn them
 
 	steps      int
 	lines      int
@@ -265,6 +280,7 @@ func (s *propSim) refuse(a clienttesting.Action) (bool, runtime.Object, error) {
 		if err != nil {
 			return true, nil, err
 		}
+		s.unanswered = true
 		s.logf("    the %s was made; its response is lost", a.GetVerb())
 		return true, nil, fmt.Errorf("injected: connection lost before the response: %w", io.ErrUnexpectedEOF)
 	}
@@ -290,7 +306,11 @@ func (s *propSim) drainWatchAs(by actor) {
 	var prev watch.EventType
 	for _, e := range s.drainWatch() {
 		ds := e.Object.(*appsv1.DaemonSet)
-		s.inFlight = append(s.inFlight, watchEvent{e.Type, ds, by})
+		tag := by
+		if by == byController && s.unanswered {
+			tag, s.unanswered, s.ambiguous = byUnanswered, false, true
+		}
+		s.inFlight = append(s.inFlight, watchEvent{e.Type, ds, tag})
 		if by == byOther {
 			s.unseenOther++
 		}
@@ -303,9 +323,21 @@ func (s *propSim) drainWatchAs(by actor) {
 		// of a replacement: their change is undone once the create lands
 		// (a refused create leaves it to the retry). A delete a finalizer
 		// holds only marks the object.
+		// While the controller wants none (it acts on a disabling
+		// insights-config), a deletion (anyone's) is what it wants:
+		// nothing is left to undo.
+		st := s.c.State()
+		gone := (st == fsm.StateDisabled || st == fsm.StateDeleting) && (e.Type == watch.Deleted || ds.DeletionTimestamp != nil)
 		kept := by == byDaemonSets || by == byController && (e.Type == watch.Deleted || ds.DeletionTimestamp != nil)
-		s.foreignOutstanding = by == byOther || kept && s.foreignOutstanding
+		was := s.foreignOutstanding
+		s.foreignOutstanding = !gone && (by == byOther || kept && s.foreignOutstanding)
+		if was && !s.foreignOutstanding && !gone && by == byController {
+			s.undid++ // a write of the controller's undid it
+		}
 		s.foreignBeforeBoot = s.foreignBeforeBoot && by != byOther && s.foreignOutstanding
+		if by == byOther {
+			s.foreignUnowned = !s.c.manager.Owns(ds.UID)
+		}
 		s.logf("    server %s %s by %s", strings.ToLower(string(e.Type)), describeDS(ds), by)
 	}
 }
@@ -340,7 +372,7 @@ func (s *propSim) deliver(n int) {
 			s.ri.onAdd(e.ds, false)
 		}
 		s.noteObservations(queued, e.by)
-		if e.by != byController {
+		if e.by != byController && e.by != byUnanswered {
 			s.stimulus() // news from outside
 		}
 		if e.by == byOther {
@@ -549,7 +581,7 @@ func (s *propSim) checkDrift(before map[DriftKind]float64) {
 		for _, o := range s.observed {
 			switch {
 			case o.kind != k:
-			case o.by == byOther:
+			case o.by == byOther, o.by == byUnanswered: // the controller cannot tell them apart
 				other++
 			default:
 				own++
@@ -568,21 +600,16 @@ func (s *propSim) checkDrift(before map[DriftKind]float64) {
 func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
 	foreign, repairs, writes, queued := s.foreignOutstanding, s.repairsCounted(), s.controllerWrites, s.c.informer.driftQueued()
-	notified, requests := len(s.ri.modified) > 0, s.sinceStimulus
+	notified, requests, ambiguous := len(s.ri.modified) > 0, s.sinceStimulus, s.ambiguous
+	w := s.witness(what)
 	// The timers that only re-assert the level: the resync, and the
 	// expectation's deadline when no retry or front door (whose actions
 	// may write) comes due with it.
 	now := s.clock.Now()
-	deferred, gateDue, version := s.c.gate.deferring(), s.c.gate.wakeAt.due(now), s.c.known.version
-	beforeBoot := s.foreignBeforeBoot
 	reassertOnly := what == wakeResync.String()
 	if what == wakeAlarm.String() && s.c.known.expect.due(now) && !s.c.retry.wakeAt.due(now) && !s.c.door.wakeAt.due(now) {
 		reassertOnly, what = true, "expectation's deadline"
 	}
-	// Every change of someone else's reached the cache, and the loop has
-	// drained it, or drains it now.
-	drains := what == wakeDrift.String() || what == wakeDriftHint.String()
-	told := s.unseenOther == 0 && !s.lossy && (s.seenOther == 0 || drains)
 	f()
 	// Once the loop is told of drift, its next request is the repair's: no
 	// other wake-up may spend requests (a status write, an apply the door
@@ -592,28 +619,13 @@ func (s *propSim) controller(what string, f func()) {
 	}
 	s.drainWatchAs(byController)
 	n := s.repairsCounted() - repairs
-	if n > 0 && !foreign {
+	if n > 0 && !foreign && !ambiguous {
 		s.violate("repair-without-foreign-change", fmt.Sprintf("repairs_total rose by %v for a write that undid no one's change", n))
 	}
-	if foreign && told && !beforeBoot && !s.foreignOutstanding && s.controllerWrites > writes {
-		// A write that undid someone's change the loop was told of is a
-		// repair, whatever led to it and whatever its caller heard back:
-		// the bound is checked over these. (A write over a change the loop
-		// has yet to drain is a level's or a timer's, not a writer's to drive; a
-		// process corrects what it finds at start, and retries that, before
-		// its gate heard of any change: the budget starts with the process.)
-		s.repairTimes = append(s.repairTimes, s.clock.Now())
-		if made, counted := len(s.repairTimes), s.repairsCounted(); float64(made) > counted {
-			s.violate("repair-uncounted", fmt.Sprintf("the %s made a repair that repairs_total did not count (%d made, %v counted)", what, made, counted))
-		}
-		// While the gate defers a repair, only the gate may make it: on its
-		// timer, or on new drift it decides on. A change of the version
-		// the controller targets is an upgrade, not a repair.
-		if deferred && !gateDue && !drains && s.c.known.version == version {
-			s.violate("repair-before-the-gate", fmt.Sprintf("the %s wrote over someone else's change while the repair gate deferred its repair", what))
-		}
-		s.checkRepairBudget()
+	if s.controllerWrites > writes && !s.unansweredInFlight() {
+		s.ambiguous = false // a write of its since, answered
 	}
+	s.checkRepairMade(w, what)
 	// A timer that only re-asserts the same level must leave repairs of
 	// drift the informer has queued to the gate: a write of its over that
 	// change would be a repair the budget never paid for. (One over a
@@ -679,6 +691,9 @@ func (s *propSim) onTransition(tr fsm.Transition) {
 		note = " (" + tr.Note + ")"
 	}
 	s.logf("    machine %s --%s--> %s, action %s%s", tr.From, describeEvent(tr.Event), tr.To, tr.Action, note)
+	if (tr.To == fsm.StateDisabled || tr.To == fsm.StateDeleting) && s.stored() == nil {
+		s.foreignOutstanding = false // none is wanted, none is there: nothing is left to undo
+	}
 	switch e := tr.Event.(type) {
 	case fsm.Applied:
 		s.recordApply(e.UID, e.Generation)
@@ -820,4 +835,72 @@ func describeDS(ds *appsv1.DaemonSet) string {
 		notes = append(notes, fmt.Sprintf("%d unavailable", n))
 	}
 	return fmt.Sprintf("%s gen %d v%s [%s]", ds.UID, ds.Generation, ds.Annotations[resources.VersionAnnotation], strings.Join(notes, ", "))
+}
+
+// unansweredInFlight: the controller's write whose response it lost is
+// still on its way to the cache.
+func (s *propSim) unansweredInFlight() bool {
+	return slices.ContainsFunc(s.inFlight, func(e watchEvent) bool { return e.by == byUnanswered })
+}
+
+// checkRepairsCounted: repairs_total counted every repair made (when names
+// the moment for the violation).
+func (s *propSim) checkRepairsCounted(when string) {
+	if made, counted := len(s.repairTimes), s.repairsCounted(); float64(made) > counted {
+		s.violate("repair-uncounted", fmt.Sprintf("the %s made a repair that repairs_total did not count (%d made, %v counted)", when, made, counted))
+	}
+}
+
+// repairWitness is what the simulator knows, before a handler runs, to
+// tell whether a write of the handler's is a repair.
+type repairWitness struct {
+	undid int // s.undid before the handler
+	// repairable: the outstanding change is one the controller's gate was
+	// told of (every change of someone else's reached the cache and the
+	// loop drained it, or drains it now), made to an object of this
+	// process's, while it wanted one. A write over a change the loop has
+	// yet to drain is a level's or a timer's, not a writer's to drive; a
+	// process corrects what it finds at start (and retries that) before
+	// its gate heard of any change; and a write once it wants a DaemonSet
+	// again re-enables.
+	repairable                bool
+	drains, deferred, gateDue bool
+	version                   string
+}
+
+func (s *propSim) witness(what string) repairWitness {
+	drains := what == wakeDrift.String() || what == wakeDriftHint.String()
+	if st := s.c.State(); drains && s.seenOther > 0 {
+		s.drainedWantingNone = st == fsm.StateDisabled || st == fsm.StateDeleting
+	}
+	told := s.unseenOther == 0 && !s.lossy && (s.seenOther == 0 || drains)
+	return repairWitness{
+		undid:      s.undid,
+		repairable: told && !s.foreignBeforeBoot && !s.foreignUnowned && !s.drainedWantingNone,
+		drains:     drains,
+		deferred:   s.c.gate.deferring(),
+		gateDue:    s.c.gate.wakeAt.due(s.clock.Now()),
+		version:    s.c.known.version,
+	}
+}
+
+// checkRepairMade: a write of the handler's that undid someone's change
+// (w: before it) is a repair, whatever led to it and whatever its caller
+// heard back. The budget's bound is checked over these; repairs_total must
+// count each (one whose answer was lost once the controller learns it was
+// made: settleAndCheck checks it then); and while the gate defers a repair,
+// only the gate may make it: on its timer, or on new drift it decides on (a
+// change of the version the controller targets is an upgrade).
+func (s *propSim) checkRepairMade(w repairWitness, what string) {
+	if s.undid == w.undid || !w.repairable {
+		return
+	}
+	s.repairTimes = append(s.repairTimes, s.clock.Now())
+	if !s.ambiguous {
+		s.checkRepairsCounted(what)
+	}
+	if w.deferred && !w.gateDue && !w.drains && s.c.known.version == w.version {
+		s.violate("repair-before-the-gate", fmt.Sprintf("the %s wrote over someone else's change while the repair gate deferred its repair", what))
+	}
+	s.checkRepairBudget()
 }
