@@ -149,8 +149,9 @@ type propSim struct {
 	ambiguous bool
 	undid     int // writes of the controller's that undid someone's change
 	// drainedWantingNone: the loop drained someone's changes while it
-	// wanted no DaemonSet (it deletes then, never repairs): a write once
-	// it wants one again re-enables, and is no repair of those.
+	// wanted no DaemonSet, or held (it deletes then, or waits, never
+	// repairs): a write once it wants one again re-enables, and is no
+	// repair of those.
 	drainedWantingNone bool
 	// repairTimes are the controller's repairs, told by what the server
 	// saw, not by what the controller counted: writes of its that undid
@@ -870,8 +871,8 @@ type repairWitness struct {
 
 func (s *propSim) witness(what string) repairWitness {
 	drains := what == wakeDrift.String() || what == wakeDriftHint.String()
-	if st := s.c.State(); drains && s.seenOther > 0 {
-		s.drainedWantingNone = st == fsm.StateDisabled || st == fsm.StateDeleting
+	if drains && s.seenOther > 0 {
+		s.drainedWantingNone = s.c.level() != (fsm.Enabled{}) // disabled, or holding
 	}
 	told := s.unseenOther == 0 && !s.lossy && (s.seenOther == 0 || drains)
 	return repairWitness{
