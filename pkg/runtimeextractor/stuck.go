@@ -281,15 +281,6 @@ func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.Daemo
 	return s
 }
 
-func ownedBy(pod *corev1.Pod, ds *appsv1.DaemonSet) bool {
-	for _, ref := range pod.OwnerReferences {
-		if ref.UID == ds.UID {
-			return true
-		}
-	}
-	return false
-}
-
 func podReady(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
