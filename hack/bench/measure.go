@@ -733,7 +733,10 @@ func (b *bench) createClutterPair(ctx context.Context, i int, payload string) er
 // moves with every GC cycle. The resident set size is client_golang's
 // process collector's, which reads it from the kernel for the process.
 func (b *bench) sampleMemory(ctx context.Context, label string) (memory, error) {
-	var rss, heap []float64
+	var (
+		rss, heap []float64
+		g         goMemory
+	)
 	for i := range 5 {
 		if i > 0 {
 			time.Sleep(time.Second)
@@ -749,8 +752,9 @@ func (b *bench) sampleMemory(ctx context.Context, label string) (memory, error) 
 		}
 		rss = append(rss, m.Sum(testcluster.MetricRSS))
 		heap = append(heap, m.Sum(testcluster.MetricHeapInuse))
+		g = goMemoryOf(m)
 	}
-	return memory{Label: label, RSSBytes: int64(percentile(rss, 0.5)), HeapInuseBytes: int64(percentile(heap, 0.5))}, nil
+	return memory{Label: label, RSSBytes: int64(percentile(rss, 0.5)), HeapInuseBytes: int64(percentile(heap, 0.5)), Go: g}, nil
 }
 
 // restartAndResync replaces the controller by one with a 2 s resync: its

@@ -203,6 +203,8 @@ type memory struct {
 	Label          string `json:"label"`
 	RSSBytes       int64  `json:"rssBytes"`
 	HeapInuseBytes int64  `json:"heapInuseBytes"`
+	// Go is the Go runtime's account at the last of the scrapes.
+	Go goMemory `json:"go"`
 }
 
 type fire struct {

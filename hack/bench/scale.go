@@ -132,9 +132,11 @@ func (b *bench) scaleOnce(ctx context.Context, nodes int) (scaleRun, error) {
 	if s.ctrl, err = s.startController(defaultResync, "scale"); err != nil {
 		return r, err
 	}
-	if r.Memory.StartRSSBytes, err = s.startRSS(ctx); err != nil {
+	var startGo goMemory
+	if r.Memory.StartRSSBytes, startGo, err = s.startRSS(ctx); err != nil {
 		return r, fmt.Errorf("the controller's first /metrics: %w", err)
 	}
+	r.Memory.setGo("start", startGo)
 	smp := s.sample(ctx)
 	smp.fromZero()
 	if err := s.waitSteady(ctx, true); err != nil {
@@ -153,6 +155,7 @@ func (b *bench) scaleOnce(ctx context.Context, nodes int) (scaleRun, error) {
 		return r, err
 	}
 	r.IdleRSSBytes = idle.RSSBytes
+	r.Memory.setGo("idle", idle.Go)
 
 	if err := s.scaleUpgrade(ctx, &r); err != nil {
 		return r, err
@@ -163,6 +166,7 @@ func (b *bench) scaleOnce(ctx context.Context, nodes int) (scaleRun, error) {
 		return r, err
 	}
 	r.Memory.UpgradedRSSBytes = upgraded.RSSBytes
+	r.Memory.setGo("upgraded", upgraded.Go)
 	if err := s.scaleDiagnosis(ctx, &r.Memory); err != nil {
 		return r, err
 	}
@@ -206,9 +210,11 @@ func (b *bench) scaleUpgrade(ctx context.Context, r *scaleRun) error {
 	if b.ctrl, err = b.startController(defaultResync, "scale-upgrade"); err != nil {
 		return err
 	}
-	if r.Memory.UpgradeStartRSSBytes, err = b.startRSS(ctx); err != nil {
+	var startGo goMemory
+	if r.Memory.UpgradeStartRSSBytes, startGo, err = b.startRSS(ctx); err != nil {
 		return fmt.Errorf("the restarted controller's first /metrics: %w", err)
 	}
+	r.Memory.setGo("upgradeStart", startGo)
 	smp := b.sample(ctx)
 	smp.fromZero() // a new process: its CPU counter started at 0
 	// Waves: count each time pods go unavailable after all were back.

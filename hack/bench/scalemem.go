@@ -36,6 +36,58 @@ type scaleMemory struct {
 	DiagnosedRSSBytes    int64   `json:"diagnosedRssBytes"`    // idle after the nodes were named
 	DiagnosisS           float64 `json:"diagnosisSeconds"`     // pods held -> nodes named
 	DiagnosisPodLists    int     `json:"diagnosisPodLists"`    // list requests on pods (pages)
+	// Go is the Go runtime's account at each point: "start", "idle" (after
+	// the first rollout), "upgradeStart", "upgraded", "diagnosed".
+	Go map[string]goMemory `json:"go,omitempty"`
+}
+
+// goMemory is the Go runtime's account of the controller's memory at one
+// point, from the Go collector's metrics, to tell what an RSS growth is: live
+// data, the heap filling up to its GC goal (twice the live heap at GOGC 100),
+// or freed heap the runtime has not yet returned to the OS.
+type goMemory struct {
+	HeapLiveBytes     int64 `json:"heapLiveBytes"`     // marked live by the last GC
+	HeapGoalBytes     int64 `json:"heapGoalBytes"`     // the heap size the next GC starts at
+	HeapInuseBytes    int64 `json:"heapInuseBytes"`    // spans with objects, live or not yet collected
+	HeapIdleBytes     int64 `json:"heapIdleBytes"`     // free spans, returned to the OS or not
+	HeapReleasedBytes int64 `json:"heapReleasedBytes"` // free spans returned to the OS
+	StackInuseBytes   int64 `json:"stackInuseBytes"`
+	SysBytes          int64 `json:"sysBytes"` // all the runtime has mapped
+	GCCycles          int64 `json:"gcCycles"`
+}
+
+// heldBytes is the heap the process holds resident, as far as the runtime
+// knows: spans in use and free spans not yet returned.
+func (g goMemory) heldBytes() int64 { return g.HeapInuseBytes + g.HeapIdleBytes - g.HeapReleasedBytes }
+
+// goMemoryOf reads the Go collector's metrics; an absent one reads 0.
+func goMemoryOf(m *testcluster.Metrics) goMemory {
+	get := func(names ...string) int64 {
+		for _, n := range names {
+			if m.Has(n) {
+				return int64(m.Sum(n))
+			}
+		}
+		return 0
+	}
+	return goMemory{
+		HeapLiveBytes:     get("go_gc_heap_live_bytes"),
+		HeapGoalBytes:     get("go_gc_heap_goal_bytes", "go_memstats_next_gc_bytes"),
+		HeapInuseBytes:    get(testcluster.MetricHeapInuse),
+		HeapIdleBytes:     get("go_memstats_heap_idle_bytes"),
+		HeapReleasedBytes: get("go_memstats_heap_released_bytes"),
+		StackInuseBytes:   get("go_memstats_stack_inuse_bytes"),
+		SysBytes:          get("go_memstats_sys_bytes"),
+		GCCycles:          get("go_gc_cycles_total_gc_cycles_total", "go_gc_duration_seconds"),
+	}
+}
+
+// setGo records g at point.
+func (m *scaleMemory) setGo(point string, g goMemory) {
+	if m.Go == nil {
+		m.Go = map[string]goMemory{}
+	}
+	m.Go[point] = g
 }
 
 // scaleDiagnosis leaves heldNodes nodes without a ready pod (kwok holds their
@@ -84,6 +136,7 @@ func (b *bench) scaleDiagnosis(ctx context.Context, mem *scaleMemory) error {
 		return err
 	}
 	mem.DiagnosedRSSBytes = m.RSSBytes
+	mem.setGo("diagnosed", m.Go)
 	if err := b.flushAudit(ctx); err != nil {
 		return err
 	}
@@ -100,17 +153,20 @@ func (b *bench) scaleDiagnosis(ctx context.Context, mem *scaleMemory) error {
 // processes (transitions_total counts those that keep the state too) comes
 // only after the informers synced, and before the rollout it starts could be
 // diagnosed.
-func (b *bench) startRSS(ctx context.Context) (int64, error) {
-	var rss float64
+func (b *bench) startRSS(ctx context.Context) (int64, goMemory, error) {
+	var (
+		rss float64
+		g   goMemory
+	)
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		m, err := b.ctrl.scrape(ctx)
 		if err != nil || m.Sum(testcluster.MetricTransits) == 0 {
 			return false, nil
 		}
-		rss = m.Sum(testcluster.MetricRSS)
+		rss, g = m.Sum(testcluster.MetricRSS), goMemoryOf(m)
 		return rss > 0, nil
 	})
-	return int64(rss), err
+	return int64(rss), g, err
 }
 
 // printMemory prints the RSS rows, each against the start of its process.
@@ -133,14 +189,36 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 			return fmt.Sprintf("%s (%+.1f)", mib(at), float64(at-from)/(1<<20))
 		}
 	}
+	// Beside each RSS figure, the Go runtime's: what the heap holds resident
+	// (in use, and free but not returned to the OS) against its live part
+	// and its GC goal, then stacks, what was returned, and GC cycles so far.
+	goRows := func(point string) {
+		if !slices.ContainsFunc(runs, func(s scaleRun) bool { _, ok := s.Memory.Go[point]; return ok }) {
+			return
+		}
+		mb := func(b int64) float64 { return float64(b) / (1 << 20) }
+		row("    Go heap MiB: held / live / goal", func(s scaleRun) string {
+			g := s.Memory.Go[point]
+			return fmt.Sprintf("%.1f/%.1f/%.1f", mb(g.heldBytes()), mb(g.HeapLiveBytes), mb(g.HeapGoalBytes))
+		}, "")
+		row("    Go MiB: stacks / released to the OS; GC cycles", func(s scaleRun) string {
+			g := s.Memory.Go[point]
+			return fmt.Sprintf("%.1f/%.1f; %d", mb(g.StackInuseBytes), mb(g.HeapReleasedBytes), g.GCCycles)
+		}, "")
+	}
 	row("controller RSS at start (caches synced)", func(s scaleRun) string { return mib(s.Memory.StartRSSBytes) }, "")
+	goRows("start")
 	first := func(s scaleRun) (int64, int64) { return s.IdleRSSBytes, s.Memory.StartRSSBytes }
 	row("  after the first rollout (MiB above start)", grown(first), judge(first))
+	goRows("idle")
 	row("restarted for the upgrade: RSS at start", func(s scaleRun) string { return mib(s.Memory.UpgradeStartRSSBytes) }, "")
+	goRows("upgradeStart")
 	up := func(s scaleRun) (int64, int64) { return s.Memory.UpgradedRSSBytes, s.Memory.UpgradeStartRSSBytes }
 	row("  after the upgrade's rollout of every pod", grown(up), judge(up))
+	goRows("upgraded")
 	diag := func(s scaleRun) (int64, int64) { return s.Memory.DiagnosedRSSBytes, s.Memory.UpgradeStartRSSBytes }
 	row(fmt.Sprintf("  after naming unready nodes (a tenth held, at most %d)", heldNodes), grown(diag), judge(diag))
+	goRows("diagnosed")
 	row("  diagnosis: pods held -> named (s), pod list pages", func(s scaleRun) string {
 		return fmt.Sprintf("%.1f s, %d", s.Memory.DiagnosisS, s.Memory.DiagnosisPodLists)
 	}, "")
