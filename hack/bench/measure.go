@@ -752,7 +752,7 @@ func (b *bench) sampleMemory(ctx context.Context, label string) (memory, error) 
 		}
 		rss = append(rss, m.Sum(testcluster.MetricRSS))
 		heap = append(heap, m.Sum(testcluster.MetricHeapInuse))
-		g = goMemoryOf(m)
+		g = goMemoryOf(m).withProcRSS(b.ctrl.PID())
 	}
 	return memory{Label: label, RSSBytes: int64(percentile(rss, 0.5)), HeapInuseBytes: int64(percentile(heap, 0.5)), Go: g}, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -54,6 +55,11 @@ type goMemory struct {
 	StackInuseBytes   int64 `json:"stackInuseBytes"`
 	SysBytes          int64 `json:"sysBytes"` // all the runtime has mapped
 	GCCycles          int64 `json:"gcCycles"`
+	// The kernel's split of RSS (/proc/PID/status): anonymous memory (the
+	// heap, stacks, the runtime's) and file-backed pages (the binary's code
+	// and data, paged in as code paths first run).
+	RSSAnonBytes int64 `json:"rssAnonBytes"`
+	RSSFileBytes int64 `json:"rssFileBytes"`
 }
 
 // heldBytes is the heap the process holds resident, as far as the runtime
@@ -80,6 +86,32 @@ func goMemoryOf(m *testcluster.Metrics) goMemory {
 		SysBytes:          get("go_memstats_sys_bytes"),
 		GCCycles:          get("go_gc_cycles_total_gc_cycles_total", "go_gc_duration_seconds"),
 	}
+}
+
+// withProcRSS adds the kernel's split of pid's RSS; it leaves g as it is
+// where /proc does not tell (not Linux).
+func (g goMemory) withProcRSS(pid int) goMemory {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return g
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		var kb int64
+		if _, err := fmt.Sscanf(strings.TrimSpace(value), "%d kB", &kb); err != nil {
+			continue
+		}
+		switch name {
+		case "RssAnon":
+			g.RSSAnonBytes = kb << 10
+		case "RssFile":
+			g.RSSFileBytes = kb << 10
+		}
+	}
+	return g
 }
 
 // setGo records g at point.
@@ -163,7 +195,7 @@ func (b *bench) startRSS(ctx context.Context) (int64, goMemory, error) {
 		if err != nil || m.Sum(testcluster.MetricTransits) == 0 {
 			return false, nil
 		}
-		rss, g = m.Sum(testcluster.MetricRSS), goMemoryOf(m)
+		rss, g = m.Sum(testcluster.MetricRSS), goMemoryOf(m).withProcRSS(b.ctrl.PID())
 		return rss > 0, nil
 	})
 	return int64(rss), g, err
@@ -204,6 +236,10 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 		row("    Go MiB: stacks / released to the OS; GC cycles", func(s scaleRun) string {
 			g := s.Memory.Go[point]
 			return fmt.Sprintf("%.1f/%.1f; %d", mb(g.StackInuseBytes), mb(g.HeapReleasedBytes), g.GCCycles)
+		}, "")
+		row("    RSS MiB: anonymous / file-backed (the binary's pages)", func(s scaleRun) string {
+			g := s.Memory.Go[point]
+			return fmt.Sprintf("%.1f/%.1f", mb(g.RSSAnonBytes), mb(g.RSSFileBytes))
 		}, "")
 	}
 	row("controller RSS at start (caches synced)", func(s scaleRun) string { return mib(s.Memory.StartRSSBytes) }, "")
