@@ -74,13 +74,7 @@ func TestNotReadyNodesReadsPodsInProtobufPages(t *testing.T) {
 			t.Errorf("encode: %v", err)
 		}
 	}))
-	defer srv.Close()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: resources.DaemonSetName, Namespace: resources.Namespace, UID: uid},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}}
+	client, ds := clientOf(t, srv), podOwner(uid)
 
 	nodes, err := notReadyNodesOf(context.Background(), client, ds)
 	if err != nil {
@@ -385,13 +379,7 @@ func TestPodPageFallsBackToJSONAndTheFakeClient(t *testing.T) {
 			t.Errorf("encode: %v", err)
 		}
 	}))
-	defer srv.Close()
-	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: resources.DaemonSetName, Namespace: resources.Namespace, UID: uid},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}}
+	client, ds := clientOf(t, srv), podOwner(uid)
 	want := []string{"node-0001", "node-0002", "node-0004"} // 7: another owner's; 9: no node
 	for name, c := range map[string]kubernetes.Interface{"JSON": client, "fake": fake.NewClientset(podObjects(list)...)} {
 		nodes, err := notReadyNodesOf(context.Background(), c, ds)
@@ -410,4 +398,21 @@ func podObjects(list *corev1.PodList) []runtime.Object {
 		objs = append(objs, &list.Items[i])
 	}
 	return objs
+}
+
+// clientOf is a clientset of srv's, which closes when the test ends.
+func clientOf(t *testing.T, srv *httptest.Server) kubernetes.Interface {
+	t.Helper()
+	t.Cleanup(srv.Close)
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// podOwner is the DaemonSet whose pods the diagnosis reads.
+func podOwner(uid types.UID) *appsv1.DaemonSet {
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: resources.DaemonSetName, Namespace: resources.Namespace, UID: uid},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}}
 }
