@@ -19,12 +19,11 @@ func (c *Controller) level() fsm.Event {
 }
 
 // reassert fires the level. While the repair gate defers a repair, an
-// enabled level waits for it:
-// any write now would make that repair before the gate allows it (a config
-// informer re-lists, and the host relays insights-config unchanged, after
-// every broken watch). The gate's timer then applies the level as it is
-// (a config changed meanwhile included). A disabled level is no repair,
-// and acts at once.
+// enabled level waits for it: any write now would make that repair before
+// the gate allows it (the config informer re-lists, and the host relays
+// insights-config unchanged, after every broken watch). The gate's timer
+// then applies the level as it is, a config changed meanwhile included. A
+// disabled level is no repair, and acts at once.
 func (c *Controller) reassert(ctx context.Context) {
 	level := c.level()
 	if level == (fsm.Enabled{}) && c.gate.deferring() {
