@@ -88,8 +88,9 @@ type Manager struct {
 	// the server: the ControllerExpectations pattern, for one object.
 	expected      *appsv1.DaemonSet
 	expectedUntil time.Time
-	// unanswered is the last write sent without an answer, until its
-	// object is seen (ClaimUnanswered) or a later write answers.
+	// unanswered is the write in flight, or the last one sent without an
+	// answer, until its object is seen (ClaimUnanswered) or a later write
+	// answers.
 	unanswered *unansweredWrite
 	// clock times the expectations, the lost races' backoff and the wait
 	// for the cache to catch up.
@@ -178,7 +179,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		// because why; reported only with the create that follows.
 		replaced types.UID
 		because  string
-		attempt  = &writeAttempt{clock: m.clock}
+		attempt  = &writeAttempt{m: m}
 	)
 	err = m.retryLostRaces(ctx, func() error {
 		var existing *appsv1.DaemonSet
@@ -257,11 +258,10 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		// The delete of a replaced object may have gone through before the
 		// create failed: the caller must still know that it deleted it.
 		unanswered := !attempt.at.IsZero() && mayHaveWritten(err)
-		if unanswered {
-			m.noteUnanswered(attempt.at)
-		}
+		m.answered(unanswered)
 		return Result{Replaced: replaced, ReplacedBecause: because, Unanswered: unanswered}, fmt.Errorf("apply daemonset %s/%s: %w", Namespace, DaemonSetName, err)
 	}
+	m.answered(false)
 	return result, nil
 }
 

@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/utils/clock"
 )
 
 // A write whose answer is lost (the connection breaks after the request went
@@ -21,17 +20,24 @@ import (
 // manager's, from the time of that write, is the write's.
 
 // unansweredWrite is the span, to the second the API server records
-// managedFields times at, in which a write without an answer was sent.
+// managedFields times at, in which a write without an answer was sent; to
+// is zero while the write still awaits its answer (its watch event can come
+// first).
 type unansweredWrite struct{ from, to time.Time }
 
 // writeAttempt is when the apply last sent a create or update (zero: none
-// since it was reset).
+// since it was reset); sent tells the manager.
 type writeAttempt struct {
-	clock clock.Clock
-	at    time.Time
+	m  *Manager
+	at time.Time
 }
 
-func (w *writeAttempt) sent() { w.at = w.clock.Now() }
+func (w *writeAttempt) sent() {
+	w.at = w.m.clock.Now()
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	w.m.unanswered = &unansweredWrite{from: w.at.Truncate(time.Second)}
+}
 
 // mayHaveWritten: err leaves open whether the request was carried out, as
 // no answer came: the connection was lost after the request went out, or
@@ -51,17 +57,25 @@ func mayHaveWritten(err error) bool {
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
 }
 
-// noteUnanswered remembers a write sent at sent that got no answer.
-func (m *Manager) noteUnanswered(sent time.Time) {
+// answered settles the write in flight: one that may have been made
+// (unanswered) is remembered until its object is seen, any other is
+// forgotten (a successful write's object is owned already).
+func (m *Manager) answered(unanswered bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.unanswered = &unansweredWrite{from: sent.Truncate(time.Second), to: m.clock.Now().Add(time.Second)}
+	switch {
+	case m.unanswered == nil:
+	case unanswered:
+		m.unanswered.to = m.clock.Now().Add(time.Second)
+	default:
+		m.unanswered = nil
+	}
 }
 
 // ClaimUnanswered reports whether ds is the object of this manager's write
-// whose answer was lost: its newest managedFields entry (status aside) is
-// this manager's, timed within that write. The manager then owns it, as if
-// the write had answered, and forgets the lost answer.
+// whose answer was lost, or has yet to come: its newest managedFields entry
+// (status aside) is this manager's, timed within that write. The manager
+// then owns it, as if the write had answered, and forgets the lost answer.
 func (m *Manager) ClaimUnanswered(ds *appsv1.DaemonSet) bool {
 	m.mu.Lock()
 	u := m.unanswered
@@ -74,7 +88,7 @@ func (m *Manager) ClaimUnanswered(ds *appsv1.DaemonSet) bool {
 }
 
 // writtenWithin: ds's newest managedFields entry with a time, status aside,
-// is FieldManager's, and its time is within [from, to].
+// is FieldManager's, and its time is within [from, to] (to zero: open).
 func writtenWithin(ds *appsv1.DaemonSet, from, to time.Time) bool {
 	var newest *time.Time
 	mine := false
@@ -89,5 +103,5 @@ func writtenWithin(ds *appsv1.DaemonSet, from, to time.Time) bool {
 			mine = false // a tie with another writer: not provably ours
 		}
 	}
-	return mine && !newest.Before(from) && !newest.After(to)
+	return mine && !newest.Before(from) && (to.IsZero() || !newest.After(to))
 }

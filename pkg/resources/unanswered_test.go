@@ -51,20 +51,26 @@ func TestClaimUnansweredByManagedFields(t *testing.T) {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: subresource, Time: &mt}
 	}
 	for _, tc := range []struct {
-		name   string
-		fields []metav1.ManagedFieldsEntry
-		want   bool
+		name     string
+		fields   []metav1.ManagedFieldsEntry
+		want     bool
+		inFlight bool // the watch event comes before the failed answer
 	}{
-		{"created by the write", []metav1.ManagedFieldsEntry{entry(FieldManager, "", sent)}, true},
-		{"the DaemonSet controller's status since", []metav1.ManagedFieldsEntry{entry(FieldManager, "", sent), entry("kube-controller-manager", "status", sent.Add(3*time.Second))}, true},
-		{"someone else wrote after", []metav1.ManagedFieldsEntry{entry(FieldManager, "", sent), entry("kubectl-edit", "", sent.Add(2*time.Second))}, false},
-		{"someone else in the same second", []metav1.ManagedFieldsEntry{entry("kubectl-edit", "", sent), entry(FieldManager, "", sent)}, false},
-		{"an older write of ours", []metav1.ManagedFieldsEntry{entry(FieldManager, "", sent.Add(-time.Minute))}, false},
-		{"no managedFields", nil, false},
+		{"created by the write", []metav1.ManagedFieldsEntry{entry(FieldManager, "", sent)}, true, false},
+		{"seen while its answer is awaited", []metav1.ManagedFieldsEntry{entry(FieldManager, "", sent)}, true, true},
+		{"the DaemonSet controller's status since", []metav1.ManagedFieldsEntry{entry(FieldManager, "", sent), entry("kube-controller-manager", "status", sent.Add(3*time.Second))}, true, false},
+		{"someone else wrote after", []metav1.ManagedFieldsEntry{entry(FieldManager, "", sent), entry("kubectl-edit", "", sent.Add(2*time.Second))}, false, false},
+		{"someone else in the same second", []metav1.ManagedFieldsEntry{entry("kubectl-edit", "", sent), entry(FieldManager, "", sent)}, false, false},
+		{"an older write of ours", []metav1.ManagedFieldsEntry{entry(FieldManager, "", sent.Add(-time.Minute))}, false, false},
+		{"no managedFields", nil, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &Manager{clock: clocktesting.NewFakeClock(sent.Add(500 * time.Millisecond))}
-			m.noteUnanswered(sent)
+			m := &Manager{clock: clocktesting.NewFakeClock(sent)}
+			(&writeAttempt{m: m}).sent()
+			if !tc.inFlight {
+				m.clock.(*clocktesting.FakeClock).Step(500 * time.Millisecond)
+				m.answered(true) // the connection broke
+			}
 			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: DaemonSetName, Namespace: Namespace, UID: "landed", Generation: 1, ManagedFields: tc.fields}}
 			if got := m.ClaimUnanswered(ds); got != tc.want {
 				t.Fatalf("ClaimUnanswered = %v, want %v", got, tc.want)
