@@ -146,7 +146,7 @@ func TestRefusedUpgradeIsNotReportedDone(t *testing.T) {
 
 	allow()
 	e.waitDaemonSet("the new version rolled out", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == target &&
+		return e.rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == target &&
 			ds.Spec.Template.Annotations[resources.VersionAnnotation] == "" // the version is on the DaemonSet only
 	})
 	e.waitState(c, "Running")

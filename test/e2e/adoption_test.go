@@ -73,7 +73,7 @@ func TestAdoptsTheOriginalControllersDaemonSet(t *testing.T) {
 		t.Fatalf("the original DaemonSet carries %s: it is not the original's", resources.LabelManagedBy)
 	}
 	orig = e.waitDaemonSet("the original DaemonSet rolled out", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && ds.UID == orig.UID
+		return e.rolledOut(ds) && ds.UID == orig.UID
 	})
 
 	requests := e.requestLog()
@@ -83,7 +83,7 @@ func TestAdoptsTheOriginalControllersDaemonSet(t *testing.T) {
 	from := time.Now()
 	c := e.startController(controllerOpts{kubeconfig: kubeconfig})
 	ds := e.waitDaemonSet("the DaemonSet adopted and rolled out", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == testcluster.DefaultVersion &&
+		return e.rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == testcluster.DefaultVersion &&
 			ds.Labels[resources.LabelManagedBy] == resources.ManagedByValue
 	})
 	e.waitState(c, "Running")

@@ -39,22 +39,32 @@ const (
 	convergeTimeout = 90 * time.Second
 )
 
-// env is one test's view of the shared cluster, reset to a known start.
+// env is one test's view of the cluster it holds, reset to a known start.
 type env struct {
-	t      *testing.T
-	kube   kubernetes.Interface
-	config configclient.Interface
+	t       *testing.T
+	cluster *testcluster.Cluster // the test's own, for its whole run (holdCluster)
+	kube    kubernetes.Interface
+	config  configclient.Interface
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
-	keepNodeAgentLogs(t)
-	e := &env{t: t, kube: cluster.Client()}
+	return newEnvOn(t, holdCluster(t))
+}
+
+// newInProcessEnv is newEnv for a test that runs the library in this process
+// (holdClusterAlone).
+func newInProcessEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvOn(t, holdClusterAlone(t))
+}
+
+func newEnvOn(t *testing.T, c *testcluster.Cluster) *env {
+	t.Helper()
+	keepNodeAgentLogs(t, c)
+	e := &env{t: t, cluster: c, kube: c.Client()}
 	var err error
-	if e.config, err = configclient.NewForConfig(cluster.RESTConfig); err != nil {
+	if e.config, err = configclient.NewForConfig(c.RESTConfig); err != nil {
 		t.Fatal(err)
 	}
 	e.reset()
@@ -91,7 +101,7 @@ func (e *env) waitDaemonSetControllerDone(dsName string) {
 	var last string
 	since := time.Now()
 	e.eventually("kube-controller-manager done with DaemonSet "+dsName, func(context.Context) (bool, error) {
-		if line := cluster.ComponentLog("kube-controller-manager", dsName, 1); line != last {
+		if line := e.cluster.ComponentLog("kube-controller-manager", dsName, 1); line != last {
 			last, since = line, time.Now()
 			return false, nil
 		}
@@ -182,7 +192,7 @@ func (e *env) logRollout(ds *appsv1.DaemonSet) {
 			fmt.Fprintf(&b, "  node %s ready %s taints %v\n", n.Name, ready, n.Spec.Taints)
 		}
 	}
-	e.t.Logf("the rollout's parts at the timeout:\n%skube-controller-manager on the DaemonSet:\n%s", b.String(), cluster.ComponentLog("kube-controller-manager", dsName, 40))
+	e.t.Logf("the rollout's parts at the timeout:\n%skube-controller-manager on the DaemonSet:\n%s", b.String(), e.cluster.ComponentLog("kube-controller-manager", dsName, 40))
 }
 
 // rolledOut: observed, updated and available on every node of the cluster,
@@ -194,24 +204,24 @@ func (e *env) logRollout(ds *appsv1.DaemonSet) {
 // so while the DaemonSet controller is creating its pods, and the one after
 // it gets no pod for 5 minutes (the controller waits for pods it will never
 // see, until its expectations expire). TestRolledOutNeedsThePods shows both.
-func rolledOut(ds *appsv1.DaemonSet) bool {
-	return statusRolledOut(ds) && readyOnEveryNode(ds)
+func (e *env) rolledOut(ds *appsv1.DaemonSet) bool {
+	return e.statusRolledOut(ds) && e.readyOnEveryNode(ds)
 }
 
 // statusRolledOut: rolled out on every node by the DaemonSet's status alone.
-func statusRolledOut(ds *appsv1.DaemonSet) bool {
+func (e *env) statusRolledOut(ds *appsv1.DaemonSet) bool {
 	r := resources.RolloutOf(ds)
-	return r.FullyAvailable() && r.Desired == int32(len(cluster.Nodes))
+	return r.FullyAvailable() && r.Desired == int32(len(e.cluster.Nodes))
 }
 
 // readyOnEveryNode: every node of the cluster runs a ready pod that ds
 // controls and that is not being deleted.
-func readyOnEveryNode(ds *appsv1.DaemonSet) bool {
+func (e *env) readyOnEveryNode(ds *appsv1.DaemonSet) bool {
 	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 	if err != nil {
 		return false
 	}
-	pods, err := cluster.Client().CoreV1().Pods(ds.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: selector.String()})
+	pods, err := e.cluster.Client().CoreV1().Pods(ds.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {
 		return false
 	}
@@ -221,7 +231,7 @@ func readyOnEveryNode(ds *appsv1.DaemonSet) bool {
 			nodes[p.Spec.NodeName] = true
 		}
 	}
-	for _, n := range cluster.Nodes {
+	for _, n := range e.cluster.Nodes {
 		if !nodes[n] {
 			return false
 		}
@@ -231,7 +241,7 @@ func readyOnEveryNode(ds *appsv1.DaemonSet) bool {
 
 func (e *env) waitRolledOut() *appsv1.DaemonSet {
 	e.t.Helper()
-	return e.waitDaemonSet("the DaemonSet rolled out on all nodes", rolledOut)
+	return e.waitDaemonSet("the DaemonSet rolled out on all nodes", e.rolledOut)
 }
 
 func (e *env) setConfig(yaml string) {
@@ -413,7 +423,7 @@ func (e *env) startController(o controllerOpts) *controller {
 	e.t.Helper()
 	kubeconfig := o.kubeconfig
 	if kubeconfig == "" {
-		kubeconfig = cluster.Kubeconfig
+		kubeconfig = e.cluster.Kubeconfig
 	}
 	args := []string{
 		"--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s", "--leader-elect-retry-period", "1s",
@@ -437,7 +447,7 @@ func (e *env) runController(kubeconfig string, args, env []string, reportFailure
 		LogPath:     filepath.Join(e.t.TempDir(), "controller.log"),
 		Args:        args,
 		Env:         env,
-		MetricsAuth: cluster.RESTConfig,
+		MetricsAuth: e.cluster.RESTConfig,
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -456,7 +466,7 @@ func (e *env) runController(kubeconfig string, args, env []string, reportFailure
 // cluster did while it ran: a component that is down (no pod becomes ready
 // without kwok), and kwok's whole log from the test's start, across kwok's
 // restarts, for a failure after a restart is not explained by its tail.
-func keepNodeAgentLogs(t *testing.T) {
+func keepNodeAgentLogs(t *testing.T, cluster *testcluster.Cluster) {
 	mark := cluster.LogMark("kwok")
 	t.Cleanup(func() {
 		if !t.Failed() {

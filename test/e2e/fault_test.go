@@ -99,7 +99,7 @@ func (e *env) checkBackoff(phase string, o outage, wantRetries bool) {
 // up to 10 times, a second apart, before returning the error.
 func TestAPIServerOutage(t *testing.T) {
 	e := newEnv(t)
-	proxy := startCountingProxy(t, cluster.RESTConfig.Host)
+	proxy := e.startCountingProxy()
 	ctx := context.Background()
 
 	// Phase 1: the DaemonSet was just created; the rollout has not been seen.
@@ -175,7 +175,7 @@ func (e *env) waitRecovered() {
 	e.t.Helper()
 	const timeout = 3 * time.Minute
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return rolledOut(e.daemonSet()), nil
+		return e.rolledOut(e.daemonSet()), nil
 	})
 	if err == nil {
 		return
@@ -198,8 +198,8 @@ func (e *env) waitRecovered() {
 			fmt.Fprintf(&b, "node %s: conditions %v, taints %v\n", n.Name, conds, n.Spec.Taints)
 		}
 	}
-	fmt.Fprintf(&b, "kwok's errors:\n%s", cluster.ComponentLog("kwok", "ERROR", 40))
-	e.t.Fatalf("the DaemonSet did not roll out on all %d nodes within %s after the API server outage:\n%s", len(cluster.Nodes), timeout, b.String())
+	fmt.Fprintf(&b, "kwok's errors:\n%s", e.cluster.ComponentLog("kwok", "ERROR", 40))
+	e.t.Fatalf("the DaemonSet did not roll out on all %d nodes within %s after the API server outage:\n%s", len(e.cluster.Nodes), timeout, b.String())
 }
 
 // faultDuringAction makes the controller carry out its next action (the one

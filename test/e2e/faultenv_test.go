@@ -111,7 +111,7 @@ func metricSum(body, name string, labels ...string) float64 {
 	return m.Sum(name, pairs...)
 }
 
-// stopAPIServer stops kube-apiserver of the shared cluster. Whatever happens
+// stopAPIServer stops kube-apiserver of the test's cluster. Whatever happens
 // next, the test's cleanup starts it again, so later tests find it healthy.
 func (e *env) stopAPIServer() time.Time {
 	e.t.Helper()
@@ -119,11 +119,11 @@ func (e *env) stopAPIServer() time.Time {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		// "already running" is the normal case: the test restarted it itself.
-		if err := cluster.StartAPIServer(ctx); err != nil && !strings.Contains(err.Error(), "already running") {
+		if err := e.cluster.StartAPIServer(ctx); err != nil && !strings.Contains(err.Error(), "already running") {
 			e.t.Errorf("restart kube-apiserver after the test: %v", err)
 		}
 	})
-	if err := cluster.StopAPIServer(); err != nil {
+	if err := e.cluster.StopAPIServer(); err != nil {
 		e.t.Fatalf("stop kube-apiserver: %v", err)
 	}
 	return time.Now()
@@ -133,7 +133,7 @@ func (e *env) startAPIServer() time.Time {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := cluster.StartAPIServer(ctx); err != nil {
+	if err := e.cluster.StartAPIServer(ctx); err != nil {
 		e.t.Fatalf("restart kube-apiserver: %v", err)
 	}
 	return time.Now()
@@ -143,23 +143,25 @@ func (e *env) startAPIServer() time.Time {
 // counts the connections a client opens (see testcluster.Proxy).
 type countingProxy struct {
 	*testcluster.Proxy
+	adminKubeconfig string // the cluster's, which kubeconfig points at the proxy
 }
 
-func startCountingProxy(t *testing.T, apiURL string) *countingProxy {
-	t.Helper()
-	p, err := testcluster.StartProxy(apiURL)
+// startCountingProxy puts a counting proxy before the test's API server.
+func (e *env) startCountingProxy() *countingProxy {
+	e.t.Helper()
+	p, err := testcluster.StartProxy(e.cluster.RESTConfig.Host)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Close() })
-	return &countingProxy{p}
+	e.t.Cleanup(func() { _ = p.Close() })
+	return &countingProxy{Proxy: p, adminKubeconfig: e.cluster.Kubeconfig}
 }
 
 // kubeconfig writes the admin kubeconfig with the proxy as its server.
 func (p *countingProxy) kubeconfig(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "via-proxy.kubeconfig")
-	if err := p.WriteKubeconfig(cluster.Kubeconfig, path); err != nil {
+	if err := p.WriteKubeconfig(p.adminKubeconfig, path); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -245,7 +245,7 @@ func (e *env) installHostRBAC(extra []rbacv1.PolicyRule) *rest.Config {
 			e.t.Fatalf("create %T: %v", obj, err)
 		}
 	}
-	cfg, err := cluster.ServiceAccountKubeconfig(ctx, ns, hostAccount, filepath.Join(e.t.TempDir(), "host.kubeconfig"), time.Hour)
+	cfg, err := e.cluster.ServiceAccountKubeconfig(ctx, ns, hostAccount, filepath.Join(e.t.TempDir(), "host.kubeconfig"), time.Hour)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -378,6 +378,8 @@ type embeddedRun struct {
 	span time.Duration
 	// log is the in-process log.
 	log string
+	// nodes is the number of the cluster's nodes.
+	nodes int
 }
 
 // runHostStory runs the library embedded as the host, with the host's RBAC
@@ -387,7 +389,7 @@ type embeddedRun struct {
 // status controller. It returns what the stuck rollouts reported, and the
 // account's requests answered 403.
 func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
-	e := newEnv(t)
+	e := newInProcessEnv(t)
 	e.restoreClusterOperatorAtEnd()
 	t.Setenv("RELEASE_VERSION", testcluster.DefaultVersion)
 	logPath := captureKlog(t)
@@ -396,7 +398,7 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 	requests := e.requestLog()
 	from := time.Now()
 	h := e.startEmbeddedHost(cfg)
-	var run embeddedRun
+	run := embeddedRun{nodes: len(e.cluster.Nodes)}
 
 	// Deploy on enable (the host's config enables it from the start).
 	e.waitRolledOut()
@@ -405,27 +407,27 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 
 	// Repair a deletion and a change.
 	repaired := e.deleteDaemonSetDrift()
-	e.waitDaemonSet("the deleted DaemonSet recreated and rolled out", func(ds *appsv1.DaemonSet) bool { return rolledOut(ds) && repaired(ds) })
+	e.waitDaemonSet("the deleted DaemonSet recreated and rolled out", func(ds *appsv1.DaemonSet) bool { return e.rolledOut(ds) && repaired(ds) })
 	repaired = e.changeImageDrift()
-	e.waitDaemonSet("the changed image restored and rolled out", func(ds *appsv1.DaemonSet) bool { return rolledOut(ds) && repaired(ds) })
+	e.waitDaemonSet("the changed image restored and rolled out", func(ds *appsv1.DaemonSet) bool { return e.rolledOut(ds) && repaired(ds) })
 	h.shows("our Available after the repairs", status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
 
 	// A rollout held on one node: every new pod stays Pending, and a
 	// toleration more changes the template.
-	if err := cluster.HoldPods(ctx, cluster.Nodes...); err != nil {
+	if err := e.cluster.HoldPods(ctx, e.cluster.Nodes...); err != nil {
 		t.Fatal(err)
 	}
 	held := true
 	t.Cleanup(func() {
 		if held {
-			if err := cluster.HoldPods(ctx); err != nil {
+			if err := e.cluster.HoldPods(ctx); err != nil {
 				t.Errorf("lift the kwok hold: %v", err)
 			}
 		}
 	})
 	changed := time.Now()
 	h.schedule(config.RuntimeExtractor{Tolerations: []corev1.Toleration{{Key: "e2e.example.com/stuck", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}})
-	desired := int32(len(cluster.Nodes))
+	desired := int32(len(e.cluster.Nodes))
 	ds := e.waitDaemonSet("the rollout held after one pod", func(ds *appsv1.DaemonSet) bool {
 		return ds != nil && ds.Status.ObservedGeneration == ds.Generation && len(ds.Spec.Template.Spec.Tolerations) > 0 &&
 			ds.Status.DesiredNumberScheduled == desired && ds.Status.UpdatedNumberScheduled == 1 && ds.Status.NumberAvailable == desired-1
@@ -434,7 +436,7 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 	run.heldStuck = h.shows("our Degraded RolloutStuck, held pods", status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck).Message
 	e.waitCondition(configv1.OperatorDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
 	t.Logf("RolloutStuck (a pod held on %s): %s", run.heldNode, run.heldStuck)
-	if err := cluster.HoldPods(ctx); err != nil {
+	if err := e.cluster.HoldPods(ctx); err != nil {
 		t.Fatal(err)
 	}
 	held = false
@@ -515,7 +517,7 @@ func deniedRechecks(span time.Duration) int {
 // on the recheck schedule, whatever the number of diagnoses and lookups.
 func TestEmbeddedWithTheHostsRBAC(t *testing.T) {
 	run := runHostStory(t, nil)
-	n := len(cluster.Nodes)
+	n := run.nodes
 	for _, c := range []struct{ msg, want string }{
 		{run.heldStuck, fmt.Sprintf("%d of %d nodes not ready (node names unavailable: pods list forbidden)", n-1, n)},
 		{run.heldStuck, "newest warning on the DaemonSet unavailable: events list forbidden"},

@@ -32,15 +32,15 @@ const uploadDegraded configv1.ClusterStatusConditionType = "UploadDegraded"
 
 // restConfigAs is the test's admin credential with its own User-Agent, so the
 // audit log tells this client's requests from the test's other ones.
-func restConfigAs(userAgent string) *rest.Config {
-	cfg := rest.CopyConfig(cluster.RESTConfig)
+func (e *env) restConfigAs(userAgent string) *rest.Config {
+	cfg := rest.CopyConfig(e.cluster.RESTConfig)
 	cfg.UserAgent = userAgent
 	return cfg
 }
 
 func (e *env) configClientAs(userAgent string) configclient.Interface {
 	e.t.Helper()
-	c, err := configclient.NewForConfig(restConfigAs(userAgent))
+	c, err := configclient.NewForConfig(e.restConfigAs(userAgent))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func (e *env) configClientAs(userAgent string) configclient.Interface {
 
 func (e *env) kubeClientAs(userAgent string) *kubernetes.Clientset {
 	e.t.Helper()
-	c, err := kubernetes.NewForConfig(restConfigAs(userAgent))
+	c, err := kubernetes.NewForConfig(e.restConfigAs(userAgent))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func (e *env) controllerAccountKubeconfig() (path, user string) {
 func (e *env) controllerKubeconfig() (string, *rest.Config) {
 	e.t.Helper()
 	path := filepath.Join(e.t.TempDir(), "controller.kubeconfig")
-	cfg, err := cluster.ServiceAccountKubeconfig(context.Background(), ns, controllerAccount, path, time.Hour)
+	cfg, err := e.cluster.ServiceAccountKubeconfig(context.Background(), ns, controllerAccount, path, time.Hour)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -313,7 +313,7 @@ func TestHostWiring(t *testing.T) {
 		churnPeriod = 25 * time.Millisecond
 		upgradeTo   = "4.22.1"
 	)
-	e := newEnv(t)
+	e := newInProcessEnv(t)
 	e.restoreClusterOperatorAtEnd()
 	t.Setenv("RELEASE_VERSION", testcluster.DefaultVersion) // the operator pod's environment
 	captureKlog(t)
@@ -431,7 +431,7 @@ func TestHostWiring(t *testing.T) {
 
 	// 2. Repair drift: a deletion.
 	repaired := e.deleteDaemonSetDrift()
-	e.waitDaemonSet("the deleted DaemonSet recreated and rolled out", func(ds *appsv1.DaemonSet) bool { return rolledOut(ds) && repaired(ds) })
+	e.waitDaemonSet("the deleted DaemonSet recreated and rolled out", func(ds *appsv1.DaemonSet) bool { return e.rolledOut(ds) && repaired(ds) })
 	e.eventually("the controller back in Running", func(context.Context) (bool, error) {
 		return runtimeExtractorCtrl.State() == fsm.StateRunning, nil
 	})
@@ -445,7 +445,7 @@ func TestHostWiring(t *testing.T) {
 	t.Setenv("RELEASE_VERSION", upgradeTo)
 	hostStatus.triggerSync()
 	ds = e.waitDaemonSet("the new version recorded and rolled out", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == upgradeTo
+		return e.rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == upgradeTo
 	})
 	if ds.UID != before.UID || ds.Generation != before.Generation {
 		t.Errorf("a version change without new images replaced the DaemonSet or rolled its pods: generation %d -> %d", before.Generation, ds.Generation)

@@ -186,7 +186,7 @@ func (k *killCycler) converged() bool {
 	if !k.enabled {
 		return ds == nil
 	}
-	return rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == k.version &&
+	return k.e.rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == k.version &&
 		ds.Spec.Template.Annotations[resources.VersionAnnotation] == "" // the version is on the DaemonSet only
 }
 

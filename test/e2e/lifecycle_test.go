@@ -216,7 +216,7 @@ func TestClusterVersionBumpUpgrades(t *testing.T) {
 	// The images do not change here: the version moves the DaemonSet's
 	// annotation only, and no pod rolls.
 	e.waitDaemonSet("the new version recorded", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == "4.22.1" &&
+		return e.rolledOut(ds) && ds.Annotations[resources.VersionAnnotation] == "4.22.1" &&
 			ds.Spec.Template.Annotations[resources.VersionAnnotation] == ""
 	})
 	if after := e.daemonSet().Generation; after != before {

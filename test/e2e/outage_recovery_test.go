@@ -71,7 +71,7 @@ func TestFirstCorrectionAfterAPIServerOutage(t *testing.T) {
 	)
 	outages := []time.Duration{15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second}
 	e := newEnv(t)
-	proxy := startCountingProxy(t, cluster.RESTConfig.Host)
+	proxy := e.startCountingProxy()
 	c := e.startController(controllerOpts{kubeconfig: proxy.kubeconfig(t), args: []string{"--disable-leader-election"}})
 	e.waitRolledOut()
 	e.waitState(c, "Running")

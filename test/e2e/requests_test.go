@@ -27,7 +27,7 @@ var auditMarkers atomic.Int64
 
 func (e *env) requestLog() *requestLog {
 	e.t.Helper()
-	r, err := testcluster.NewAuditReaderAtEnd(cluster.AuditLogPath())
+	r, err := testcluster.NewAuditReaderAtEnd(e.cluster.AuditLogPath())
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -156,7 +156,7 @@ func TestSidecarAddedWhileStoppedIsRemovedAtRestart(t *testing.T) {
 		t.Fatalf("the edit did not keep the spec-hash annotation: %q, was %q", h, want.Annotations[resources.SpecHashAnnotation])
 	}
 	tampered = e.waitDaemonSet("the sidecar rolled out", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && ds.Generation == tampered.Generation
+		return e.rolledOut(ds) && ds.Generation == tampered.Generation
 	})
 
 	requests = e.requestLog()
@@ -174,7 +174,7 @@ func TestSidecarAddedWhileStoppedIsRemovedAtRestart(t *testing.T) {
 		t.Errorf("containers after the repair %v, want %v", got, exp)
 	}
 	e.waitDaemonSet("the repair rolled out", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && ds.Generation == repaired.Generation
+		return e.rolledOut(ds) && ds.Generation == repaired.Generation
 	})
 	e.waitState(c, "Running")
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
@@ -243,7 +243,7 @@ func TestReplacedDaemonSetWithExtraTolerationIsRepaired(t *testing.T) {
 		t.Errorf("tolerations after the repair %v, want %v", got, exp)
 	}
 	e.waitDaemonSet("the repair rolled out", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && ds.UID == created.UID && ds.Generation == repaired.Generation
+		return e.rolledOut(ds) && ds.UID == created.UID && ds.Generation == repaired.Generation
 	})
 	e.waitState(c, "Running")
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)

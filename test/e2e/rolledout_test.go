@@ -68,7 +68,7 @@ func TestRolledOutNeedsThePods(t *testing.T) {
 			}
 			last = ds
 			// rolledOut's two halves, so the pods are listed once a poll.
-			byStatus, byPods := statusRolledOut(ds), readyOnEveryNode(ds)
+			byStatus, byPods := e.statusRolledOut(ds), e.readyOnEveryNode(ds)
 			if byStatus && !byPods {
 				aheadOfPods++
 			}

@@ -31,12 +31,11 @@ const (
 	main59c7f46Manifest       = "../../testdata/admission/daemonset-59c7f46.yaml"
 )
 
-func sccClient(t *testing.T) kubernetes.Interface {
+// sccCluster is the cluster the test holds, and its admin client.
+func sccCluster(t *testing.T) (*testcluster.Cluster, kubernetes.Interface) {
 	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
-	return cluster.Client()
+	c := holdCluster(t)
+	return c, c.Client()
 }
 
 func readDaemonSet(t *testing.T, path string) *appsv1.DaemonSet {
@@ -53,10 +52,10 @@ func readDaemonSet(t *testing.T, path string) *appsv1.DaemonSet {
 }
 
 // podOf is the pod a DaemonSet's controller would create from its template.
-func podOf(ds *appsv1.DaemonSet) *corev1.Pod {
+func podOf(ds *appsv1.DaemonSet, node string) *corev1.Pod {
 	pod := &corev1.Pod{ObjectMeta: *ds.Spec.Template.ObjectMeta.DeepCopy(), Spec: *ds.Spec.Template.Spec.DeepCopy()}
 	pod.Name, pod.Namespace = ds.Name, ns
-	pod.Spec.NodeName = cluster.Nodes[0]
+	pod.Spec.NodeName = node
 	return pod
 }
 
@@ -111,13 +110,13 @@ func extractor(t *testing.T, spec *corev1.PodSpec) *corev1.Container {
 // their pods, and the SCC's RunAsAny strategies accept any user and SELinux
 // context.
 func TestSCCPolicyAdmitsTheExtractor(t *testing.T) {
-	kube := sccClient(t)
+	sc, kube := sccCluster(t)
 	for _, path := range []string{originalManifest, desiredDefaultManifest, desiredSchedulingManifest} {
 		ds := readDaemonSet(t, path)
 		if err := createDaemonSet(kube, ds); err != nil {
 			t.Errorf("%s refused: %v", path, err)
 		}
-		if err := createPod(kube, podOf(ds)); err != nil {
+		if err := createPod(kube, podOf(ds, sc.Nodes[0])); err != nil {
 			t.Errorf("the pod of %s refused: %v", path, err)
 		}
 	}
@@ -140,7 +139,7 @@ func TestSCCPolicyAdmitsTheExtractor(t *testing.T) {
 // templates that break each rule of the SCC that can be broken, are refused,
 // as DaemonSets and as pods, with the policy named.
 func TestSCCPolicyRefusesWhatTheSCCRefuses(t *testing.T) {
-	kube := sccClient(t)
+	sc, kube := sccCluster(t)
 	policy := testcluster.SCCPolicyName
 
 	t.Run("main at 59c7f46", func(t *testing.T) {
@@ -148,7 +147,7 @@ func TestSCCPolicyRefusesWhatTheSCCRefuses(t *testing.T) {
 		err := createDaemonSet(kube, ds)
 		refusedBy(t, policy, err, "container extractor adds SYS_ADMIN", "capability may not be added", "CAP_SYS_ADMIN")
 		t.Logf("59c7f46's DaemonSet: %v", err)
-		err = createPod(kube, podOf(ds))
+		err = createPod(kube, podOf(ds, sc.Nodes[0]))
 		refusedBy(t, policy, err, "container extractor adds SYS_ADMIN")
 		t.Logf("59c7f46's pod: %v", err)
 	})
@@ -206,7 +205,7 @@ func TestSCCPolicyRefusesWhatTheSCCRefuses(t *testing.T) {
 			err := createDaemonSet(kube, ds)
 			refusedBy(t, policy, err, tc.words...)
 			t.Logf("%v", err)
-			refusedBy(t, policy, createPod(kube, podOf(ds)), tc.words...)
+			refusedBy(t, policy, createPod(kube, podOf(ds, sc.Nodes[0])), tc.words...)
 		})
 	}
 
@@ -226,7 +225,7 @@ func TestSCCPolicyRefusesWhatTheSCCRefuses(t *testing.T) {
 // may not use the SCC; a RoleBinding to the host's ClusterRole lets its
 // template through, and once the binding is gone it is refused again.
 func TestSCCPolicyUseFollowsRBAC(t *testing.T) {
-	kube := sccClient(t)
+	_, kube := sccCluster(t)
 	ctx := context.Background()
 	const grant = "e2e-scc-use-default"
 	ds := readDaemonSet(t, originalManifest)
@@ -277,7 +276,7 @@ func TestSCCPolicyUseFollowsRBAC(t *testing.T) {
 // labelled as the extractor's, or outside openshift-insights, is not the
 // SCC's to judge.
 func TestSCCPolicyJudgesOnlyTheSCCsPods(t *testing.T) {
-	kube := sccClient(t)
+	_, kube := sccCluster(t)
 	strip := func(ds *appsv1.DaemonSet) *appsv1.DaemonSet {
 		labels := map[string]string{"app": "e2e-other"}
 		ds.Labels, ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels = labels, labels, labels
@@ -318,7 +317,7 @@ const variantLabel = "e2e.insights.openshift.io/scc-variant"
 // extractor. A copy of the policy with those two facts turned (bound to
 // labelled objects only) shows the rules refuse once the facts do.
 func TestSCCPolicyRulesFollowTheFacts(t *testing.T) {
-	kube := sccClient(t)
+	_, kube := sccCluster(t)
 	const variant = "e2e-scc-variant"
 	policy, binding, err := testcluster.SCCPolicy()
 	if err != nil {

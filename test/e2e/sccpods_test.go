@@ -59,7 +59,7 @@ func TestSCCRefusalAtPodCreationNamesTheCause(t *testing.T) {
 	// Registered before the controller starts, so it runs after the
 	// controller has stopped; it waits until the policy is in force again.
 	t.Cleanup(func() {
-		if err := cluster.InstallSCCPolicy(ctx); err != nil {
+		if err := e.cluster.InstallSCCPolicy(ctx); err != nil {
 			t.Errorf("restore the SCC policy: %v", err)
 		}
 	})
@@ -84,7 +84,7 @@ func TestSCCRefusalAtPodCreationNamesTheCause(t *testing.T) {
 		if last = createDaemonSet(e.kube, host); last != nil {
 			return false, nil
 		}
-		last = createPod(e.kube, podOf(host))
+		last = createPod(e.kube, podOf(host, e.cluster.Nodes[0]))
 		return last != nil && strings.Contains(last.Error(), refusal), nil
 	})
 	t.Logf("the variant refuses the host's pod: %v", last)
@@ -95,7 +95,7 @@ func TestSCCRefusalAtPodCreationNamesTheCause(t *testing.T) {
 	cond := e.waitCondition(status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
 	t.Logf("RuntimeExtractorDegraded=True %s, %s after the DaemonSet was created (--rollout-deadline %s): %s",
 		cond.Reason, time.Since(ds.CreationTimestamp.Time).Round(time.Second), stuckDeadline, cond.Message)
-	n := len(cluster.Nodes)
+	n := len(e.cluster.Nodes)
 	for _, want := range []string{
 		fmt.Sprintf("%d of %d nodes not ready", n, n),
 		"FailedCreate",

@@ -56,12 +56,12 @@ const tolerationConfig = `dataReporting:
 
 func TestTolerationsThroughConfig(t *testing.T) {
 	e := newEnv(t)
-	node := cluster.Nodes[0]
+	node := e.cluster.Nodes[0]
 	e.taint(node, true)
 	t.Cleanup(func() { e.taint(node, false) })
 
 	e.startController(controllerOpts{})
-	want := int32(len(cluster.Nodes) - 1)
+	want := int32(len(e.cluster.Nodes) - 1)
 	ds := e.waitDaemonSet("the tainted node skipped", func(ds *appsv1.DaemonSet) bool {
 		r := resources.RolloutOf(ds)
 		return r.Complete() && r.Desired == want
@@ -70,7 +70,7 @@ func TestTolerationsThroughConfig(t *testing.T) {
 
 	e.setConfig(tolerationConfig)
 	ds = e.waitDaemonSet("a pod on the tainted node", func(cur *appsv1.DaemonSet) bool {
-		return rolledOut(cur) && cur.UID == ds.UID // one update, no delete and recreate
+		return e.rolledOut(cur) && cur.UID == ds.UID // one update, no delete and recreate
 	})
 	found := false
 	for _, tol := range ds.Spec.Template.Spec.Tolerations {

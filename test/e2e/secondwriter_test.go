@@ -312,7 +312,7 @@ func TestSecondStatusWriterAndDriftRepairs(t *testing.T) {
 // the controller back in Running.
 func (e *env) waitRepaired(c *controller, repaired func(*appsv1.DaemonSet) bool) {
 	e.t.Helper()
-	e.waitDaemonSet("the drift repaired and rolled out", func(ds *appsv1.DaemonSet) bool { return rolledOut(ds) && repaired(ds) })
+	e.waitDaemonSet("the drift repaired and rolled out", func(ds *appsv1.DaemonSet) bool { return e.rolledOut(ds) && repaired(ds) })
 	e.waitState(c, "Running")
 }
 

@@ -52,7 +52,7 @@ func TestReplacementWithAnotherSelectorIsReplacedAtStart(t *testing.T) {
 		t.Fatalf("create the replacement: %v", err)
 	}
 	foreign = e.waitDaemonSet("the replacement rolled out", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && ds.UID == foreign.UID
+		return e.rolledOut(ds) && ds.UID == foreign.UID
 	})
 	foreignSelector := metav1.FormatLabelSelector(foreign.Spec.Selector)
 	if n := e.podCount(foreignSelector); n == 0 {
@@ -68,7 +68,7 @@ func TestReplacementWithAnotherSelectorIsReplacedAtStart(t *testing.T) {
 	t.Logf("replacement %s (selector %s) replaced by %s %s after the controller's start",
 		foreign.UID, foreignSelector, ours.UID, at.Sub(started).Round(time.Millisecond))
 
-	e.waitDaemonSet("ours rolled out", func(ds *appsv1.DaemonSet) bool { return rolledOut(ds) && ds.UID == ours.UID })
+	e.waitDaemonSet("ours rolled out", func(ds *appsv1.DaemonSet) bool { return e.rolledOut(ds) && ds.UID == ours.UID })
 	e.waitState(c, "Running")
 	e.waitCondition(status.ConditionAvailable, configv1.ConditionTrue, status.ReasonAsExpected)
 	e.eventually("the replacement's pods gone", func(context.Context) (bool, error) {

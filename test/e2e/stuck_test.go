@@ -87,13 +87,13 @@ func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
 	c, user := e.stuckController()
 	e.waitRolledOut()
 	e.waitState(c, "Running")
-	if err := cluster.HoldPods(ctx, cluster.Nodes...); err != nil {
+	if err := e.cluster.HoldPods(ctx, e.cluster.Nodes...); err != nil {
 		t.Fatal(err)
 	}
 	released := false
 	t.Cleanup(func() {
 		if !released {
-			if err := cluster.HoldPods(ctx); err != nil {
+			if err := e.cluster.HoldPods(ctx); err != nil {
 				t.Errorf("lift the kwok hold: %v", err)
 			}
 		}
@@ -102,7 +102,7 @@ func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
 	changed := time.Now()
 	e.setConfig(stuckConfig)
 
-	desired := int32(len(cluster.Nodes))
+	desired := int32(len(e.cluster.Nodes))
 	ds := e.waitDaemonSet("the rollout held after one pod", func(ds *appsv1.DaemonSet) bool {
 		return ds != nil && ds.Status.ObservedGeneration == ds.Generation && len(ds.Spec.Template.Spec.Tolerations) > 0 &&
 			ds.Status.DesiredNumberScheduled == desired && ds.Status.UpdatedNumberScheduled == 1 && ds.Status.NumberAvailable == desired-1
@@ -141,7 +141,7 @@ func TestStuckRolloutNamesTheNodeAndClears(t *testing.T) {
 	}
 
 	// Fix the stage: kwok makes the held pod ready, the rollout completes.
-	if err := cluster.HoldPods(ctx); err != nil {
+	if err := e.cluster.HoldPods(ctx); err != nil {
 		t.Fatal(err)
 	}
 	released = true
@@ -199,7 +199,7 @@ func TestUnknownPriorityClassNamesFailedCreate(t *testing.T) {
 		return ds != nil && ds.Spec.Template.Spec.PriorityClassName == class
 	})
 	cond := e.waitCondition(status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
-	n := len(cluster.Nodes)
+	n := len(e.cluster.Nodes)
 	for _, want := range []string{fmt.Sprintf("%d of %d nodes not ready", n, n), "FailedCreate", class} {
 		if !strings.Contains(cond.Message, want) {
 			t.Errorf("RolloutStuck message %q does not contain %q", cond.Message, want)

@@ -73,7 +73,7 @@ func tlsArgs(t *testing.T, ds *appsv1.DaemonSet) []string {
 func (e *env) waitTLSArgs(want []string) *appsv1.DaemonSet {
 	e.t.Helper()
 	return e.waitDaemonSet("kube-rbac-proxy with "+strings.Join(want, " ")+", rolled out", func(ds *appsv1.DaemonSet) bool {
-		return rolledOut(ds) && slices.Equal(tlsArgs(e.t, ds), want)
+		return e.rolledOut(ds) && slices.Equal(tlsArgs(e.t, ds), want)
 	})
 }
 

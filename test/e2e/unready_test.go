@@ -106,12 +106,12 @@ func TestUnreadyPodSameConditionsAfterRestartAndUpgrade(t *testing.T) {
 	hold := runtimeextractor.StatusMaxDelay
 	e := newEnv(t)
 	ctx := context.Background()
-	held := cluster.Nodes[len(cluster.Nodes)-1]
-	if err := cluster.HoldPods(ctx, held); err != nil {
+	held := e.cluster.Nodes[len(e.cluster.Nodes)-1]
+	if err := e.cluster.HoldPods(ctx, held); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := cluster.HoldPods(ctx); err != nil {
+		if err := e.cluster.HoldPods(ctx); err != nil {
 			t.Errorf("lift the kwok hold: %v", err)
 		}
 	})
@@ -123,7 +123,7 @@ func TestUnreadyPodSameConditionsAfterRestartAndUpgrade(t *testing.T) {
 
 	e.setConfig(enabledConfig)
 	long := e.startController(opts)
-	desired := int32(len(cluster.Nodes))
+	desired := int32(len(e.cluster.Nodes))
 	e.waitDaemonSet("the rollout done with one pod held unready", func(ds *appsv1.DaemonSet) bool {
 		return ds != nil && ds.Status.ObservedGeneration == ds.Generation && ds.Status.DesiredNumberScheduled == desired &&
 			ds.Status.UpdatedNumberScheduled == desired && ds.Status.NumberAvailable == desired-1
