@@ -297,6 +297,7 @@ func TestRandomKillsConverge(t *testing.T) {
 // (and the two together could well be a fight). A new process starts
 // without them, as every later test's does.
 func TestConcurrentImageWriter(t *testing.T) {
+	holdCluster(t) // the subtests run on it, one after the other
 	for _, tc := range []struct {
 		rate         int
 		duration     time.Duration

@@ -186,7 +186,7 @@ func TestLeaseTimingsFollowTheTopology(t *testing.T) {
 			lease: 15 * time.Second, renew: "10s", retry: 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &env{t: t, kube: e.kube, config: e.config}
+			e := &env{t: t, cluster: e.cluster, kube: e.kube, config: e.config}
 			if err := e.kube.CoordinationV1().Leases(ns).Delete(context.Background(), leaseLock, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				t.Fatal(err)
 			}
