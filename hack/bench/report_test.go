@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -146,5 +147,28 @@ func TestCompareAgainstTheCommittedReference(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q", want)
 		}
+	}
+}
+
+func TestProcUsageOfThisProcess(t *testing.T) {
+	cpu0, rss, err := procUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss <= float64(os.Getpagesize()) {
+		t.Errorf("procUsage(self): %g bytes resident, not more than a page", rss)
+	}
+	// Spin for 200 ms of wall time: the CPU seconds grow by about as much.
+	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+	}
+	cpu1, _, err := procUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cpu1 - cpu0; d < 0.1 {
+		t.Errorf("CPU seconds grew by %g over 200 ms of spinning, want at least 0.1", d)
+	}
+	if _, _, err := procUsage(-1); err == nil {
+		t.Error("procUsage(-1): no error")
 	}
 }

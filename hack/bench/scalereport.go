@@ -6,8 +6,6 @@ import (
 	"math"
 	"strings"
 	"time"
-
-	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
 
 // usage stops the sampler after a last scrape and counts the controller's
@@ -15,8 +13,8 @@ import (
 // scrape, or from 0 (fromZero) for a window that starts with the process.
 func (b *bench) usage(ctx context.Context, smp *sampler, from, to time.Time) (usage, error) {
 	time.Sleep(tail) // the status write that follows Running counts
-	if m, err := b.ctrl.scrape(ctx); err == nil {
-		smp.add(m.Sum(metricCPU), m.Sum(testcluster.MetricRSS))
+	if cpu, rss, err := procUsage(b.ctrl.PID()); err == nil {
+		smp.add(cpu, rss)
 	}
 	smp.stop()
 	if err := b.flushAudit(ctx); err != nil {
