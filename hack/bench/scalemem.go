@@ -190,7 +190,9 @@ func (b *bench) startRSS(ctx context.Context) (int64, goMemory, error) {
 		rss float64
 		g   goMemory
 	)
-	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	// Every 250 ms: each scrape allocates in the controller, and many of them
+	// before this point would fill its heap early and hide growth after it.
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		m, err := b.ctrl.scrape(ctx)
 		if err != nil || m.Sum(testcluster.MetricTransits) == 0 {
 			return false, nil
