@@ -338,8 +338,8 @@ type sampler struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	mu     sync.Mutex
-	cpu0   float64 // first scrape
-	cpu    float64 // last scrape
+	cpu0   float64 // first reading
+	cpu    float64 // last reading
 	peak   float64
 }
 

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// usage stops the sampler after a last scrape and counts the controller's
+// usage stops the sampler after a last reading and counts the controller's
 // requests in [from, to+tail). CPU seconds are from the sampler's first
-// scrape, or from 0 (fromZero) for a window that starts with the process.
+// reading, or from 0 (fromZero) for a window that starts with the process.
 func (b *bench) usage(ctx context.Context, smp *sampler, from, to time.Time) (usage, error) {
 	time.Sleep(tail) // the status write that follows Running counts
 	if cpu, rss, err := procUsage(b.ctrl.PID()); err == nil {
