@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // userHZ is the kernel's clock tick for /proc/PID/stat's CPU times: 100 on
@@ -40,4 +44,63 @@ func procUsage(pid int) (cpuSeconds, rssBytes float64, err error) {
 		}
 	}
 	return (v[0] + v[1]) / userHZ, v[2] * float64(os.Getpagesize()), nil
+}
+
+// sampler reads the controller's CPU seconds and RSS every sampleEvery, and
+// scrapes its /metrics every scrapeEvery.
+type sampler struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	cpu0   float64 // first reading
+	cpu    float64 // last reading
+	peak   float64
+}
+
+func (b *bench) sample(ctx context.Context) *sampler {
+	sctx, cancel := context.WithCancel(ctx)
+	smp := &sampler{cancel: cancel, done: make(chan struct{}), cpu0: -1}
+	ctrl := b.ctrl
+	go func() {
+		defer close(smp.done)
+		t := time.NewTicker(sampleEvery)
+		defer t.Stop()
+		lastScrape := time.Now()
+		for {
+			if cpu, rss, err := procUsage(ctrl.PID()); err == nil {
+				smp.add(cpu, rss)
+			}
+			if time.Since(lastScrape) >= scrapeEvery {
+				_, _ = ctrl.Scrape(sctx)
+				lastScrape = time.Now()
+			}
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return smp
+}
+
+func (smp *sampler) add(cpu, rss float64) {
+	smp.mu.Lock()
+	defer smp.mu.Unlock()
+	if smp.cpu0 < 0 {
+		smp.cpu0 = cpu
+	}
+	smp.cpu, smp.peak = cpu, math.Max(smp.peak, rss)
+}
+
+// fromZero counts CPU seconds from 0, the process's start.
+func (smp *sampler) fromZero() {
+	smp.mu.Lock()
+	defer smp.mu.Unlock()
+	smp.cpu0 = 0
+}
+
+func (smp *sampler) stop() {
+	smp.cancel()
+	<-smp.done
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -164,6 +163,9 @@ func (b *bench) scaleOnce(ctx context.Context, nodes int) (scaleRun, error) {
 		return r, err
 	}
 	r.IdleRSSBytes = idle.RSSBytes
+	if idle.Go.LiveAfterGCBytes, err = s.liveHeap(ctx); err != nil {
+		return r, err
+	}
 	r.Memory.setGo("idle", idle.Go)
 
 	if err := s.scaleUpgrade(ctx, &r); err != nil {
@@ -330,65 +332,6 @@ func (b *bench) orphanDeleteAndTime(ctx context.Context, w *windows) (time.Durat
 		return 0, fmt.Errorf("wait for the DaemonSet to be recreated: %w", err)
 	}
 	return back.Sub(gone), nil
-}
-
-// sampler reads the controller's CPU seconds and RSS every sampleEvery, and
-// scrapes its /metrics every scrapeEvery.
-type sampler struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	cpu0   float64 // first reading
-	cpu    float64 // last reading
-	peak   float64
-}
-
-func (b *bench) sample(ctx context.Context) *sampler {
-	sctx, cancel := context.WithCancel(ctx)
-	smp := &sampler{cancel: cancel, done: make(chan struct{}), cpu0: -1}
-	ctrl := b.ctrl
-	go func() {
-		defer close(smp.done)
-		t := time.NewTicker(sampleEvery)
-		defer t.Stop()
-		lastScrape := time.Now()
-		for {
-			if cpu, rss, err := procUsage(ctrl.PID()); err == nil {
-				smp.add(cpu, rss)
-			}
-			if time.Since(lastScrape) >= scrapeEvery {
-				_, _ = ctrl.Scrape(sctx)
-				lastScrape = time.Now()
-			}
-			select {
-			case <-sctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return smp
-}
-
-func (smp *sampler) add(cpu, rss float64) {
-	smp.mu.Lock()
-	defer smp.mu.Unlock()
-	if smp.cpu0 < 0 {
-		smp.cpu0 = cpu
-	}
-	smp.cpu, smp.peak = cpu, math.Max(smp.peak, rss)
-}
-
-// fromZero counts CPU seconds from 0, the process's start.
-func (smp *sampler) fromZero() {
-	smp.mu.Lock()
-	defer smp.mu.Unlock()
-	smp.cpu0 = 0
-}
-
-func (smp *sampler) stop() {
-	smp.cancel()
-	<-smp.done
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }

@@ -60,6 +60,11 @@ type goMemory struct {
 	// and data, paged in as code paths first run).
 	RSSAnonBytes int64 `json:"rssAnonBytes"`
 	RSSFileBytes int64 `json:"rssFileBytes"`
+	// LiveAfterGCBytes is the live heap right after a collection the bench
+	// asked for, once the figures above were read: what the process really
+	// keeps, where HeapLiveBytes also counts whatever was in flight when the
+	// runtime last collected on its own.
+	LiveAfterGCBytes int64 `json:"liveAfterGcBytes"`
 }
 
 // heldBytes is the heap the process holds resident, as far as the runtime
@@ -112,6 +117,21 @@ func (g goMemory) withProcRSS(pid int) goMemory {
 		}
 	}
 	return g
+}
+
+// liveHeap is the controller's live heap right after a collection it has
+// the controller run. The collection, and the profile handler it goes
+// through, change the heap and page in code: so it is read only at the last
+// point of a process, after every other reading of that point.
+func (b *bench) liveHeap(ctx context.Context) (int64, error) {
+	if err := b.ctrl.CollectGarbage(ctx); err != nil {
+		return 0, err
+	}
+	m, err := b.ctrl.scrape(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return int64(m.Sum("go_gc_heap_live_bytes")), nil
 }
 
 // setGo records g at point.
@@ -168,6 +188,9 @@ func (b *bench) scaleDiagnosis(ctx context.Context, mem *scaleMemory) error {
 		return err
 	}
 	mem.DiagnosedRSSBytes = m.RSSBytes
+	if m.Go.LiveAfterGCBytes, err = b.liveHeap(ctx); err != nil {
+		return err
+	}
 	mem.setGo("diagnosed", m.Go)
 	if err := b.flushAudit(ctx); err != nil {
 		return err
@@ -223,6 +246,7 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 			return fmt.Sprintf("%s (%+.1f)", mib(at), float64(at-from)/(1<<20))
 		}
 	}
+	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
 	// Beside each RSS figure, the Go runtime's: what the heap holds resident
 	// (in use, and free but not returned to the OS) against its live part
 	// and its GC goal, then stacks, what was returned, and GC cycles so far.
@@ -230,7 +254,6 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 		if !slices.ContainsFunc(runs, func(s scaleRun) bool { _, ok := s.Memory.Go[point]; return ok }) {
 			return
 		}
-		mb := func(b int64) float64 { return float64(b) / (1 << 20) }
 		row("    Go heap MiB: held / live / goal", func(s scaleRun) string {
 			g := s.Memory.Go[point]
 			return fmt.Sprintf("%.1f/%.1f/%.1f", mb(g.heldBytes()), mb(g.HeapLiveBytes), mb(g.HeapGoalBytes))
@@ -243,6 +266,22 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 			g := s.Memory.Go[point]
 			return fmt.Sprintf("%.1f/%.1f", mb(g.RSSAnonBytes), mb(g.RSSFileBytes))
 		}, "")
+	}
+	// What the process keeps, apart from how full its heap is: the live heap
+	// after a collection, read at the last point of each process, and how
+	// far the sizes are apart.
+	live := func(s scaleRun) string {
+		return fmt.Sprintf("%.2f / %.2f", mb(s.Memory.Go["idle"].LiveAfterGCBytes), mb(s.Memory.Go["diagnosed"].LiveAfterGCBytes))
+	}
+	liveSpread := func() string {
+		var all []int64
+		for _, s := range runs {
+			all = append(all, s.Memory.Go["idle"].LiveAfterGCBytes, s.Memory.Go["diagnosed"].LiveAfterGCBytes)
+		}
+		if len(all) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("(largest less smallest: %.2f MiB)", mb(slices.Max(all)-slices.Min(all)))
 	}
 	row("controller RSS at start (caches synced)", func(s scaleRun) string { return mib(s.Memory.StartRSSBytes) }, "")
 	goRows("start")
@@ -257,6 +296,7 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 	diag := func(s scaleRun) (int64, int64) { return s.Memory.DiagnosedRSSBytes, s.Memory.UpgradeStartRSSBytes }
 	row(fmt.Sprintf("  after naming unready nodes (a tenth held, at most %d)", heldNodes), grown(diag), judge(diag))
 	goRows("diagnosed")
+	row("live heap MiB after a collection: first process idle / second diagnosed", live, liveSpread())
 	row("  diagnosis: pods held -> named (s), pod list pages", func(s scaleRun) string {
 		return fmt.Sprintf("%.1f s, %d", s.Memory.DiagnosisS, s.Memory.DiagnosisPodLists)
 	}, "")

@@ -63,6 +63,17 @@ func TestFirstDeployRollsOutAndReportsAvailable(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	// The bench reads the live heap after a collection it asks for through
+	// the served heap profile: the cluster's admin may ask, and one runs
+	// (the runtime counts forced collections apart).
+	const cycles = "go_gc_cycles_forced_gc_cycles_total"
+	before := metricSum(metrics, cycles)
+	if err := c.CollectGarbage(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if after := metricSum(c.metrics(), cycles); after <= before {
+		t.Errorf("%s %v after CollectGarbage, %v before: no forced collection ran", cycles, after, before)
+	}
 }
 
 func TestDeletedDaemonSetIsRestored(t *testing.T) {
