@@ -273,15 +273,20 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 	live := func(s scaleRun) string {
 		return fmt.Sprintf("%.2f / %.2f", mb(s.Memory.Go["idle"].LiveAfterGCBytes), mb(s.Memory.Go["diagnosed"].LiveAfterGCBytes))
 	}
+	// How far apart the sizes are at the same point: what grows with the
+	// node count.
 	liveSpread := func() string {
-		var all []int64
-		for _, s := range runs {
-			all = append(all, s.Memory.Go["idle"].LiveAfterGCBytes, s.Memory.Go["diagnosed"].LiveAfterGCBytes)
+		worst := int64(0)
+		for _, point := range []string{"idle", "diagnosed"} {
+			var at []int64
+			for _, s := range runs {
+				at = append(at, s.Memory.Go[point].LiveAfterGCBytes)
+			}
+			if len(at) > 0 {
+				worst = max(worst, slices.Max(at)-slices.Min(at))
+			}
 		}
-		if len(all) == 0 {
-			return ""
-		}
-		return fmt.Sprintf("(largest less smallest: %.2f MiB)", mb(slices.Max(all)-slices.Min(all)))
+		return fmt.Sprintf("(sizes apart at one point: at most %.2f MiB)", mb(worst))
 	}
 	row("controller RSS at start (caches synced)", func(s scaleRun) string { return mib(s.Memory.StartRSSBytes) }, "")
 	goRows("start")
