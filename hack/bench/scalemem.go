@@ -61,9 +61,10 @@ type goMemory struct {
 	RSSAnonBytes int64 `json:"rssAnonBytes"`
 	RSSFileBytes int64 `json:"rssFileBytes"`
 	// LiveAfterGCBytes is the live heap right after a collection the bench
-	// asked for, once the figures above were read: what the process really
-	// keeps, where HeapLiveBytes also counts whatever was in flight when the
-	// runtime last collected on its own.
+	// asked for, once the figures above were read, at the last point of each
+	// process ("idle", "diagnosed"): what the process really keeps, where
+	// HeapLiveBytes also counts whatever was in flight when the runtime last
+	// collected on its own.
 	LiveAfterGCBytes int64 `json:"liveAfterGcBytes"`
 }
 
@@ -268,8 +269,7 @@ func printMemory(row func(string, func(scaleRun) string, string), runs []scaleRu
 		}, "")
 	}
 	// What the process keeps, apart from how full its heap is: the live heap
-	// after a collection, read at the last point of each process, and how
-	// far the sizes are apart.
+	// after a collection, read at the last point of each process.
 	live := func(s scaleRun) string {
 		return fmt.Sprintf("%.2f / %.2f", mb(s.Memory.Go["idle"].LiveAfterGCBytes), mb(s.Memory.Go["diagnosed"].LiveAfterGCBytes))
 	}
