@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,17 +159,44 @@ func TestProcUsageOfThisProcess(t *testing.T) {
 	if rss <= float64(os.Getpagesize()) {
 		t.Errorf("procUsage(self): %g bytes resident, not more than a page", rss)
 	}
-	// Spin for 200 ms of wall time: the CPU seconds grow by about as much.
-	for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
-	}
+	// /proc/PID/stat and getrusage read the kernel's one account of the
+	// process's CPU time; /proc gives it in whole clock ticks, rounded down,
+	// user and system time apart.
+	before := rusageSeconds(t)
 	cpu1, _, err := procUsage(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cpu1 - cpu0; d < 0.1 {
-		t.Errorf("CPU seconds grew by %g over 200 ms of spinning, want at least 0.1", d)
+	after := rusageSeconds(t)
+	const tick = 1.0 / userHZ
+	if cpu1 < before-2*tick-1e-9 || cpu1 > after+1e-9 {
+		t.Errorf("procUsage(self): %g CPU seconds, getrusage %g before and %g after", cpu1, before, after)
+	}
+	// And it moves: spin until it reads more than at first.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cpu, _, err := procUsage(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cpu > cpu0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU seconds still %g after 10 s of spinning", cpu)
+		}
 	}
 	if _, _, err := procUsage(-1); err == nil {
 		t.Error("procUsage(-1): no error")
 	}
+}
+
+// rusageSeconds is this process's CPU time, user and system, from getrusage.
+func rusageSeconds(t *testing.T) float64 {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
