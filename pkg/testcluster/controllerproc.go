@@ -125,24 +125,9 @@ func (p *ControllerProcess) closeIdle() {
 
 // Scrape reads /metrics once.
 func (p *ControllerProcess) Scrape(ctx context.Context) (*Metrics, error) {
-	if p.metrics == nil {
-		return nil, errors.New("scrape /metrics: no credentials (ControllerOptions.MetricsAuth)")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+p.Listen+"/metrics", nil)
+	body, err := p.get(ctx, "/metrics")
 	if err != nil {
 		return nil, fmt.Errorf("scrape /metrics: %w", err)
-	}
-	resp, err := p.metrics.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape /metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("scrape /metrics: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape /metrics: %s: %.200q", resp.Status, body)
 	}
 	return ParseMetrics(string(body))
 }
@@ -151,29 +136,38 @@ func (p *ControllerProcess) Scrape(ctx context.Context) (*Metrics, error) {
 // the heap profile its server serves (/debug/pprof/heap?gc=1, behind the same
 // delegated authorization as /metrics), so that a Scrape after it reads the
 // heap that is really live: go_gc_heap_live_bytes is otherwise whatever the
-// last collection marked, in-flight requests included.
+// last collection marked, in-flight requests included. The collection runs
+// before the profile is written; the profile itself is of no use here.
 func (p *ControllerProcess) CollectGarbage(ctx context.Context) error {
-	if p.metrics == nil {
-		return errors.New("collect garbage: no credentials (ControllerOptions.MetricsAuth)")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+p.Listen+"/debug/pprof/heap?gc=1", nil)
-	if err != nil {
+	if _, err := p.get(ctx, "/debug/pprof/heap?gc=1"); err != nil {
 		return fmt.Errorf("collect garbage: %w", err)
+	}
+	return nil
+}
+
+// get reads path from the process's server, with the credentials of
+// ControllerOptions.MetricsAuth; a status other than 200 is an error.
+func (p *ControllerProcess) get(ctx context.Context, path string) ([]byte, error) {
+	if p.metrics == nil {
+		return nil, errors.New("no credentials (ControllerOptions.MetricsAuth)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+p.Listen+path, nil)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := p.metrics.Do(req)
 	if err != nil {
-		return fmt.Errorf("collect garbage: %w", err)
+		return nil, err
 	}
 	defer resp.Body.Close()
-	// The collection ran before the profile was written; the profile itself
-	// is of no use here.
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return fmt.Errorf("collect garbage: %w", err)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("collect garbage: %s", resp.Status)
+		return nil, fmt.Errorf("%s: %.200q", resp.Status, body)
 	}
-	return nil
+	return body, nil
 }
 
 // WaitScrape retries Scrape until /metrics answers (it does once the process
