@@ -24,7 +24,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 build:
 	$(GO) build -ldflags '$(if $(VERSION),-X main.version=$(VERSION))' -o $(BIN) ./cmd/runtime-extractor-controller
 
-# Builds the local cluster's binaries into bin/ (cached by version; about 6 min cold
+# Builds the local cluster's binaries into bin/ (cached by version; 6 to 12 min cold
 # on 2 cores).
 tools:
 	./hack/build-tools.sh
