@@ -73,7 +73,7 @@ for entry in "${tools[@]}"; do
     ( trap 'kill $! 2>/dev/null; exit 0' TERM
       while sleep 30 & wait $!; do echo "  ... still building $name ($((SECONDS - start))s)"; done ) &
     ticker=$!
-    if ! (cd "$root/hack/tools/$dir" && go build -trimpath -ldflags "$(ldflags_of "$dir")" -o "$out.tmp" "$pkg"); then
+    if ! (cd "$root/hack/tools/$dir" && go build -ldflags "$(ldflags_of "$dir")" -o "$out.tmp" "$pkg"); then
       stop_ticker
       rm -f "$out.tmp"
       echo "build of $name failed" >&2
