@@ -24,16 +24,27 @@
 // once while any of the budget is left. A change by a writer that has
 // undone a repair of its own earlier change waits until the writers have
 // been quiet for Settle, or at most MaxDefer since the first change the
-// repair would undo, and for the budget to hold Reserve repairs more than
-// this one: so a writer still writing is not chased write by write, its
-// last change is undone within seconds of its stopping, and a fight leaves
-// room for another writer's first edit to be undone at once.
+// repair would undo: so a writer still writing is not chased write by
+// write, and its last change is undone within seconds of its stopping.
+// Nothing else holds a repair back: the budget is spent as fast as B(T)
+// allows, whoever the writers are. The verdict below reports; it does not
+// delay.
 //
-// The fight. A writer that undid FightUndos repairs within FightWindow is
-// in a tug-of-war with the controller, whatever its rhythm: continuous,
-// bursts with pauses, or a periodic sync every few minutes. The fight ends
-// when that writer has undone nothing for twice its slowest rhythm (the
-// longest gap between its recent undos), at least FightClearMin and at most
+// The fight. A writer is in a tug-of-war with the controller when, by any
+// rhythm:
+//   - it undid FightUndos repairs within FightWindow (a controller or a
+//     GitOps tool that writes back at once, or every few minutes);
+//   - named writers, whoever they are, undid SlowUndos repairs within
+//     SlowWindow, and it is one of them (a writer that rotates its
+//     manager name, or a job that writes back every ten minutes);
+//   - its change finds the budget spent: repairs have reached B(T),
+//     whoever the writers are (a loop that deletes the DaemonSet).
+//
+// A change no managedFields entry names (a deletion) is nobody in
+// particular: unrelated deletions minutes apart are not one writer's undos,
+// so they make a fight only by reaching the budget. The fight ends when
+// its writer has undone nothing for twice its slowest rhythm (the longest
+// gap between its recent undos), at least FightClearMin and at most
 // FightWindow, and no change of its is outstanding: a periodic writer stays
 // reported between its syncs, and a writer that stopped is cleared a few
 // minutes later.
@@ -51,9 +62,6 @@ type Policy struct {
 	Burst int
 	// Every is how often the budget allows one more repair.
 	Every time.Duration
-	// Reserve is how much of the budget a writer that has undone a repair
-	// leaves for others' first edits.
-	Reserve int
 	// Settle is how long the writers of an outstanding change must have been
 	// quiet for its deferred repair.
 	Settle time.Duration
@@ -62,6 +70,10 @@ type Policy struct {
 	// FightUndos undos within FightWindow make a writer a fight.
 	FightUndos  int
 	FightWindow time.Duration
+	// SlowUndos undos by named writers within SlowWindow make each of
+	// them a fight.
+	SlowUndos  int
+	SlowWindow time.Duration
 	// FightClearMin is the least time a fight's writer must have undone
 	// nothing for the fight to end.
 	FightClearMin time.Duration
@@ -72,21 +84,25 @@ type Policy struct {
 //     another writer's edit during a fight are all undone at once; a writer
 //     that undoes every repair gets one a minute, about 10 template writes
 //     in a 5-minute fight, against 150 with a writer every 2 s and no gate.
-//   - Reserve 2: during a fight, two first edits by others are still undone
-//     at once.
 //   - Settle 2 s: the clients that write in storms (a script of kubectl
 //     patch, a controller's retries) write within a second of each other;
 //     a storm's last change is undone about 2 s after it ends, so within 5 s
 //     while the budget allows.
-//   - MaxDefer 20 s: a writer that never pauses for Settle is still
+//   - MaxDefer 30 s: a writer that never pauses for Settle is still
 //     repaired while the budget allows, and its undos counted: a script's
-//     storm is over well within it, and a writer that goes on longer is
+//     storm (20 s of kubectl patch) is over within it, so it costs one
+//     repair, not two; a writer that goes on longer is
 //     likely a controller that writes on a timer (it is then reported
 //     within a minute of its first write).
 //   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's
 //     second try, two can be a retry; three is a writer that will go on. 15
 //     minutes catches a GitOps tool's periodic sync (Argo CD's self-heal
 //     every 3 minutes by default; 5 is common) by its third sync.
+//   - SlowUndos 6 within SlowWindow 1 hour: a writer that escapes the
+//     15-minute window by its period (a 10-minute CronJob) or by rotating
+//     its name is reported within the hour; 6 rolls an hour is the most
+//     such writers get unreported, and an admin's run of edits (a few
+//     undos in minutes) stays well below it.
 //   - FightClearMin 2 minutes: longer than the budget's one-a-minute repair
 //     of a writer that reacts at once, so a fight is not cleared between two
 //     of its undos; it clears about 2 minutes after such a writer stops.
@@ -94,20 +110,22 @@ func DefaultPolicy() Policy {
 	return Policy{
 		Burst:         6,
 		Every:         time.Minute,
-		Reserve:       2,
 		Settle:        2 * time.Second,
-		MaxDefer:      20 * time.Second,
+		MaxDefer:      30 * time.Second,
 		FightUndos:    3,
 		FightWindow:   15 * time.Minute,
+		SlowUndos:     6,
+		SlowWindow:    time.Hour,
 		FightClearMin: 2 * time.Minute,
 	}
 }
 
 // Valid reports whether p's numbers make a gate: a budget of at least one
-// repair, replenished; a reserve that leaves a writer at least one repair.
+// repair, replenished; windows that hold the undos they count.
 func (p Policy) Valid() bool {
-	return p.Burst >= 1 && p.Every > 0 && p.Reserve >= 0 && p.Reserve < p.Burst && p.Settle >= 0 &&
-		p.MaxDefer >= p.Settle && p.FightUndos >= 2 && p.FightUndos <= undoTimes && p.FightWindow > 0 && p.FightClearMin > 0
+	return p.Burst >= 1 && p.Every > 0 && p.Settle >= 0 &&
+		p.MaxDefer >= p.Settle && p.FightUndos >= 2 && p.FightUndos <= undoTimes && p.FightWindow > 0 && p.FightClearMin > 0 &&
+		p.SlowUndos >= 1 && p.SlowUndos <= slowTimes && p.SlowWindow >= p.FightWindow
 }
 
 // Bound is the most repairs the budget allows in any window of length d
@@ -131,6 +149,9 @@ const (
 	// undoTimes is how many undo times a writer keeps: enough to tell a fight
 	// (FightUndos) and its rhythm.
 	undoTimes = 4
+	// slowTimes is how many undo times of named writers the log keeps for
+	// SlowUndos.
+	slowTimes = 8
 )
 
 // Log is what the gate remembers: the budget and a bounded record of recent
@@ -148,6 +169,9 @@ type Log struct {
 	// since and last are the first and latest outstanding change; zero
 	// when nothing is outstanding.
 	since, last time.Time
+	// undos are the latest undo times of named writers, whoever they
+	// were, oldest first (at most slowTimes).
+	undos []time.Time
 }
 
 // Writer is the gate's record of one writer.
@@ -193,19 +217,22 @@ func (l Log) Fighting() bool {
 	return slices.ContainsFunc(l.writers, func(w Writer) bool { return w.Fight })
 }
 
-// Available is how many repairs the budget allows at now.
+// Available is how many repairs the budget allows at now: k while now is
+// after budgetAt - (Burst-k+1)·Every. That is B(T) exactly: Burst repairs
+// at one instant, and one more within any instant after them and every
+// Every after that.
 func (p Policy) Available(l Log, now time.Time) int {
 	if !l.budgetAt.After(now) {
 		return p.Burst
 	}
-	owed := int((l.budgetAt.Sub(now) + p.Every - 1) / p.Every) // ⌈(budgetAt - now) / Every⌉
+	owed := int(l.budgetAt.Sub(now) / p.Every) // ⌊(budgetAt - now) / Every⌋
 	return max(0, p.Burst-owed)
 }
 
 // BudgetAllows is when the budget holds k repairs (in the past when it
-// does now).
+// does now): the first instant after budgetAt - (Burst-k+1)·Every.
 func (p Policy) BudgetAllows(l Log, k int) time.Time {
-	return l.budgetAt.Add(-time.Duration(p.Burst-k) * p.Every)
+	return l.budgetAt.Add(-time.Duration(p.Burst-k+1)*p.Every + 1)
 }
 
 // clone copies l deeply enough for the functions below to change it.
@@ -214,6 +241,7 @@ func (l Log) clone() Log {
 	for i := range l.writers {
 		l.writers[i].Undos = slices.Clone(l.writers[i].Undos)
 	}
+	l.undos = slices.Clone(l.undos)
 	return l
 }
 
@@ -226,29 +254,55 @@ func (p Policy) Changed(l Log, names []string, now time.Time) (Log, Decision) {
 	if len(names) == 0 {
 		names = []string{Unnamed}
 	}
+	spent := p.Available(l, now) == 0
 	contested := false
 	for _, n := range names {
 		i := l.writerIndex(n)
 		w := &l.writers[i]
 		if w.Repaired { // it undoes the controller's repair of its last change
-			w.Undos = append(w.Undos, now)
-			if len(w.Undos) > undoTimes {
-				w.Undos = w.Undos[len(w.Undos)-undoTimes:]
-			}
+			w.Undos = keepLast(append(w.Undos, now), undoTimes)
 			if w.Fight {
 				w.FightUndos++
-			} else if p.undosWithin(*w, now) >= p.FightUndos {
-				w.Fight, w.FightSince, w.FightUndos = true, w.Undos[len(w.Undos)-p.FightUndos], p.FightUndos
 			}
+			if w.Name != Unnamed {
+				l.undos = keepLast(append(l.undos, now), slowTimes)
+				if p.undosWithin(*w, now) >= p.FightUndos {
+					p.fight(w, w.Undos[len(w.Undos)-p.FightUndos])
+				}
+			}
+		}
+		if spent {
+			p.fight(w, now)
 		}
 		w.Outstanding, w.Repaired, w.LastChange = true, false, now
 		contested = contested || p.undosWithin(*w, now) > 0
+	}
+	if p.slowUndos(l, now) >= p.SlowUndos {
+		for i := range l.writers {
+			if w := &l.writers[i]; w.Name != Unnamed && p.undosIn(*w, now, p.SlowWindow) > 0 {
+				p.fight(w, w.Undos[len(w.Undos)-p.undosIn(*w, now, p.SlowWindow)])
+			}
+		}
 	}
 	if l.since.IsZero() {
 		l.since = now
 	}
 	l.last = now
 	return l, p.decide(l, contested, now)
+}
+
+// fight marks w in a tug-of-war since since, unless it already is; its
+// undos since then count as the fight's.
+func (p Policy) fight(w *Writer, since time.Time) {
+	if w.Fight {
+		return
+	}
+	w.Fight, w.FightSince, w.FightUndos = true, since, 0
+	for _, u := range w.Undos {
+		if !u.Before(since) {
+			w.FightUndos++
+		}
+	}
 }
 
 // Due decides, at now, whether the outstanding repair may be made: the
@@ -262,13 +316,12 @@ func (p Policy) Due(l Log, now time.Time) (Log, Decision) {
 	return l, p.decide(l, contested, now)
 }
 
-// decide: a repair now, or when it may be made. An uncontested change
-// needs one repair of the budget; a contested one (some writer of it has
-// undone a repair) Reserve more, and quiet.
+// decide: a repair now, or when it may be made. A change needs one repair
+// of the budget; a contested one (some writer of it has undone a repair)
+// quiet as well.
 func (p Policy) decide(l Log, contested bool, now time.Time) Decision {
 	at := p.BudgetAllows(l, 1)
 	if contested {
-		at = p.BudgetAllows(l, 1+p.Reserve)
 		quiet := l.last.Add(p.Settle)
 		if limit := l.since.Add(p.MaxDefer); limit.Before(quiet) {
 			quiet = limit

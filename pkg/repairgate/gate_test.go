@@ -103,6 +103,7 @@ func show(d Decision) string {
 func TestDecide(t *testing.T) {
 	s := time.Second
 	m := time.Minute
+	ns := time.Nanosecond
 	for _, tc := range []struct {
 		name  string
 		steps []step
@@ -124,15 +125,15 @@ func TestDecide(t *testing.T) {
 			change(70*s, "kubectl-patch").waits(72 * s),
 			undo(72*s, "kubectl-patch"),
 		}},
-		{"a writer that never pauses is repaired 20 s after the change it undid", []step{
+		{"a writer that never pauses is repaired 30 s after the change it undid", []step{
 			change(0, "loop").repairs(),
 			change(1*s, "loop").waits(3 * s),
 			change(2*s, "loop").waits(4 * s),
 			change(3*s, "loop").waits(5 * s),
-			change(20*s, "loop").waits(21 * s), // MaxDefer after the first outstanding change
-			due(21 * s).repairs(),
+			change(30*s, "loop").waits(31 * s), // MaxDefer after the first outstanding change
+			due(31 * s).repairs(),
 		}},
-		{"churning names: the budget gives 6 at once, then one a minute", []step{
+		{"churning names: the budget gives 6 at once, one more within the minute, then one a minute", []step{
 			change(0, "a").repairs(),
 			change(1*s, "b").repairs(),
 			change(2*s, "c").repairs(),
@@ -140,10 +141,14 @@ func TestDecide(t *testing.T) {
 			change(4*s, "e").repairs(),
 			change(5*s, "f").repairs(), // the first of the other writers
 			// g counts as the other writers, whose change was repaired: an
-			// undo, which needs Reserve more than one repair.
-			change(6*s, "g").waits(3 * m),
-			change(7*s, "h").waits(3 * m),
-			due(3 * m).repairs(),
+			// undo, which waits for quiet; B(T) allows a 7th repair.
+			change(6*s, "g").waits(8 * s),
+			change(7*s, "h").waits(9 * s),
+			due(9 * s).repairs(),
+			// The budget is spent: the other writers are a fight, and wait
+			// for the budget.
+			change(10*s, "i").waits(1*m + ns).fighting(),
+			due(1*m + ns).repairs().fighting(),
 		}},
 		{"an unnamed writer, a deletion after deletion, counts as one", []step{
 			change(0).repairs(),
@@ -153,13 +158,15 @@ func TestDecide(t *testing.T) {
 			change(0, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j").repairs(),
 			undo(1*s, "k"), // the other writers, repaired: an undo
 		}},
-		{"another writer's first edit is repaired at once during a fight", []step{
+		{"a fight holds no repair back beyond quiet and the budget", []step{
 			change(0, "gitops").repairs(),
 			undo(2*s, "gitops"),
 			undo(5*s, "gitops"),
-			undo(8*s, "gitops").fighting(),                 // the third undo
-			change(11*s, "gitops").waits(1 * m).fighting(), // 4 repairs spent, Reserve 2 kept
-			change(12*s, "kubectl-edit").repairs().fighting(),
+			undo(8*s, "gitops").fighting(), // the third undo
+			undo(11*s, "gitops").fighting(),
+			undo(14*s, "gitops").fighting(),
+			change(17*s, "kubectl-edit").repairs().fighting(), // the 7th repair, B(17 s) = 7
+			change(18*s, "gitops").waits(1*m + ns).fighting(), // the budget is spent
 		}},
 		{"a fight ends two minutes after its writer stopped", []step{
 			change(0, "w").repairs(),
@@ -232,7 +239,8 @@ func TestValid(t *testing.T) {
 	for _, f := range []func(*Policy){
 		func(p *Policy) { p.Burst = 0 },
 		func(p *Policy) { p.Every = 0 },
-		func(p *Policy) { p.Reserve = p.Burst },
+		func(p *Policy) { p.SlowWindow = p.FightWindow - 1 },
+		func(p *Policy) { p.SlowUndos = slowTimes + 1 },
 		func(p *Policy) { p.Settle = -1 },
 		func(p *Policy) { p.MaxDefer = p.Settle - 1 },
 		func(p *Policy) { p.FightUndos = undoTimes + 1 },

@@ -220,7 +220,7 @@ func TestBudgetHoldsForRandomWriters(t *testing.T) {
 		}
 		before := slices.DeleteFunc(slices.Clone(w.repairs), func(r time.Time) bool { return !r.Before(w.lastAny) })
 		allowed := w.lastAny.Add(5 * time.Second)
-		if next := budgetNext(p, before, w.lastAny, 1+p.Reserve); next.After(allowed) {
+		if next := budgetNext(p, before, w.lastAny, 1); next.After(allowed) {
 			allowed = next
 		}
 		if last.After(allowed) {

@@ -33,15 +33,28 @@ func (p Policy) FightEnds(l Log) time.Time {
 func ForgetWriters(l Log) Log { return Log{budgetAt: l.budgetAt} }
 
 // undosWithin counts w's undos within FightWindow of now.
-func (p Policy) undosWithin(w Writer, now time.Time) int {
+func (p Policy) undosWithin(w Writer, now time.Time) int { return p.undosIn(w, now, p.FightWindow) }
+
+// undosIn counts w's undos within window of now.
+func (p Policy) undosIn(w Writer, now time.Time, window time.Duration) int {
+	return countWithin(w.Undos, now, window)
+}
+
+// slowUndos counts the named writers' undos within SlowWindow of now.
+func (p Policy) slowUndos(l Log, now time.Time) int { return countWithin(l.undos, now, p.SlowWindow) }
+
+func countWithin(ts []time.Time, now time.Time, window time.Duration) int {
 	n := 0
-	for _, t := range w.Undos {
-		if now.Sub(t) <= p.FightWindow {
+	for _, t := range ts {
+		if now.Sub(t) <= window {
 			n++
 		}
 	}
 	return n
 }
+
+// keepLast is the newest n of ts (oldest first).
+func keepLast(ts []time.Time, n int) []time.Time { return ts[max(0, len(ts)-n):] }
 
 // fightEnds is when w's fight ends if it undoes nothing more: twice the
 // longest gap between its recent undos after its latest, within
@@ -51,20 +64,26 @@ func (p Policy) fightEnds(w Writer) time.Time {
 	for i := 1; i < len(w.Undos); i++ {
 		gap = max(gap, w.Undos[i].Sub(w.Undos[i-1]))
 	}
-	return w.Undos[len(w.Undos)-1].Add(min(max(2*gap, p.FightClearMin), p.FightWindow))
+	last := w.LastChange // a writer the spent budget marked may have undone nothing
+	if len(w.Undos) > 0 {
+		last = w.Undos[len(w.Undos)-1]
+	}
+	return last.Add(min(max(2*gap, p.FightClearMin), p.FightWindow))
 }
 
 // expire ends the fights that are over by now and drops the writers with
 // nothing left to tell: no outstanding change, no fight, no undo and no
-// change within FightWindow.
+// change within SlowWindow (a writer that rotates its name comes back to
+// each name after a while).
 func (p Policy) expire(l Log, now time.Time) Log {
 	for i := range l.writers {
 		if w := &l.writers[i]; w.Fight && !w.Outstanding && !now.Before(p.fightEnds(*w)) {
 			w.Fight, w.FightSince, w.FightUndos = false, time.Time{}, 0
 		}
 	}
+	l.undos = slices.DeleteFunc(l.undos, func(u time.Time) bool { return now.Sub(u) > p.SlowWindow })
 	l.writers = slices.DeleteFunc(l.writers, func(w Writer) bool {
-		return !w.Outstanding && !w.Fight && now.Sub(w.LastChange) > p.FightWindow && p.undosWithin(w, now) == 0
+		return !w.Outstanding && !w.Fight && now.Sub(w.LastChange) > p.SlowWindow && p.undosIn(w, now, p.SlowWindow) == 0
 	})
 	return l
 }
@@ -124,7 +143,10 @@ func (l Log) Key(now time.Time) string {
 		budget = rel(l.budgetAt)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "budget=%s since=%s last=%s", budget, rel(l.since), rel(l.last))
+	fmt.Fprintf(&b, "budget=%s since=%s last=%s undos=", budget, rel(l.since), rel(l.last))
+	for _, u := range l.undos {
+		b.WriteString(rel(u) + ",")
+	}
 	for _, w := range l.writers {
 		fmt.Fprintf(&b, " %s{out=%t rep=%t change=%s fight=%t since=%s n=%d undos=", w.Name, w.Outstanding, w.Repaired,
 			rel(w.LastChange), w.Fight, rel(w.FightSince), w.FightUndos)

@@ -215,7 +215,9 @@ func TestDrainWithManyNamesIsOneRepair(t *testing.T) {
 }
 
 func TestWithRepairPolicyKeepsTheDefaultForAnInvalidPolicy(t *testing.T) {
-	for _, p := range []RepairPolicy{{}, {Burst: 6, Every: time.Minute, Reserve: 6}} {
+	noSlowVerdict := DefaultRepairPolicy()
+	noSlowVerdict.SlowUndos = 0
+	for _, p := range []RepairPolicy{{}, noSlowVerdict} {
 		s := defaultSettings()
 		WithRepairPolicy(p)(&s)
 		if s.repairPolicy != DefaultRepairPolicy() {

@@ -432,7 +432,7 @@ func (s *propSim) burstAfterOtherEdits() {
 	}
 	end := s.clock.Now()
 	bound := end.Add(p.Settle)
-	if b := p.BudgetAllows(s.c.gate.log, 1+p.Reserve); b.After(bound) {
+	if b := p.BudgetAllows(s.c.gate.log, 1); b.After(bound) {
 		bound = b
 	}
 	for len(s.violations) == 0 && s.stored() != nil && strings.Contains(s.stored().Spec.Template.Spec.Containers[0].Image, "someone") {
@@ -761,6 +761,30 @@ func (s *propSim) periodicSync() {
 	}
 	if len(s.violations) == 0 && !s.c.gate.fighting() {
 		s.violate("periodic-unreported", "a writer that undid 3 repairs, one every 3 minutes, is not reported as a fight")
+	}
+}
+
+// rotatingNames is a writer that escapes any one name's window (issue 46,
+// escape 1): it writes its image every 7.6 minutes under 5 manager names in
+// turn, so each name undoes a repair only every 38 minutes. After 11 writes
+// (6 undos) it must be reported as a fight.
+func (s *propSim) rotatingNames() {
+	if s.stored() == nil || s.cfg.disabled || s.c.holding() {
+		return
+	}
+	for _, v := range []string{"create", "update", "delete"} {
+		s.setRefused(v, false)
+	}
+	s.runThroughDoor()
+	s.logf("a writer syncs its image every 7.6 minutes under 5 names in turn, 11 times")
+	for i := range 11 {
+		if i > 0 {
+			s.waitOnTimers(7*time.Minute + 36*time.Second)
+		}
+		s.writeAndRun(0, fmt.Sprintf("rotating-%d", i%5), fmt.Sprintf("quay.io/rotating/extractor:%d", i%2))
+	}
+	if len(s.violations) == 0 && !s.c.gate.fighting() {
+		s.violate("rotation-unreported", "a writer that undid 6 repairs within an hour under 5 names in turn is not reported as a fight")
 	}
 }
 
