@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -383,5 +384,23 @@ func TestManifestUsesSharedNames(t *testing.T) {
 	}
 	if ds.Spec.Template.Spec.PriorityClassName != PriorityClassName {
 		t.Errorf("manifest priority class %q", ds.Spec.Template.Spec.PriorityClassName)
+	}
+}
+
+// Every annotation the desired DaemonSet carries on its metadata is owned:
+// the apply puts it back, so drift detection must see its removal.
+func TestOwnedAnnotationsCoverTheDesiredMetadata(t *testing.T) {
+	ds, err := DesiredDaemonSet(defaultDesired())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := OwnedAnnotations()
+	for k := range ds.Annotations {
+		if !slices.Contains(owned, k) {
+			t.Errorf("the desired DaemonSet sets annotation %s, which OwnedAnnotations leaves out (%v)", k, owned)
+		}
+	}
+	if !slices.Contains(owned, SpecHashAnnotation) {
+		t.Errorf("OwnedAnnotations leaves out the spec hash the apply records: %v", owned)
 	}
 }

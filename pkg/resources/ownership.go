@@ -3,6 +3,7 @@ package resources
 import (
 	"maps"
 	"slices"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,16 +43,29 @@ func (m *Manager) written(uid types.UID) (ownedObject, bool) {
 // desired spec's hash in.
 const SpecHashAnnotation = "operator.openshift.io/spec-hash"
 
+// OwnedAnnotations are the annotations every write of the controller sets on
+// the DaemonSet's metadata, sorted: the version, the spec hash, and the
+// manifest's own (the capability it belongs to, the cluster profiles that
+// include it). The apply puts back any of them that is missing or changed.
+var OwnedAnnotations = sync.OnceValue(func() []string {
+	keys := []string{VersionAnnotation, SpecHashAnnotation}
+	if ds, err := parsedManifest(); err == nil {
+		keys = append(keys, slices.Collect(maps.Keys(ds.Annotations))...)
+	}
+	slices.Sort(keys)
+	return keys
+})
+
 // OwnedMetadata returns the values of the labels and annotations the manager
-// owns on ds (an absent key maps to ""): the ownership labels, the version and
-// the spec hash. Someone else changing any of them is drift even though the
-// generation does not move.
+// owns on ds (an absent key maps to ""): the ownership labels and
+// OwnedAnnotations. Someone else changing any of them is drift even though
+// the generation does not move.
 func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	out := map[string]string{}
 	for k := range OwnedLabels() {
 		out["label:"+k] = ds.Labels[k]
 	}
-	for _, k := range []string{VersionAnnotation, SpecHashAnnotation} {
+	for _, k := range OwnedAnnotations() {
 		out["annotation:"+k] = ds.Annotations[k]
 	}
 	return out

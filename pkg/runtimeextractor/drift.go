@@ -77,7 +77,7 @@ func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 			return true
 		}
 	}
-	for _, k := range []string{resources.VersionAnnotation, resources.SpecHashAnnotation} {
+	for _, k := range resources.OwnedAnnotations() {
 		if v, had := old.Annotations[k]; had && cur.Annotations[k] != v {
 			return true
 		}
@@ -85,15 +85,15 @@ func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 	return false
 }
 
-// ownedMetadataMissing: ds lacks an ownership label, or the version
-// annotation, that the controller writes on every object it writes.
+// ownedMetadataMissing: ds lacks an ownership label, or an owned annotation,
+// that the controller writes on every object it writes.
 func ownedMetadataMissing(ds *appsv1.DaemonSet) bool {
 	for k, v := range resources.OwnedLabels() {
 		if ds.Labels[k] != v {
 			return true
 		}
 	}
-	return ds.Annotations[resources.VersionAnnotation] == ""
+	return slices.ContainsFunc(resources.OwnedAnnotations(), func(k string) bool { return ds.Annotations[k] == "" })
 }
 
 // writer is a field manager that changed the DaemonSet, as the object's

@@ -45,11 +45,22 @@ func managed(gen int64, mutate ...func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
 		Labels:      resources.OwnedLabels(),
 		Annotations: map[string]string{resources.VersionAnnotation: "4.21.0", resources.SpecHashAnnotation: "abc"},
 	}}
+	for _, k := range resources.OwnedAnnotations() { // the manifest's: the capability, the cluster profiles
+		if ds.Annotations[k] == "" {
+			ds.Annotations[k] = "true"
+		}
+	}
 	for _, m := range mutate {
 		m(ds)
 	}
 	return ds
 }
+
+// Two of the annotations the manifest sets and the apply enforces.
+const (
+	capabilityAnnotation = "capability.openshift.io/name"
+	includeSelfManaged   = "include.release.openshift.io/self-managed-high-availability"
+)
 
 func TestInformerFiltering(t *testing.T) {
 	notOwn := func(types.UID, int64) bool { return false }
@@ -76,6 +87,17 @@ func TestInformerFiltering(t *testing.T) {
 		}, map[DriftKind]int{DriftMetadata: 1}},
 		{"owned annotation changed counts", ownUpTo(3), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { ds.Annotations[resources.VersionAnnotation] = "1.0" }))
+		}, map[DriftKind]int{DriftMetadata: 1}},
+		// Issue 46, escape 2: the apply puts the manifest's annotations back,
+		// so their removal is drift too, not a resync's silent write.
+		{"the capability annotation removed counts", ownUpTo(3), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { delete(ds.Annotations, capabilityAnnotation) }))
+		}, map[DriftKind]int{DriftMetadata: 1}},
+		{"a cluster profile annotation changed counts", ownUpTo(3), func(ri *daemonSetInformer) {
+			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { ds.Annotations[includeSelfManaged] = "false" }))
+		}, map[DriftKind]int{DriftMetadata: 1}},
+		{"own create without the capability annotation counts", ownUpTo(1), func(ri *daemonSetInformer) {
+			ri.onAdd(managed(1, func(ds *appsv1.DaemonSet) { delete(ds.Annotations, capabilityAnnotation) }), false)
 		}, map[DriftKind]int{DriftMetadata: 1}},
 		{"own spec write with a new spec hash is left to the drain", ownUpTo(4), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(4, func(ds *appsv1.DaemonSet) { ds.Annotations[resources.SpecHashAnnotation] = "def" }))
