@@ -53,9 +53,14 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 
 func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
 	// A write made while someone else's change is outstanding undoes it: it
-	// is a repair, whichever event led to it (a Modified, a retry, a config
-	// or TLS change), and no other write is.
+	// is a repair, whichever event led to it (a Modified, a retry, a config,
+	// version or TLS change), and no other write is. The gate decides every
+	// one here; one it holds back is made by the gate's timer.
 	repair := c.gate.outstanding()
+	if !c.gate.mayWrite() {
+		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)", t.From, fsm.Describe(t.Event), c.gate.backoffNote())
+		return nil, false
+	}
 	start := c.cfg.clock.Now()
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	res, err := c.apply(actx)
@@ -153,10 +158,12 @@ func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
 }
 
 // onRollout fires RolloutComplete for the DaemonSet the view shows when its
-// rollout is done and the machine has a use for it (fsm.Machine.Moves).
+// rollout is done and the machine has a use for it (fsm.Machine.Moves). While
+// an apply waits for the repair gate, what is rolled out is not what the
+// level wants (an upgrade the gate holds back): nothing is complete.
 func (c *Controller) onRollout(ctx context.Context) {
 	ds, ok := c.informer.current()
-	if !ok || !resources.RolloutOf(ds).Complete() {
+	if !ok || !resources.RolloutOf(ds).Complete() || c.gate.deferring() {
 		return
 	}
 	if ev := (fsm.RolloutComplete{UID: string(ds.UID), Generation: ds.Generation}); c.machine.Moves(ev) {

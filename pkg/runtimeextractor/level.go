@@ -18,19 +18,11 @@ func (c *Controller) level() fsm.Event {
 	return fsm.Enabled{}
 }
 
-// reassert fires the level. While the repair gate defers a repair, an
-// enabled level waits for it: any write now would make that repair before
-// the gate allows it (the config informer re-lists, and the host relays
-// insights-config unchanged, after every broken watch). The gate's timer
-// then applies the level as it is, a config changed meanwhile included. A
-// disabled level is no repair, and acts at once.
-func (c *Controller) reassert(ctx context.Context) {
-	level := c.level()
-	if level == (fsm.Enabled{}) && c.gate.deferring() {
-		return
-	}
-	c.fire(ctx, level)
-}
+// reassert fires the level. An enabled level's apply, while someone else's
+// change waits for the repair gate, is a repair: the executor asks the gate
+// (executeApply), and the gate's timer applies the level as it is when due.
+// A disabled level is no repair, and acts at once.
+func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
 
 // reassertOnTimer re-asserts the level for a timer (the resync, an own write
 // the cache never showed), unless a repair is the repair gate's to make: one

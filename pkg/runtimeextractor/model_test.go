@@ -79,9 +79,10 @@ var coreLetters = alphabet{
 // finalizer while insights-config enables the extractor again; a loop
 // timer that fires between the informer's queueing of drift and its
 // notification of the loop; a repair whose response is lost; an unchanged
-// insights-config relayed again while a repair waits. Their
-// sequences are
-// shorter: the fights and the burst are long already.
+// insights-config relayed again while a repair waits; a new cluster
+// version (its apply undoes an outstanding change too); a writer that
+// rotates its manager name. Their sequences are shorter: the fights and
+// the burst are long already.
 var repairLetters = alphabet{
 	{"run", (*propSim).runToQuiet},
 	{"restart", (*propSim).restart},
@@ -102,6 +103,8 @@ var repairLetters = alphabet{
 	{"timer before the informer's notice", (*propSim).timerBeforeNotice},
 	{"repair's response lost", (*propSim).lostRepairResponse},
 	{"config re-listed", (*propSim).configRelisted},
+	{"version bump", (*propSim).bumpVersion},
+	{"rotating names", (*propSim).rotatingNames},
 }
 
 // modelRun is one sequence's outcome.
@@ -290,9 +293,9 @@ func (s *propSim) fingerprint() string {
 		}
 		return t.Sub(now).String()
 	}
-	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v foreign=%v failures=%d since=%s pending=%d ready=%v deadline=%s diagnosing=%v applied=%d\n",
+	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v granted=%v foreign=%v failures=%d since=%s pending=%d ready=%v deadline=%s diagnosing=%v applied=%d\n",
 		ownsStored, ownsCached, expecting, due(&s.c.known.expect), due(&s.c.retry.wakeAt), due(&s.c.gate.wakeAt), due(&s.c.door.wakeAt),
-		s.c.door.queued, rel(s.c.door.queuedSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.foreignOutstanding, s.c.retry.failures, rel(s.c.retry.since), len(s.ri.queued),
+		s.c.door.queued, rel(s.c.door.queuedSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.c.gate.granted, s.foreignOutstanding, s.c.retry.failures, rel(s.c.retry.since), len(s.ri.queued),
 		readyWakes(s.ready()), due(&s.c.rollouts.wakeAt), s.c.rollouts.diagnosing, min(len(s.applied), 2))
 	fmt.Fprintf(&b, "gate: %s\n", s.c.gate.log.Key(now))
 	return b.String()

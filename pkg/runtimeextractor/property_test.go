@@ -474,3 +474,47 @@ func TestPropertyConfigRelistWaitsForTheGate(t *testing.T) {
 	s.configRelisted()
 	s.settleAndReport()
 }
+
+// TestPropertyVersionChangeWaitsForTheGate (issue 46, escape 3): a writer
+// undoes repairs until the budget is spent and the next repair waits; then
+// the cluster version changes. The upgrade's apply undoes the writer's
+// change too: it is a repair, and used to be made at once, past B(T).
+func TestPropertyVersionChangeWaitsForTheGate(t *testing.T) {
+	s := newScriptedSim(t, true)
+	s.runToRolledOut()
+	s.fight(10)
+	if !s.c.gate.deferring() {
+		t.Fatalf("no repair waits for the gate after the fight\n%s", s.story())
+	}
+	if msg := status.Conditions(s.c.snapshot())[0].Message; !strings.Contains(msg, "waits for its repair until") {
+		t.Errorf("Available does not say that a repair waits: %s", msg)
+	}
+	s.bumpVersion()
+	s.runToQuiet()
+	s.settleAndReport()
+}
+
+// TestPropertyRefusedDeleteThenReenableWaitsForTheGate (issue 46, escape 4):
+// a repair waits for the spent budget; insights-config disables the
+// runtime extractor and the API refuses the delete; the gate's timer comes
+// while the level is disabled, and drops its claim; insights-config enables
+// it again. The apply that follows undoes the writer's change: it used to
+// be made at once, before the budget allowed it.
+func TestPropertyRefusedDeleteThenReenableWaitsForTheGate(t *testing.T) {
+	s := newScriptedSim(t, true)
+	s.runToRolledOut()
+	s.fight(10)
+	if !s.c.gate.deferring() {
+		t.Fatalf("no repair waits for the gate after the fight\n%s", s.story())
+	}
+	s.setRefused("delete", true)
+	s.flipConfig()
+	s.runThroughDoor()
+	s.controller("the repair gate's timer, while disabled", func() { s.c.onGateDue(s.ctx) })
+	if s.c.gate.deferring() {
+		t.Fatalf("the gate's timer kept its claim while disabled\n%s", s.story())
+	}
+	s.flipConfig()
+	s.runThroughDoor()
+	s.settleAndReport()
+}

@@ -46,6 +46,7 @@ type repairGate struct {
 	clock    clock.Clock
 	policy   repairgate.Policy
 	log      repairgate.Log
+	granted  bool       // the gate allowed the outstanding repair: its write (or the retry of it) may be made
 	deferred bool       // a repair waits for the gate: its timer makes it
 	next     nextRepair // what the next repair undoes, and whose change it was
 	wakeAt   deadline   // the deferred repair, or the fight's end
@@ -136,20 +137,35 @@ func (g *repairGate) changed(d drain) (wait time.Duration, fc fightChange) {
 		g.deferred = false
 		return 0, fc
 	}
-	g.deferred = true
+	g.granted, g.deferred = false, true
 	return dec.At.Sub(now), fc
 }
 
-// repairing: a repair is made now; nothing waits any more.
-func (g *repairGate) repairing() { g.deferred = false }
+// repairing: the gate allows a repair now; nothing waits any more.
+func (g *repairGate) repairing() { g.granted, g.deferred = true, false }
 
-// deferring: a repair waits for the gate. Whatever re-asserts the level on a
-// timer (resync, expectation) must not make it early; the gate's own timer
-// makes it when due.
+// deferring: a repair waits for the gate's timer.
 func (g *repairGate) deferring() bool { return g.deferred }
 
+// mayWrite is the gate's answer for any write that would undo an outstanding
+// change (a repair, whatever asked for it: drift, a retry, a re-assert, a
+// version or TLS change): true when nothing is outstanding, when the gate
+// allowed this repair, or when its budget and quiet allow it now. A write
+// it refuses waits for the gate's timer, which makes it when due.
+func (g *repairGate) mayWrite() bool {
+	if !g.outstanding() || g.granted {
+		return true
+	}
+	if _, dec := g.policy.Due(g.log, g.clock.Now()); dec.Repair {
+		return true
+	}
+	g.deferred = true
+	return false
+}
+
 // due answers the gate's timer: repair is true when the deferred repair is
-// due now and the level still wants it (enabled).
+// due now and the level still wants it (enabled). A level that does not
+// drops the timer's claim; a write it allows later asks mayWrite.
 func (g *repairGate) due(enabled bool) (repair bool, fc fightChange) {
 	now := g.clock.Now()
 	var dec repairgate.Decision
@@ -172,7 +188,7 @@ func (g *repairGate) due(enabled bool) (repair bool, fc fightChange) {
 
 // repaired records a repair that wrote: it undid every outstanding change.
 func (g *repairGate) repaired() {
-	g.deferred = false // whatever waited is undone now
+	g.granted, g.deferred = false, false // whatever waited is undone now
 	now := g.clock.Now()
 	g.log = g.policy.Repaired(g.log, now)
 }
@@ -180,7 +196,7 @@ func (g *repairGate) repaired() {
 // stood records that a repair found nothing to undo: the other writers put
 // back what the controller wants.
 func (g *repairGate) stood() {
-	g.deferred = false
+	g.granted, g.deferred = false, false
 	g.log = g.policy.Stood(g.log, g.clock.Now())
 }
 
@@ -190,7 +206,7 @@ func (g *repairGate) stood() {
 func (g *repairGate) reset() (ended bool) {
 	ended = g.fighting()
 	g.log = repairgate.ForgetWriters(g.log)
-	g.deferred = false
+	g.granted, g.deferred = false, false
 	g.next = nextRepair{}
 	g.wakeAt.stop()
 	return ended
@@ -231,6 +247,26 @@ func (g *repairGate) backoffNote() string {
 		note += "; " + strings.Join(undid, ", ")
 	}
 	return note
+}
+
+// waiting is the repair the budget holds back, for status: whose change
+// waits and until when; nil when none does, or only quiet.
+func (g *repairGate) waiting() *status.RepairWait {
+	now := g.clock.Now()
+	if !g.deferred || !g.policy.BudgetAllows(g.log, 1).After(now) {
+		return nil
+	}
+	_, dec := g.policy.Due(g.log, now)
+	if dec.At.IsZero() {
+		return nil
+	}
+	w := &status.RepairWait{At: dec.At}
+	for _, wr := range g.log.Writers() {
+		if wr.Outstanding {
+			w.Writers = append(w.Writers, wr.Name)
+		}
+	}
+	return w
 }
 
 // conflict is the fights for status, nil when there is none: every

@@ -502,7 +502,7 @@ func (s *propSim) ready() []loopSource {
 	s.clock.SetTime(s.clock.Now())
 	var r []loopSource
 	for _, src := range s.sources() {
-		if !src.result && !src.ch.IsNil() && src.ch.Len() > 0 {
+		if !src.result && src.pending() {
 			r = append(r, src)
 		}
 	}
@@ -540,8 +540,8 @@ func (s *propSim) dispatch(w wake) {
 	var payload any
 	for _, src := range s.ready() {
 		if src.wake == w {
-			if v, ok := src.ch.TryRecv(); ok {
-				payload = v.Interface()
+			if v, ok := src.take(); ok {
+				payload = v
 			}
 			break
 		}
@@ -866,7 +866,6 @@ type repairWitness struct {
 	// again re-enables.
 	repairable                bool
 	drains, deferred, gateDue bool
-	version                   string
 }
 
 func (s *propSim) witness(what string) repairWitness {
@@ -881,7 +880,6 @@ func (s *propSim) witness(what string) repairWitness {
 		drains:     drains,
 		deferred:   s.c.gate.deferring(),
 		gateDue:    s.c.gate.wakeAt.due(s.clock.Now()),
-		version:    s.c.known.version,
 	}
 }
 
@@ -891,7 +889,8 @@ func (s *propSim) witness(what string) repairWitness {
 // count each (one whose answer was lost once the controller learns it was
 // made: settleAndCheck checks it then); and while the gate defers a repair,
 // only the gate may make it: on its timer, or on new drift it decides on (a
-// change of the version the controller targets is an upgrade).
+// change of the version the controller targets is no exception: its write
+// undoes the change as well).
 func (s *propSim) checkRepairMade(w repairWitness, what string) {
 	if s.undid == w.undid || !w.repairable {
 		return
@@ -900,7 +899,7 @@ func (s *propSim) checkRepairMade(w repairWitness, what string) {
 	if !s.ambiguous {
 		s.checkRepairsCounted(what)
 	}
-	if w.deferred && !w.gateDue && !w.drains && s.c.known.version == w.version {
+	if w.deferred && !w.gateDue && !w.drains {
 		s.violate("repair-before-the-gate", fmt.Sprintf("the %s wrote over someone else's change while the repair gate deferred its repair", what))
 	}
 	s.checkRepairBudget()

@@ -87,6 +87,7 @@ func (c *Controller) snapshot() status.Snapshot {
 	s.ConfigError = c.config.LastError()
 	s.Stuck = c.rollouts.stuck
 	s.Conflict = c.gate.conflict()
+	s.RepairWaits = c.gate.waiting()
 	s.TLSProfileUnknown = c.known.tlsUnknown
 	return s
 }

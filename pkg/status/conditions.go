@@ -124,6 +124,9 @@ func DegradedReasons() []string {
 // insights-config was rejected, else False [AsExpected]. A failing action and
 // a rejected config together report the action's reason and both messages.
 //
+// While the repair gate holds a repair back for its budget (RepairWaits),
+// Available's message ends with whose change waits, why, and until when.
+//
 // While the cluster TLS profile is unknown (TLSProfileUnknown), Available's
 // message ends with why and what kube-rbac-proxy gets meanwhile, unless the
 // runtime extractor is being removed or is disabled.
@@ -132,6 +135,9 @@ func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 		return starting()
 	}
 	out := []configv1.ClusterOperatorStatusCondition{available(s), progressing(s), degraded(s)}
+	if s.RepairWaits != nil && !removing(s) {
+		out[0].Message += "; " + s.RepairWaits.message()
+	}
 	if s.TLSProfileUnknown != "" && !removing(s) {
 		out[0].Message += "; " + s.TLSProfileUnknown
 	}

@@ -496,6 +496,26 @@ func TestConditionsSayTheTLSProfileIsUnknown(t *testing.T) {
 	assert.NotContains(t, Conditions(disabled)[0].Message, "TLS profile")
 }
 
+// A repair the gate holds back for its budget is said in Available's
+// message: whose change, why, and the time it will be made (not a countdown,
+// so the message stays as it is while it waits).
+func TestConditionsSayARepairWaitsForTheBudget(t *testing.T) {
+	at := time.Date(2026, 12, 5, 13, 45, 2, 0, time.UTC)
+	known := Snapshot{State: fsm.StateRunning, Present: true, Desired: 2, Updated: 2, Available: 2, RolledOut: true}
+	waits := known
+	waits.RepairWaits = &RepairWait{Writers: []string{"kubectl-patch"}, At: at}
+	assert.False(t, known.Equal(waits), "a repair that starts to wait is news")
+	got, was := Conditions(waits), Conditions(known)
+	assert.Equal(t, was[0].Message+"; the change by kubectl-patch waits for its repair until 2026-12-05T13:45:02Z: the repair budget is spent", got[0].Message)
+	assert.Equal(t, was[1:], got[1:], "Progressing and Degraded do not change")
+	later := waits
+	later.RepairWaits = &RepairWait{Writers: []string{"kubectl-patch"}, At: at}
+	assert.True(t, waits.Equal(later), "the same wait is no news")
+
+	deleting := Snapshot{State: fsm.StateDeleting, RepairWaits: waits.RepairWaits}
+	assert.NotContains(t, Conditions(deleting)[0].Message, "waits for its repair")
+}
+
 // A retry that fails as the last one did changes no condition and compares
 // equal, so it costs no status write; the failure persisting past the
 // inertia is news.

@@ -38,6 +38,9 @@ type Snapshot struct {
 	// Conflict is set while another writer keeps undoing the controller's
 	// repairs (a tug-of-war).
 	Conflict *ConflictingWriter
+	// RepairWaits is set while the repair gate holds a repair back for its
+	// budget.
+	RepairWaits *RepairWait
 
 	// Holding: insights-config is invalid and this process has seen no good
 	// config since it started, so it changes nothing (State stays as it began).
@@ -79,7 +82,7 @@ func (s Snapshot) Equal(o Snapshot) bool {
 		s.Desired == o.Desired && s.Updated == o.Updated && s.Available == o.Available &&
 		failing(s) == failing(o) && s.FailurePersists == o.FailurePersists &&
 		errorText(s.LastError) == errorText(o.LastError) && errorText(s.ConfigError) == errorText(o.ConfigError) &&
-		s.Stuck.equal(o.Stuck) && s.Conflict.equal(o.Conflict) &&
+		s.Stuck.equal(o.Stuck) && s.Conflict.equal(o.Conflict) && s.RepairWaits.equal(o.RepairWaits) &&
 		s.Holding == o.Holding && s.Present == o.Present && s.AppliedVersion == o.AppliedVersion &&
 		s.RolledOut == o.RolledOut && s.MaxUnavailable == o.MaxUnavailable && slices.Equal(s.UnavailableNodes, o.UnavailableNodes) &&
 		s.UnavailableNodesDenied == o.UnavailableNodesDenied && s.Terminating == o.Terminating && slices.Equal(s.Finalizers, o.Finalizers) &&

@@ -78,7 +78,8 @@ type WriterCount struct {
 // message names the writers, not how often each undid a repair nor for how
 // long: those grow during the fight, and the Warning Events and the metrics
 // carry them. ConflictingWriter is "for a while" by construction (the verdict
-// takes several undos by one writer), so it needs no inertia of its own.
+// takes several undos, or a spent repair budget), so it needs no inertia of
+// its own.
 func (w *ConflictingWriter) message() string {
 	return fmt.Sprintf("another writer keeps undoing the controller's repairs of the DaemonSet: changes by %s; "+
 		"repairs now come at most every %s. Likely another copy of this controller with another manifest "+
@@ -115,4 +116,28 @@ func (w *ConflictingWriter) equal(o *ConflictingWriter) bool {
 		return w == o
 	}
 	return w.RepairEvery == o.RepairEvery && slices.Equal(w.managers(), o.managers())
+}
+
+// RepairWait is someone else's change whose repair the repair gate holds
+// back until its budget allows it.
+type RepairWait struct {
+	// Writers name whose change waits: field managers, or a description
+	// when managedFields names no one; sorted.
+	Writers []string
+	// At is when the repair will be made.
+	At time.Time
+}
+
+// message gives the time, not a countdown, so that it does not change while
+// the repair waits.
+func (w *RepairWait) message() string {
+	return fmt.Sprintf("the change by %s waits for its repair until %s: the repair budget is spent",
+		strings.Join(w.Writers, ", "), w.At.UTC().Format(time.RFC3339))
+}
+
+func (w *RepairWait) equal(o *RepairWait) bool {
+	if w == nil || o == nil {
+		return w == o
+	}
+	return w.At.Equal(o.At) && slices.Equal(w.Writers, o.Writers)
 }
