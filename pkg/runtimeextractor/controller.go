@@ -259,11 +259,11 @@ func (c *Controller) Run(ctx context.Context) {
 	defer resync.Stop()
 	in := loopInputs{config: configHint, version: versionHint, resync: resync.C()}
 	for {
-		src, payload, ok := receive(ctx, c.loopSources(in))
+		w, payload, ok := c.receive(ctx, in)
 		if !ok {
 			return
 		}
-		c.handle(ctx, src.wake, payload)
+		c.handle(ctx, w, payload)
 		c.afterWake(ctx)
 	}
 }

@@ -2,22 +2,24 @@ package runtimeextractor
 
 import (
 	"context"
-	"reflect"
 	"slices"
 	"time"
 )
 
-// The loop's scheduler: one table of what Run receives from, and one rule for
-// which ready source goes first. Run and the convergence model both take
-// their sources from loopSources and their choice from pick, so the model
-// checks the order that ships.
+// The loop's inputs. Run receives them in one typed select (receive), drift
+// first; the convergence model takes the same channels from loopSources and
+// chooses among the ready ones by pick, the same rule.
 
-// loopSource is one input of Run's select: the channel, the wake it means,
-// and its rank (lower ranks are taken first when several are ready).
+// loopSource is one input of the loop, as the model sees it: the wake it
+// means, its rank (lower ranks are taken first when several are ready), and
+// its channel's readiness and receive.
 type loopSource struct {
 	wake wake
 	rank int
-	ch   reflect.Value // a receive channel; a nil channel is never ready
+	// pending reports whether a value waits; take receives it without
+	// waiting (false when none does). A nil channel is never pending.
+	pending func() bool
+	take    func() (any, bool)
 	// result: the channel carries the result of a read made off the loop
 	// (a stuck rollout's diagnosis, the unavailable nodes' names). The
 	// convergence model has no API latency to time those reads by, so it
@@ -41,18 +43,64 @@ type loopInputs struct {
 	resync          <-chan time.Time
 }
 
-// loopSources is the table of everything Run receives from, as the parts are
-// now (the alarm's channel changes when it is re-armed), ctx.Done aside.
-func (c *Controller) loopSources(in loopInputs) []loopSource {
-	var tlsChanged <-chan struct{}
-	if c.cfg.tls != nil {
-		tlsChanged = c.cfg.tls.Changed()
+// tlsChanged is the TLS profile's notification channel, nil (never ready)
+// without a profile source.
+func (c *Controller) tlsChanged() <-chan struct{} {
+	if c.cfg.tls == nil {
+		return nil
 	}
+	return c.cfg.tls.Changed()
+}
+
+// receive waits for the loop's next input, drift first: a drift that is
+// ready is taken before anything else that is (the Go runtime chooses at
+// random among the ready cases of one select). It reports false once ctx is
+// done. Its cases are loopSources' rows.
+func (c *Controller) receive(ctx context.Context, in loopInputs) (wake, any, bool) {
+	if ctx.Err() != nil {
+		return 0, nil, false
+	}
+	select {
+	case <-c.informer.ResourceModified():
+		return wakeDrift, nil, true
+	default:
+	}
+	select {
+	case <-ctx.Done():
+		return 0, nil, false
+	case <-c.informer.ResourceModified():
+		return wakeDrift, nil, true
+	case <-in.config:
+		return wakeConfig, nil, true
+	case <-in.version:
+		return wakeVersion, nil, true
+	case <-c.cfg.versions.Changed():
+		return wakeVersion, nil, true
+	case <-c.tlsChanged():
+		return wakeTLS, nil, true
+	case <-c.own.hints:
+		return wakeDriftHint, nil, true
+	case <-c.informer.rollout:
+		return wakeRollout, nil, true
+	case <-in.resync:
+		return wakeResync, nil, true
+	case <-c.alarm.C():
+		return wakeAlarm, nil, true
+	case r := <-c.rollouts.result:
+		return wakeDiagnosis, r, true
+	case r := <-c.rollouts.named:
+		return wakeNodesNamed, r, true
+	}
+}
+
+// loopSources is the table of what receive selects on, as the parts are now
+// (the alarm's channel changes when it is re-armed), ctx.Done aside.
+func (c *Controller) loopSources(in loopInputs) []loopSource {
 	return []loopSource{
 		source(wakeConfig, rankOther, in.config),
 		source(wakeVersion, rankOther, in.version),
 		source(wakeVersion, rankOther, c.cfg.versions.Changed()),
-		source(wakeTLS, rankOther, tlsChanged),
+		source(wakeTLS, rankOther, c.tlsChanged()),
 		source(wakeDrift, rankDrift, c.informer.ResourceModified()),
 		source(wakeDriftHint, rankOther, c.own.hints),
 		source(wakeRollout, rankOther, c.informer.rollout),
@@ -64,7 +112,16 @@ func (c *Controller) loopSources(in loopInputs) []loopSource {
 }
 
 func source[T any](w wake, rank int, ch <-chan T) loopSource {
-	return loopSource{wake: w, rank: rank, ch: reflect.ValueOf(ch)}
+	return loopSource{wake: w, rank: rank,
+		pending: func() bool { return len(ch) > 0 },
+		take: func() (any, bool) {
+			select {
+			case v, ok := <-ch:
+				return v, ok
+			default:
+				return nil, false
+			}
+		}}
 }
 
 func resultOf[T any](w wake, ch <-chan T) loopSource {
@@ -85,49 +142,4 @@ func pick(ready []loopSource, choose func(n int) int) loopSource {
 		}
 	}
 	return equal[choose(len(equal))]
-}
-
-// receive waits for the next source by pick's rule: a rank's ready sources
-// are tried, without waiting, before any of a higher rank; when none is
-// ready, it waits for whichever is first. It reports false once ctx is done.
-func receive(ctx context.Context, table []loopSource) (loopSource, any, bool) {
-	if ctx.Err() != nil {
-		return loopSource{}, nil, false
-	}
-	ranks := make([]int, 0, 2)
-	for _, s := range table {
-		ranks = append(ranks, s.rank)
-	}
-	slices.Sort(ranks)
-	ranks = slices.Compact(ranks)
-	for _, rank := range ranks[:len(ranks)-1] {
-		var of []loopSource
-		for _, s := range table {
-			if s.rank == rank {
-				of = append(of, s)
-			}
-		}
-		if src, v, ok := selectFrom(ctx, of, false); ok {
-			return src, v, true
-		}
-	}
-	return selectFrom(ctx, table, true)
-}
-
-// selectFrom receives from one of sources, waiting when block is set (until
-// ctx is done) and not otherwise.
-func selectFrom(ctx context.Context, sources []loopSource, block bool) (loopSource, any, bool) {
-	cases := make([]reflect.SelectCase, 0, len(sources)+1)
-	for _, s := range sources {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: s.ch})
-	}
-	last := reflect.SelectCase{Dir: reflect.SelectDefault}
-	if block {
-		last = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}
-	}
-	chosen, v, _ := reflect.Select(append(cases, last))
-	if chosen == len(sources) {
-		return loopSource{}, nil, false
-	}
-	return sources[chosen], v.Interface(), true
 }

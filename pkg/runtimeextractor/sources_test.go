@@ -55,29 +55,52 @@ func TestPickTakesDriftFirst(t *testing.T) {
 	}
 }
 
-// TestReceiveTakesDriftFirst is pick's rule in Run's own receive: with every
-// source ready, drift goes first, every time (the Go runtime chooses at
-// random among the cases of one select).
+// TestReceiveTakesDriftFirst is pick's rule in Run's own receive: with
+// drift and other inputs ready, drift goes first, every time (the Go runtime
+// chooses at random among the cases of one select); then the others.
 func TestReceiveTakesDriftFirst(t *testing.T) {
+	s := newScriptedSim(t, true)
+	config, resync := make(chan struct{}, 1), make(chan time.Time, 1)
+	in := loopInputs{config: config, resync: resync}
+	drainSources(s.c, in)
 	for range 50 {
-		src, _, ok := receive(context.Background(), readyTable())
-		if !ok || src.wake != wakeDrift {
-			t.Fatalf("receive took %s (ok %v) with drift ready", src.wake, ok)
+		config <- struct{}{}
+		resync <- time.Time{}
+		notify(s.ri.modified)
+		if w, _, ok := s.c.receive(context.Background(), in); !ok || w != wakeDrift {
+			t.Fatalf("receive took %s (ok %v) with drift ready", w, ok)
+		}
+		seen := map[wake]bool{}
+		for range 2 {
+			w, _, _ := s.c.receive(context.Background(), in)
+			seen[w] = true
+		}
+		if !seen[wakeConfig] || !seen[wakeResync] {
+			t.Fatalf("after the drift, receive took %v, want the config and the resync", seen)
 		}
 	}
 }
 
 func TestReceiveWaitsAndEndsWithTheContext(t *testing.T) {
-	ch := make(chan int)
-	table := []loopSource{source(wakeDiagnosis, rankOther, (<-chan int)(ch)), source(wakeDrift, rankDrift, (<-chan struct{})(nil))}
-	go func() { ch <- 7 }()
-	src, payload, ok := receive(context.Background(), table)
-	if !ok || src.wake != wakeDiagnosis || payload != 7 {
-		t.Fatalf("receive = %s, %v, %v; want the diagnosis with its payload 7", src.wake, payload, ok)
+	s := newScriptedSim(t, true)
+	drainSources(s.c, loopInputs{})
+	go func() { s.c.rollouts.result <- stuckResult{} }()
+	if w, payload, ok := s.c.receive(context.Background(), loopInputs{}); !ok || w != wakeDiagnosis || payload == nil {
+		t.Fatalf("receive = %s, %v, %v; want the diagnosis with its payload", w, payload, ok)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go cancel()
-	if src, _, ok := receive(ctx, table); ok {
-		t.Fatalf("receive took %s after the context ended", src.wake)
+	if w, _, ok := s.c.receive(ctx, loopInputs{}); ok {
+		t.Fatalf("receive took %s after the context ended", w)
+	}
+}
+
+// drainSources takes whatever waits on c's inputs, so that a test's own
+// notifications are all that is ready.
+func drainSources(c *Controller, in loopInputs) {
+	for _, src := range c.loopSources(in) {
+		for src.pending() {
+			src.take()
+		}
 	}
 }
