@@ -24,7 +24,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 build:
 	$(GO) build -ldflags '$(if $(VERSION),-X main.version=$(VERSION))' -o $(BIN) ./cmd/runtime-extractor-controller
 
-# Builds the local cluster's binaries into bin/ (cached by version; 6 to 12 min cold
+# Builds the local cluster's binaries into bin/ (cached by version; about 12 min cold
 # on 2 cores).
 tools:
 	./hack/build-tools.sh
@@ -36,16 +36,16 @@ test: tools build model schema rules
 
 # Every sequence of up to 5 outside events over the model's core alphabet,
 # and of up to 3 over its repairs alphabet, states pruned
-# (TestModelExhaustive); about 1.5 min on 2 cores. MODEL_DEPTH=<n> changes the
+# (TestModelExhaustive); about 3 min on 2 cores. MODEL_DEPTH=<n> changes the
 # core depth.
 MODEL_DEPTH ?= 5
 model:
 	$(GO) test -count=1 -run '^TestModelExhaustive$$' -v ./pkg/runtimeextractor -model.depth=$(MODEL_DEPTH)
 
 # The model finds each defect of testdata/model-reverts with its fix undone
-# (testdata/model-reverts/*.patch, each applied to a scratch worktree of HEAD);
-# prints each shortest failing sequence. About 2 min on 2 cores (20 patches; each
-# stops at the first depth that finds its defect).
+# (testdata/model-reverts/*.patch, each applied to a scratch worktree of HEAD),
+# by the invariant the patch names, after a baseline run on HEAD that must find
+# nothing; prints each shortest failing sequence.
 model-reverts:
 	./hack/model-reverts.sh
 

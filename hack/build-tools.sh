@@ -2,7 +2,7 @@
 # Builds the local cluster's binaries (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok) from the Go module proxy into bin/, keyed by the hash of each
 # tool module's go.mod/go.sum and the Go version: a binary is rebuilt only when its
-# version changes. A cold build takes 15 minutes or more on 2 cores; progress is
+# version changes. A cold build takes about 12 minutes on 2 cores; progress is
 # printed every 30 s. bin/<name> links to the current bin/cache/<name>-<key>.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

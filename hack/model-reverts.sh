@@ -8,7 +8,11 @@
 # instead (TestPropertyControllerConverges, its 2000 seeds): a defect of the
 # scheduler's order shows only where the loop may choose among ready sources,
 # which the exhaustive mode does in the table's order.
-# Exits 1 when a patch no longer applies or the model misses a defect.
+# First the model runs on HEAD as it is, both alphabets: it must find
+# nothing, or no revert below proves anything. A revert counts as found only
+# when the model fails with the invariant its "invariant: <name>" line names.
+# Exits 1 when the baseline finds something, a patch no longer applies, or
+# the model misses a defect or finds it by another invariant.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 scratch=$(mktemp -d)
@@ -19,6 +23,11 @@ cleanup() {
 trap cleanup EXIT
 git -C "$root" worktree add --detach -q "$scratch/tree" HEAD
 status=0
+base=$(cd "$scratch/tree" && go test -count=1 -run '^TestModelExhaustive$' ./pkg/runtimeextractor -v 2>&1 || true)
+echo "baseline: $(grep '^model:' <<<"$base" | tr '\n' ' ')"
+if grep -q 'shortest sequence\|^FAIL\|^--- FAIL' <<<"$base"; then
+  echo "  the model fails on HEAD itself:"; grep -m3 'shortest sequence\|FAIL' <<<"$base"; exit 1
+fi
 # Arguments name patches to run (default: all of them).
 patches=("$@")
 if [[ ${#patches[@]} -eq 0 ]]; then
@@ -34,6 +43,7 @@ for patch in "${patches[@]}"; do
   # The alphabet the patch names ("model: repairs" before its diff), else core.
   alphabet=$(sed -n '/^diff --git/q; s/^model: *\([a-z]*\)$/\1/p' "$patch")
   alphabet=${alphabet:-core}
+  invariant=$(sed -n '/^diff --git/q; s/^invariant: *\([a-z/-]*\)$/\1/p' "$patch")
   if [[ $alphabet == property ]]; then
     out=$(cd "$scratch/tree" && go test -count=1 -run '^TestPropertyControllerConverges$' ./pkg/runtimeextractor 2>&1 || true)
     echo "$name: random mode, 2000 seeds"
@@ -45,6 +55,8 @@ for patch in "${patches[@]}"; do
   fi
   if [[ -z "$found" ]]; then
     echo "  NOT FOUND by the model"; status=1
+  elif [[ -z "$invariant" || "$found" != *" $invariant: "* ]]; then
+    echo "  found by another invariant than the patch names (${invariant:-none}): ${found#*_test.go:*: }"; status=1
   else
     echo "  ${found#*model_test.go:*: }"
   fi

@@ -480,12 +480,7 @@ func TestPropertyConfigRelistWaitsForTheGate(t *testing.T) {
 // the cluster version changes. The upgrade's apply undoes the writer's
 // change too: it is a repair, and used to be made at once, past B(T).
 func TestPropertyVersionChangeWaitsForTheGate(t *testing.T) {
-	s := newScriptedSim(t, true)
-	s.runToRolledOut()
-	s.fight(10)
-	if !s.c.gate.deferring() {
-		t.Fatalf("no repair waits for the gate after the fight\n%s", s.story())
-	}
+	s := repairWaitingForTheBudget(t)
 	if msg := status.Conditions(s.c.snapshot())[0].Message; !strings.Contains(msg, "waits for its repair until") {
 		t.Errorf("Available does not say that a repair waits: %s", msg)
 	}
@@ -501,12 +496,7 @@ func TestPropertyVersionChangeWaitsForTheGate(t *testing.T) {
 // it again. The apply that follows undoes the writer's change: it used to
 // be made at once, before the budget allowed it.
 func TestPropertyRefusedDeleteThenReenableWaitsForTheGate(t *testing.T) {
-	s := newScriptedSim(t, true)
-	s.runToRolledOut()
-	s.fight(10)
-	if !s.c.gate.deferring() {
-		t.Fatalf("no repair waits for the gate after the fight\n%s", s.story())
-	}
+	s := repairWaitingForTheBudget(t)
 	s.setRefused("delete", true)
 	s.flipConfig()
 	s.runThroughDoor()
@@ -517,4 +507,18 @@ func TestPropertyRefusedDeleteThenReenableWaitsForTheGate(t *testing.T) {
 	s.flipConfig()
 	s.runThroughDoor()
 	s.settleAndReport()
+}
+
+// repairWaitingForTheBudget is a controller that has rolled out and repaired
+// a writer's changes until the repair budget is spent: the next repair
+// waits for the gate.
+func repairWaitingForTheBudget(t *testing.T) *propSim {
+	t.Helper()
+	s := newScriptedSim(t, true)
+	s.runToRolledOut()
+	s.fight(10)
+	if !s.c.gate.deferring() {
+		t.Fatalf("no repair waits for the gate after the fight\n%s", s.story())
+	}
+	return s
 }

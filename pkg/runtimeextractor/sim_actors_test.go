@@ -421,9 +421,10 @@ func (s *propSim) burstAfterOtherEdits() {
 			named++
 		}
 	}
+	s.waitOnTimers(5 * time.Second) // what the gate made meanwhile is not the burst's repair
 	writes := s.controllerWrites
-	room := named < repairgate.MaxNamedWriters && p.Available(s.c.gate.log, s.clock.Now().Add(5*time.Second)) >= 1
-	step(5*time.Second, burster, "quay.io/someone/patch:0")
+	room := named < repairgate.MaxNamedWriters && p.Available(s.c.gate.log, s.clock.Now()) >= 1
+	step(0, burster, "quay.io/someone/patch:0")
 	if room && s.controllerWrites == writes {
 		s.violate("first-edit-waits", fmt.Sprintf("%s's first change waited, with room in the repair budget (%s)", burster, s.c.gate.backoffNote()))
 	}
@@ -743,25 +744,11 @@ func (s *propSim) clearManagedFields() {
 
 // periodicSync is a GitOps tool's periodic sync that undoes the repairs
 // every 3 minutes, 4 times: by the 4th it has undone at least 3 repairs,
-// and must be reported as a fight (the API answers throughout).
+// and must be reported as a fight.
 func (s *propSim) periodicSync() {
-	if s.stored() == nil || s.cfg.disabled || s.c.holding() {
-		return
-	}
-	for _, v := range []string{"create", "update", "delete"} {
-		s.setRefused(v, false)
-	}
-	s.runThroughDoor()
-	s.logf("a GitOps tool syncs its image every 3 minutes, 4 times")
-	for i := range 4 {
-		if i > 0 {
-			s.waitOnTimers(3 * time.Minute)
-		}
-		s.writeAndRun(0, "argocd-controller", "quay.io/gitops/extractor:synced")
-	}
-	if len(s.violations) == 0 && !s.c.gate.fighting() {
-		s.violate("periodic-unreported", "a writer that undid 3 repairs, one every 3 minutes, is not reported as a fight")
-	}
+	s.syncing("a GitOps tool syncs its image every 3 minutes, 4 times", 3*time.Minute, 4,
+		func(int) (string, string) { return "argocd-controller", "quay.io/gitops/extractor:synced" },
+		"periodic-unreported", "a writer that undid 3 repairs, one every 3 minutes, is not reported as a fight")
 }
 
 // rotatingNames is a writer that escapes any one name's window (issue 46,
@@ -769,6 +756,17 @@ func (s *propSim) periodicSync() {
 // turn, so each name undoes a repair only every 38 minutes. After 11 writes
 // (6 undos) it must be reported as a fight.
 func (s *propSim) rotatingNames() {
+	s.syncing("a writer syncs its image every 7.6 minutes under 5 names in turn, 11 times", 7*time.Minute+36*time.Second, 11,
+		func(i int) (string, string) {
+			return fmt.Sprintf("rotating-%d", i%5), fmt.Sprintf("quay.io/rotating/extractor:%d", i%2)
+		},
+		"rotation-unreported", "a writer that undid 6 repairs within an hour under 5 names in turn is not reported as a fight")
+}
+
+// syncing is a writer that writes the image every period, n times, its
+// i-th write as write(i) says (manager, image), while the API answers; it
+// must then be reported as a fight, else the violation kind says why.
+func (s *propSim) syncing(what string, period time.Duration, n int, write func(i int) (string, string), kind, why string) {
 	if s.stored() == nil || s.cfg.disabled || s.c.holding() {
 		return
 	}
@@ -776,15 +774,16 @@ func (s *propSim) rotatingNames() {
 		s.setRefused(v, false)
 	}
 	s.runThroughDoor()
-	s.logf("a writer syncs its image every 7.6 minutes under 5 names in turn, 11 times")
-	for i := range 11 {
+	s.logf("%s", what)
+	for i := range n {
 		if i > 0 {
-			s.waitOnTimers(7*time.Minute + 36*time.Second)
+			s.waitOnTimers(period)
 		}
-		s.writeAndRun(0, fmt.Sprintf("rotating-%d", i%5), fmt.Sprintf("quay.io/rotating/extractor:%d", i%2))
+		manager, image := write(i)
+		s.writeAndRun(0, manager, image)
 	}
 	if len(s.violations) == 0 && !s.c.gate.fighting() {
-		s.violate("rotation-unreported", "a writer that undid 6 repairs within an hour under 5 names in turn is not reported as a fight")
+		s.violate(kind, why)
 	}
 }
 

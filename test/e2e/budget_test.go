@@ -7,8 +7,12 @@ import (
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
@@ -146,4 +150,70 @@ func offsetsFrom(start time.Time, ts []time.Time) string {
 		s += fmt.Sprintf("%+.1fs ", t.Sub(start).Seconds())
 	}
 	return s
+}
+
+// TestAnAdminsRunOfEditsIsRepairedWithin5s (issue 46, escape 7) runs the
+// shipped binary as its ServiceAccount against an admin's run of edits: 3
+// deletions back to back; a minute later 3 image edits by kubectl patch; a
+// label removal by kubectl label; a 20 s storm of kubectl patch; and, past
+// 2 minutes from the start, one more deletion. The repair budget B(T) allows
+// every repair, so each change (a storm's last) is undone within 5 s.
+func TestAnAdminsRunOfEditsIsRepairedWithin5s(t *testing.T) {
+	e := newEnv(t)
+	kubeconfig, _ := e.controllerAccountKubeconfig()
+	c, ds := e.deployed(controllerOpts{kubeconfig: kubeconfig})
+	want := testcluster.ExtractorImage(ds)
+	ctx := context.Background()
+	patch := &fightWriter{kube: e.kubeClientAs("kubectl-patch"), manager: "kubectl-patch",
+		images: [2]string{"quay.io/someone/edit:a", "quay.io/someone/edit:b"}, first: make(chan struct{})}
+	// within fails the test unless repaired holds within 5 s of changed.
+	within := func(what string, changed time.Time, repaired func(*appsv1.DaemonSet) bool) {
+		t.Helper()
+		var at time.Time
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			at = time.Now()
+			return repaired(e.daemonSet()), nil
+		})
+		took := at.Sub(changed)
+		t.Logf("%s: repaired %s after it", what, took.Round(10*time.Millisecond))
+		if err != nil || took > 5*time.Second {
+			t.Errorf("%s was repaired %s after it (err %v), want within 5s; controller log (tail):\n%s", what, took.Round(10*time.Millisecond), err, tail(c.Log, 20))
+		}
+	}
+	imageBack := func(cur *appsv1.DaemonSet) bool { return cur != nil && testcluster.ExtractorImage(cur) == want }
+	deleteOnce := func(what string) {
+		old := e.deleteDaemonSetAsSomeoneElse()
+		within(what, time.Now(), func(cur *appsv1.DaemonSet) bool { return cur != nil && cur.UID != old.UID })
+	}
+	start := time.Now()
+	for i := range 3 {
+		deleteOnce(fmt.Sprintf("deletion %d", i+1))
+	}
+	// The scenario's pauses are the admin's, not waits for anything.
+	time.Sleep(time.Until(start.Add(time.Minute)))
+	for i := range 3 {
+		patch.write(ctx, patch.images[i%2])
+		within(fmt.Sprintf("image edit %d", i+1), time.Now(), imageBack)
+	}
+	label := e.kubeClientAs("kubectl-label")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := label.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		delete(cur.Labels, resources.LabelManagedBy)
+		_, err = label.AppsV1().DaemonSets(ns).Update(ctx, cur, metav1.UpdateOptions{FieldManager: "kubectl-label"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	within("the label removal", time.Now(), func(cur *appsv1.DaemonSet) bool {
+		return cur != nil && cur.Labels[resources.LabelManagedBy] == resources.ManagedByValue
+	})
+	<-patch.run(ctx, 200*time.Millisecond, 20*time.Second)
+	writes := patch.summary().writes
+	within("the storm's last change", writes[len(writes)-1], imageBack)
+	time.Sleep(time.Until(start.Add(2*time.Minute + 5*time.Second)))
+	deleteOnce("the last deletion")
 }
