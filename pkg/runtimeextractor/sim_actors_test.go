@@ -413,17 +413,23 @@ func (s *propSim) burstAfterOtherEdits() {
 	}
 	s.logf("5s later, %s changes the image 10 times, 100ms apart", burster)
 	p := DefaultRepairPolicy()
-	// A writer the gate has room to keep apart, with room in the budget,
-	// has its first change undone at once.
-	named := 0
+	// A writer the gate has room to keep apart (fewer than MaxNamedWriters
+	// named, and no record of the other writers, where a new name counts
+	// while it lasts), with room in the budget, has its first change undone
+	// at once.
+	named, others := 0, false
 	for _, w := range s.c.gate.log.Writers() {
-		if w.Name != repairgate.OtherWriters && w.Name != repairgate.Unnamed {
+		switch w.Name {
+		case repairgate.OtherWriters:
+			others = true
+		case repairgate.Unnamed:
+		default:
 			named++
 		}
 	}
 	s.waitOnTimers(5 * time.Second) // what the gate made meanwhile is not the burst's repair
 	writes := s.controllerWrites
-	room := named < repairgate.MaxNamedWriters && p.Available(s.c.gate.log, s.clock.Now()) >= 1
+	room := named < repairgate.MaxNamedWriters && !others && p.Available(s.c.gate.log, s.clock.Now()) >= 1
 	step(0, burster, "quay.io/someone/patch:0")
 	if room && s.controllerWrites == writes {
 		s.violate("first-edit-waits", fmt.Sprintf("%s's first change waited, with room in the repair budget (%s)", burster, s.c.gate.backoffNote()))
