@@ -164,7 +164,8 @@ func run(ctx context.Context, cctx *controllercmd.ControllerContext, opts *contr
 	}
 
 	if p := opts.repairPolicy; !p.Valid() {
-		return fmt.Errorf("--repair-burst (%d) must be more than 2, --repair-every (%s) positive, --repair-settle (%s) from 0 to 1m", p.Burst, p.Every, p.Settle)
+		return fmt.Errorf("--repair-burst (%d) must be at least 1, --repair-every (%s) positive, --repair-settle (%s) from 0 to %s (the longest a repair waits for quiet)",
+			p.Burst, p.Every, p.Settle, p.MaxDefer)
 	}
 	controllerOpts := []runtimeextractor.Option{
 		runtimeextractor.WithResync(opts.resync),
