@@ -250,14 +250,16 @@ func (g *repairGate) backoffNote() string {
 }
 
 // waiting is the repair the budget holds back, for status: whose change
-// waits and until when; nil when none does, or only quiet.
+// waits and until when; nil when none does, only quiet, or the wait ends
+// within the status writer's spacing (StatusMaxDelay): it could not be shown
+// before it ended, and would cost two status writes for nothing.
 func (g *repairGate) waiting() *status.RepairWait {
 	now := g.clock.Now()
 	if !g.deferred || !g.policy.BudgetAllows(g.log, 1).After(now) {
 		return nil
 	}
 	_, dec := g.policy.Due(g.log, now)
-	if dec.At.IsZero() {
+	if dec.At.Sub(now) < StatusMaxDelay {
 		return nil
 	}
 	w := &status.RepairWait{At: dec.At}
