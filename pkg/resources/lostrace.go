@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/openshift/library-go/pkg/operator/resource/resourcehelper"
@@ -17,6 +18,32 @@ import (
 // Lost races: a write based on a stale cache ran into someone else's change
 // (Conflict, NotFound, AlreadyExists), or into an object that cannot be
 // updated into the desired one.
+
+// ErrLostToAnotherWriter: an apply lost a race to another writer's change of
+// the DaemonSet (its spec or owned metadata, a deletion, a new object), and
+// did not write over it: that write would undo the change, a repair the
+// caller's repair gate must decide on when the change reaches it as drift.
+var ErrLostToAnotherWriter = errors.New("lost a race to another writer's change, left to the repair gate")
+
+// lostToAnotherWriter: after a lost race, now (the object as read again)
+// shows a change since before (what the last attempt found) that is not this
+// manager's own: someone else's write, which the caller has not seen. A
+// status update (the DaemonSet controller's) changes neither the generation
+// nor the owned metadata. An attempt that found no object (a create that
+// met AlreadyExists) has no change to compare with, and one being deleted
+// is written to by no one: both go on as before.
+func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
+	switch {
+	case before == nil || now != nil && now.DeletionTimestamp != nil:
+		return false
+	case now == nil || now.UID != before.UID:
+		return true
+	case now.Generation != before.Generation && !m.IsOwnWrite(now.UID, now.Generation):
+		return true
+	}
+	meta := OwnedMetadata(now)
+	return !maps.Equal(OwnedMetadata(before), meta) && !m.IsOwnMetadata(now.UID, now.ResourceVersion, meta)
+}
 
 // cacheCatchUp bounds the wait for the cache to show what a lost race ran
 // into (usually another writer's change, such as the DaemonSet controller's

@@ -161,7 +161,9 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 // The first attempt reads the lister; a retry after a Conflict, NotFound or
 // AlreadyExists (a stale cache) waits for the cache to show what the write ran
 // into, and reads the API server only if it does not within cacheCatchUp.
-// Every retry after a second lost race reads the API server.
+// Every retry after a second lost race reads the API server. A retry that
+// finds another writer's change (ErrLostToAnotherWriter) writes nothing: its
+// repair is the caller's repair gate's to decide.
 // library-go's Event (to the log) is recorded only when the DaemonSet was
 // created or updated.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
@@ -198,6 +200,9 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		lost++
 		if err != nil {
 			return err
+		}
+		if lost > 1 && m.lostToAnotherWriter(tried, existing) {
+			return ErrLostToAnotherWriter
 		}
 		tried = existing
 		if existing != nil && existing.DeletionTimestamp != nil {

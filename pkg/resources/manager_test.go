@@ -544,18 +544,22 @@ func TestWrittenGenerationConcurrentReads(t *testing.T) {
 }
 
 // Someone deleted the DaemonSet and the cache has not seen it yet: the update
-// gets NotFound, and a live read turns the retry into a create instead of a
-// failed apply (and a backoff).
-func TestApplyAfterUnseenDeleteCreates(t *testing.T) {
+// gets NotFound, and a live read shows it gone. A create now would undo that
+// deletion, a repair the caller's repair gate decides on once the deletion
+// reaches it: the apply writes nothing more, and says so.
+func TestApplyAfterUnseenDeleteIsLeftToTheGate(t *testing.T) {
 	fc, m := drifted(t)
 	fc.sync()
 	fc.deleteStored()
 	fc.client.ClearActions()
 
-	res := apply(t, m, defaultDesired())
-	expectRequests(t, fc, "apply after an unseen delete", 1, 2) // update (NotFound), GET, create
-	if !res.Changed || !res.Rolls || fc.stored() == nil {
-		t.Fatalf("apply after an unseen delete: result %s, stored %v", summary(res), fc.stored() != nil)
+	_, err := m.Apply(context.Background(), defaultDesired())
+	if !errors.Is(err, ErrLostToAnotherWriter) {
+		t.Fatalf("Apply error = %v, want ErrLostToAnotherWriter", err)
+	}
+	expectRequests(t, fc, "apply after an unseen delete", 1, 1) // update (NotFound), GET
+	if fc.stored() != nil {
+		t.Error("the apply created the DaemonSet someone deleted")
 	}
 }
 
@@ -949,7 +953,8 @@ func TestApplyDoesNotReplaceOnOtherInvalidUpdates(t *testing.T) {
 
 // Someone replaces the foreign object again between the manager's read and
 // its delete: the UID precondition fails (Conflict), so the newer object is
-// not deleted blindly; a fresh read names it, and it is the one replaced.
+// not deleted blindly; a fresh read names it, someone else's new object,
+// whose replace is the repair gate's to decide.
 func TestReplaceNeverDeletesAnUnreadObject(t *testing.T) {
 	// The lost race's wait for the cache costs no time on a fake clock.
 	fc, m := applied(t, WithClock(clocktesting.NewFakeClock(time.Now())))
@@ -963,13 +968,13 @@ func TestReplaceNeverDeletesAnUnreadObject(t *testing.T) {
 		return false, nil, nil // the server's precondition check runs next
 	})
 
-	res, err := m.Apply(context.Background(), defaultDesired())
-	if err != nil {
-		t.Fatalf("Apply: %v", err)
+	_, err := m.Apply(context.Background(), defaultDesired())
+	if !errors.Is(err, ErrLostToAnotherWriter) {
+		t.Fatalf("Apply error = %v, want ErrLostToAnotherWriter: the second object is someone else's change", err)
 	}
-	expectRequests(t, fc, "replace raced by another replace", 1, 5) // update, delete (Conflict), GET, update, delete, create
-	if second == nil || res.Replaced != second.UID || res.Replaced == first.UID || !res.Created {
-		t.Errorf("result %s, replaced %q; want %q replaced by a create", summary(res), res.Replaced, second.UID)
+	expectRequests(t, fc, "replace raced by another replace", 1, 2) // update, delete (Conflict), GET
+	if second == nil || fc.stored() == nil || fc.stored().UID != second.UID || second.UID == first.UID {
+		t.Errorf("stored %v; want the second object, not deleted, left to the repair gate", fc.stored())
 	}
 }
 

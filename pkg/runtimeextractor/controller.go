@@ -64,6 +64,7 @@ type loopMemory struct {
 	tlsUnknown  string      // while tls cannot tell the profile: why, and what kube-rbac-proxy gets
 	deleted     []types.UID // objects this controller deleted, newest last
 	deletedAny  bool        // this controller has deleted the DaemonSet before
+	lostRace    bool        // the last apply lost a race to another writer and wrote nothing
 }
 
 // publication is the latest snapshot, for Status, and the signal of a new one.

@@ -2,6 +2,7 @@ package runtimeextractor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -65,10 +66,17 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	res, err := c.apply(actx)
 	cancel()
-	c.retry.record(t.Action, err, c.cfg.clock.Since(start))
 	if res.Replaced != "" {
 		c.rememberDeleted(res.Replaced) // its delete event is this apply's, not drift
 	}
+	c.known.lostRace = errors.Is(err, resources.ErrLostToAnotherWriter)
+	if c.known.lostRace {
+		// No failure: the other writer's change reaches the repair gate as
+		// drift, and the gate decides its repair.
+		klog.V(2).Infof("%s on %s: %v", t.From, fsm.Describe(t.Event), err)
+		return nil, false
+	}
+	c.retry.record(t.Action, err, c.cfg.clock.Since(start))
 	if err != nil {
 		if repair && res.Unanswered {
 			// The write may have been made, its answer lost: the budget pays
@@ -159,11 +167,12 @@ func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
 
 // onRollout fires RolloutComplete for the DaemonSet the view shows when its
 // rollout is done and the machine has a use for it (fsm.Machine.Moves). While
-// an apply waits for the repair gate, what is rolled out is not what the
-// level wants (an upgrade the gate holds back): nothing is complete.
+// an apply waits for the repair gate, or lost a race to another writer, what
+// is rolled out is not what the level wants (an upgrade not written yet):
+// nothing is complete.
 func (c *Controller) onRollout(ctx context.Context) {
 	ds, ok := c.informer.current()
-	if !ok || !resources.RolloutOf(ds).Complete() || c.gate.deferring() {
+	if !ok || !resources.RolloutOf(ds).Complete() || c.gate.deferring() || c.known.lostRace {
 		return
 	}
 	if ev := (fsm.RolloutComplete{UID: string(ds.UID), Generation: ds.Generation}); c.machine.Moves(ev) {

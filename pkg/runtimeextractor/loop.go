@@ -171,7 +171,7 @@ func (c *Controller) start(ctx context.Context) {
 // of this one's repairs, queued signals, rollouts or TLS arguments.
 func (c *Controller) stop() {
 	c.endFight("the controller stopped")
-	c.known.tlsKept, c.known.tlsUnknown = nil, ""
+	c.known.tlsKept, c.known.tlsUnknown, c.known.lostRace = nil, "", false
 	c.rollouts.reset()
 	c.door.reset()
 	c.known.expect.stop()

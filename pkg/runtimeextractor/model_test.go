@@ -293,9 +293,9 @@ func (s *propSim) fingerprint() string {
 		}
 		return t.Sub(now).String()
 	}
-	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v granted=%v foreign=%v failures=%d since=%s pending=%d ready=%v deadline=%s diagnosing=%v applied=%d\n",
+	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v granted=%v lost=%v foreign=%v failures=%d since=%s pending=%d ready=%v deadline=%s diagnosing=%v applied=%d\n",
 		ownsStored, ownsCached, expecting, due(&s.c.known.expect), due(&s.c.retry.wakeAt), due(&s.c.gate.wakeAt), due(&s.c.door.wakeAt),
-		s.c.door.queued, rel(s.c.door.queuedSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.c.gate.granted, s.foreignOutstanding, s.c.retry.failures, rel(s.c.retry.since), len(s.ri.queued),
+		s.c.door.queued, rel(s.c.door.queuedSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.c.gate.granted, s.c.known.lostRace, s.foreignOutstanding, s.c.retry.failures, rel(s.c.retry.since), len(s.ri.queued),
 		readyWakes(s.ready()), due(&s.c.rollouts.wakeAt), s.c.rollouts.diagnosing, min(len(s.applied), 2))
 	fmt.Fprintf(&b, "gate: %s\n", s.c.gate.log.Key(now))
 	return b.String()
