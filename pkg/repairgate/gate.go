@@ -88,12 +88,12 @@ type Policy struct {
 //     patch, a controller's retries) write within a second of each other;
 //     a storm's last change is undone about 2 s after it ends, so within 5 s
 //     while the budget allows.
-//   - MaxDefer 30 s: a writer that never pauses for Settle is still
+//   - MaxDefer 25 s: a writer that never pauses for Settle is still
 //     repaired while the budget allows, and its undos counted: a script's
 //     storm (20 s of kubectl patch) is over within it, so it costs one
-//     repair, not two; a writer that goes on longer is
-//     likely a controller that writes on a timer (it is then reported
-//     within a minute of its first write).
+//     repair, not two; a writer that goes on longer is likely a controller
+//     that writes on a timer, and its third undo, which reports it, comes
+//     within a minute of its first write (two MaxDefers and a write).
 //   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's
 //     second try, two can be a retry; three is a writer that will go on. 15
 //     minutes catches a GitOps tool's periodic sync (Argo CD's self-heal
@@ -111,7 +111,7 @@ func DefaultPolicy() Policy {
 		Burst:         6,
 		Every:         time.Minute,
 		Settle:        2 * time.Second,
-		MaxDefer:      30 * time.Second,
+		MaxDefer:      25 * time.Second,
 		FightUndos:    3,
 		FightWindow:   15 * time.Minute,
 		SlowUndos:     6,

@@ -125,13 +125,13 @@ func TestDecide(t *testing.T) {
 			change(70*s, "kubectl-patch").waits(72 * s),
 			undo(72*s, "kubectl-patch"),
 		}},
-		{"a writer that never pauses is repaired 30 s after the change it undid", []step{
+		{"a writer that never pauses is repaired 25 s after the change it undid", []step{
 			change(0, "loop").repairs(),
 			change(1*s, "loop").waits(3 * s),
 			change(2*s, "loop").waits(4 * s),
 			change(3*s, "loop").waits(5 * s),
-			change(30*s, "loop").waits(31 * s), // MaxDefer after the first outstanding change
-			due(31 * s).repairs(),
+			change(25*s, "loop").waits(26 * s), // MaxDefer after the first outstanding change
+			due(26 * s).repairs(),
 		}},
 		{"churning names: the budget gives 6 at once, one more within the minute, then one a minute", []step{
 			change(0, "a").repairs(),
