@@ -2,6 +2,7 @@ package runtimeextractor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -108,9 +109,18 @@ type Args struct {
 }
 
 // New is NewRuntimeExtractorController with its error: it builds each part
-// once, from the seed's arguments and the options.
+// once, from the seed's arguments and the options. A host that can fail its
+// start (the Insights Operator's Operator.Run) calls it, so that a
+// controller that cannot be built fails the host's start instead of staying
+// silent.
 func New(a Args, opts ...Option) (*Controller, error) {
 	kubeClient, recorder, resourceInformer := a.KubeClient, a.Recorder, a.ResourceInformer
+	switch {
+	case kubeClient == nil:
+		return nil, errors.New("runtime extractor controller: no Kubernetes client")
+	case a.ConfigNotifier == nil:
+		return nil, errors.New("runtime extractor controller: no ConfigNotifier")
+	}
 	cfg := defaultSettings()
 	cfg.updateCh, cfg.tlsProfile, cfg.kubeClient, cfg.recorder = a.UpdateCh, a.TLSProfile, kubeClient, recorder
 	for _, o := range opts {
@@ -129,7 +139,7 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		door:     newFrontDoor(cfg.clock),
 		gate:     newRepairGate(cfg.clock, cfg.repairPolicy),
 		retry:    newRetrier(cfg.limiter, cfg.clock, cfg.metrics, cfg.degradedInertia),
-		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.clock),
+		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.nodeNames, cfg.clock),
 		alarm:    alarm{clock: cfg.clock},
 		known:    loopMemory{expect: deadline{clock: cfg.clock}},
 		pub:      publication{changed: make(chan struct{}, 1)},

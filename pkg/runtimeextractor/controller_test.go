@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
@@ -257,5 +258,23 @@ func TestOwnWriteSeenBeforeBookkeepingIsNotDrift(t *testing.T) {
 	h.ctrl.onDrift(ctx, false)
 	if len(visited) == 0 || visited[0] != fsm.StateDrifted {
 		t.Fatalf("someone else's write not treated as drift: visited %v", visited)
+	}
+}
+
+// New says what is missing, so that a host that fails its start on it
+// (the Insights Operator's Operator.Run) is not left with a controller that
+// never runs and a status source that is never ready.
+func TestNewSaysWhatIsMissing(t *testing.T) {
+	notifier := ConfigFrom(nil, func() bool { return false })
+	for _, c := range []struct {
+		args Args
+		want string
+	}{
+		{Args{ConfigNotifier: notifier}, "no Kubernetes client"},
+		{Args{KubeClient: fake.NewClientset()}, "no ConfigNotifier"},
+	} {
+		if _, err := New(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v) = %v, want an error saying %q", c.args, err, c.want)
+		}
 	}
 }

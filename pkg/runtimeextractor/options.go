@@ -28,7 +28,8 @@ const (
 	DefaultRetryBase = 100 * time.Millisecond
 	DefaultRetryMax  = 5 * time.Minute
 	// DefaultRolloutDeadline is how long a rollout may make no progress before
-	// RuntimeExtractorDegraded turns True with reason RolloutStuck.
+	// it is reported stuck: RuntimeExtractorDegraded=True [RolloutStuck] when it
+	// leaves too few pods, else in RuntimeExtractorProgressing.
 	DefaultRolloutDeadline = 10 * time.Minute
 	// DefaultDegradedInertia is how long an apply or a delete must keep
 	// failing before RuntimeExtractorDegraded says so. The ClusterOperator
@@ -101,6 +102,7 @@ type settings struct {
 	images        *resources.Images
 	imagesErr     error
 	defaultImages bool // an unset RELATED_IMAGE_* selects the default
+	nodeNames     bool // pods are listed to name the nodes without an available pod
 	metrics       *metrics.Metrics
 
 	// Timings, and the one clock everything runs on.
@@ -116,6 +118,7 @@ func defaultSettings() settings {
 	return settings{
 		versions:        envVersion{},
 		defaultImages:   true,
+		nodeNames:       true,
 		resync:          DefaultResync,
 		rolloutDeadline: DefaultRolloutDeadline,
 		degradedInertia: DefaultDegradedInertia,
@@ -155,6 +158,14 @@ func WithImages(images resources.Images) Option { return func(s *settings) { s.i
 // controller) or makes every apply fail, naming it (the binary, unless
 // --allow-default-images). WithImages overrides both.
 func WithDefaultImages(allowed bool) Option { return func(s *settings) { s.defaultImages = allowed } }
+
+// WithNodeNames says whether the status names the nodes without an available
+// pod (the default), which takes a paged list of the DaemonSet's pods (RBAC:
+// list pods in openshift-insights) when the count changes and when a rollout
+// is diagnosed stuck. With false, no pod is ever read, and the messages give
+// the counts alone: for a host that does not show them (the Insights
+// Operator shows only RuntimeExtractorDegraded).
+func WithNodeNames(named bool) Option { return func(s *settings) { s.nodeNames = named } }
 
 // WithRepairPolicy sets the repair gate's rules (default
 // DefaultRepairPolicy()): the repair budget, the order of repairs inside it

@@ -46,7 +46,8 @@ type rolloutProgress struct {
 // has passed, or an unavailable count has settled, off the control loop.
 // Owned by the Run goroutine.
 type rolloutWatch struct {
-	deadline time.Duration
+	deadline  time.Duration
+	nodeNames bool // list pods to name nodes (WithNodeNames)
 
 	clock      clock.Clock
 	progress   rolloutProgress
@@ -93,8 +94,8 @@ type stuckResult struct {
 	stuck    *status.RolloutStuck
 }
 
-func newRolloutWatch(progressDeadline time.Duration, clk clock.Clock) *rolloutWatch {
-	return &rolloutWatch{deadline: progressDeadline, clock: clk, wakeAt: deadline{clock: clk},
+func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.Clock) *rolloutWatch {
+	return &rolloutWatch{deadline: progressDeadline, nodeNames: nodeNames, clock: clk, wakeAt: deadline{clock: clk},
 		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
 }
 
@@ -143,7 +144,7 @@ func (w *rolloutWatch) forget() bool {
 // rolled-out ds changes to a count above 0; any other change drops the names.
 func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
-	if r := resources.RolloutOf(ds); ds != nil && ds.DeletionTimestamp == nil && r.Complete() {
+	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() {
 		if n := r.Unavailable(); n > 0 {
 			key = unavailableKey{uid: ds.UID, generation: ds.Generation, unavailable: n}
 		}
@@ -221,7 +222,7 @@ func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface,
 	go func() {
 		dctx, cancel := context.WithTimeout(ctx, diagnosisTimeout)
 		defer cancel()
-		s := diagnose(dctx, client, ds, w.denied)
+		s := diagnose(dctx, client, ds, w.nodeNames, w.denied)
 		s.For = stalled
 		select {
 		case w.result <- stuckResult{progress: p, stuck: s}:
@@ -243,16 +244,21 @@ func (w *rolloutWatch) accept(r stuckResult) bool {
 // diagnose names what holds the rollout up: the nodes whose pod is not ready
 // and the newest warning Event the DaemonSet controller recorded. A failed
 // read leaves its part out, and a read RBAC denies (remembered in denied) is
-// named in the verdict; the verdict stands on the counts alone.
-func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, denied *denials) *status.RolloutStuck {
+// named in the verdict; the verdict stands on the counts alone. Without
+// nodeNames no pod is read.
+func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, nodeNames bool, denied *denials) *status.RolloutStuck {
 	r := resources.RolloutOf(ds)
 	s := &status.RolloutStuck{NotReady: max(r.Unavailable(), r.Desired-r.Updated)} // unavailable, or not yet updated
-	podsDenied, err := denied.try(status.DeniedPodsList, func() (err error) {
-		s.Nodes, err = notReadyNodesOf(ctx, client, ds)
-		return err
-	})
-	if err != nil {
-		klog.Warningf("diagnose stuck rollout: %v", err)
+	podsDenied := false
+	if nodeNames {
+		var err error
+		podsDenied, err = denied.try(status.DeniedPodsList, func() (err error) {
+			s.Nodes, err = notReadyNodesOf(ctx, client, ds)
+			return err
+		})
+		if err != nil {
+			klog.Warningf("diagnose stuck rollout: %v", err)
+		}
 	}
 	var events *corev1.EventList
 	eventsDenied, err := denied.try(status.DeniedEventsList, func() (err error) {

@@ -3,6 +3,7 @@ package runtimeextractor
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,10 +22,11 @@ import (
 )
 
 // The test of the rollout deadline, and the only one that shortens it: a
-// rollout that stops short of one node becomes Degraded RolloutStuck, naming
-// the node and the DaemonSet controller's newest warning, and clears when
-// progress resumes.
-func TestStuckRolloutIsDegradedWithItsCause(t *testing.T) {
+// rollout that stops short of one node is named in Progressing, with the node
+// and the DaemonSet controller's newest warning, and clears when progress
+// resumes. One node of three is within the DaemonSet's maxUnavailable, so it
+// is not Degraded (status.Conditions has the rule).
+func TestStuckRolloutIsReportedWithItsCause(t *testing.T) {
 	const deadline = 300 * time.Millisecond
 	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithRolloutDeadline(deadline)) })
 	ds := h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil })
@@ -48,10 +50,13 @@ func TestStuckRolloutIsDegradedWithItsCause(t *testing.T) {
 	if s.State != fsm.StateDeploying || !slices.Equal(s.Stuck.Nodes, []string{"node-c"}) || s.Stuck.NotReady != 1 {
 		t.Fatalf("stuck verdict %+v in state %s, want node-c, one node not ready", s.Stuck, s.State)
 	}
-	degraded := status.Conditions(s)[2]
-	if degraded.Status != "True" || degraded.Reason != status.ReasonRolloutStuck ||
-		!strings.Contains(degraded.Message, "node-c") || !strings.Contains(degraded.Message, "FailedCreate") || !strings.Contains(degraded.Message, "missing-class") {
-		t.Fatalf("Degraded is %s %s %q, want RolloutStuck naming node-c and the FailedCreate", degraded.Status, degraded.Reason, degraded.Message)
+	conds := status.Conditions(s)
+	if progressing := conds[1]; progressing.Status != "True" || !strings.Contains(progressing.Message, "rollout made no progress") ||
+		!strings.Contains(progressing.Message, "node-c") || !strings.Contains(progressing.Message, "FailedCreate") || !strings.Contains(progressing.Message, "missing-class") {
+		t.Fatalf("Progressing is %s %s %q, want it naming node-c and the FailedCreate", progressing.Status, progressing.Reason, progressing.Message)
+	}
+	if degraded := conds[2]; degraded.Status != "False" {
+		t.Fatalf("Degraded is %s %s %q for one node of three, within maxUnavailable", degraded.Status, degraded.Reason, degraded.Message)
 	}
 	if w := h.changes.with(ReasonRolloutStuck); len(w) != 1 || w[0].eventType != corev1.EventTypeWarning {
 		t.Fatalf("got %+v, want one RolloutStuck Warning", w)
@@ -178,5 +183,46 @@ func createPods(t *testing.T, client kubernetes.Interface, ds *appsv1.DaemonSet,
 		if _, err := client.CoreV1().Pods(resources.Namespace).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// WithNodeNames(false) reads no pod: a stuck rollout and a rolled-out
+// DaemonSet with a node without an available pod are reported by their
+// counts alone, and the diagnosis still reads the DaemonSet's Events.
+func TestWithoutNodeNamesNoPodIsRead(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithRolloutDeadline(deadline), WithNodeNames(false)) })
+	ds := h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil })
+	createPods(t, h.api.Client, ds, "node-c")
+
+	h.setCounts(3, 2, 2)
+	h.eventually("a RolloutStuck verdict", func() bool { return h.ctrl.Status().Stuck != nil })
+	if s := h.ctrl.Status(); s.Stuck.NotReady != 1 || s.Stuck.Nodes != nil || len(s.Stuck.Denied) != 0 {
+		t.Fatalf("stuck verdict %+v, want one node not ready, unnamed, nothing denied", s.Stuck)
+	}
+	if progressing := status.Conditions(h.ctrl.Status())[1]; !regexp.MustCompile(`rollout made no progress for [0-9.]+ms: 1 of 3 nodes not ready$`).MatchString(progressing.Message) {
+		t.Fatalf("Progressing says %q, want the counts alone", progressing.Message)
+	}
+
+	h.setCounts(3, 3, 2)
+	h.waitState(fsm.StateRunning)
+	h.eventually("the rolled-out counts", func() bool { s := h.ctrl.Status(); return s.Stuck == nil && s.RolledOut })
+	// With names, the lookup would list pods once the count has settled.
+	settled := time.Now().Add(unavailableSettle + time.Second)
+	h.eventually("past the lookup's settling time", func() bool { return !time.Now().Before(settled) })
+	if s := h.ctrl.Status(); s.UnavailableNodes != nil || s.UnavailableNodesDenied {
+		t.Fatalf("nodes named %v (denied %t) without WithNodeNames", s.UnavailableNodes, s.UnavailableNodesDenied)
+	}
+	events := 0
+	for _, a := range h.api.Client.Actions() {
+		switch read := a.GetVerb() == "list" || a.GetVerb() == "get"; {
+		case read && a.GetResource().Resource == "pods":
+			t.Fatalf("a pod was read: %s", a.GetVerb())
+		case read && a.GetResource().Resource == "events":
+			events++
+		}
+	}
+	if events != 1 {
+		t.Fatalf("%d Event lists, want 1 for the one diagnosis", events)
 	}
 }

@@ -120,7 +120,8 @@ func DegradedReasons() []string {
 // Degraded does not depend on the state: True [ApplyFailed, or DeleteFailed in
 // Disabled and Deleting] while a failure persists, else True [ConflictingWriter] while another writer keeps undoing the
 // controller's repairs, else True [RolloutStuck] while a rollout with pods still to update made no
-// progress for the rollout deadline, else True [InvalidConfig] when
+// progress for the rollout deadline and leaves too few pods (tooFewPods; otherwise Progressing's
+// message ends with it), else True [InvalidConfig] when
 // insights-config was rejected, else False [AsExpected]. A failing action and
 // a rejected config together report the action's reason and both messages.
 //
@@ -232,8 +233,21 @@ func progressing(s Snapshot) configv1.ClusterOperatorStatusCondition {
 		if !r.progressing {
 			c.Status = configv1.ConditionFalse
 		}
+		if s.Stuck != nil && !tooFewPods(s) {
+			c.Message += "; " + s.Stuck.message(s)
+		}
 	}
 	return c
+}
+
+// tooFewPods is when a stuck rollout degrades: no pod is available, or more
+// nodes are without one than the DaemonSet's maxUnavailable allows (or it is
+// unknown). It is the rule of cluster-dns-operator, a payload operator that
+// owns a DaemonSet (NoDNSPodsAvailable, MaxUnavailableDNSPodsExceeded): a pod
+// stuck on one broken node, while the other nodes run theirs, is not a
+// degraded operator. Progressing names it instead.
+func tooFewPods(s Snapshot) bool {
+	return s.Available == 0 || s.MaxUnavailable < 0 || s.Desired-s.Available > s.MaxUnavailable
 }
 
 // removing: the state wants no DaemonSet.
@@ -292,7 +306,7 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 		// Before RolloutStuck: each of the other writer's changes starts a
 		// rollout of its own, so the fight is the cause of a stuck one.
 		c.Reason, c.Message = ReasonConflictingWriter, s.Conflict.message()
-	case s.Stuck != nil:
+	case s.Stuck != nil && tooFewPods(s):
 		c.Reason, c.Message = ReasonRolloutStuck, s.Stuck.message(s)
 	case s.ConfigError != nil:
 		c.Reason, c.Message = ReasonInvalidConfig, configMessage(s.ConfigError)

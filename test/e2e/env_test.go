@@ -284,6 +284,18 @@ func (e *env) condition(t configv1.ClusterStatusConditionType) *configv1.Cluster
 	return nil
 }
 
+// waitConditionSays waits until condition t is True and its message
+// contains says, and returns it.
+func (e *env) waitConditionSays(t configv1.ClusterStatusConditionType, says string) *configv1.ClusterOperatorStatusCondition {
+	e.t.Helper()
+	var c *configv1.ClusterOperatorStatusCondition
+	e.eventually(fmt.Sprintf("%s saying %q", t, says), func(context.Context) (bool, error) {
+		c = e.condition(t)
+		return c != nil && c.Status == configv1.ConditionTrue && strings.Contains(c.Message, says), nil
+	})
+	return c
+}
+
 func (e *env) waitCondition(t configv1.ClusterStatusConditionType, status configv1.ConditionStatus, reason string) *configv1.ClusterOperatorStatusCondition {
 	e.t.Helper()
 	var c *configv1.ClusterOperatorStatusCondition
