@@ -212,6 +212,7 @@ func relay(ctx context.Context, wg *sync.WaitGroup, in <-chan struct{}) <-chan s
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer recovered("a relay of the host's notifications")
 		for {
 			select {
 			case <-ctx.Done():
@@ -262,10 +263,10 @@ func (c *Controller) Run(ctx context.Context) {
 	if c.status != nil {
 		statusCtx, stopStatus := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); c.status.run(statusCtx) }()
+		go func() { defer close(done); defer recovered("the status writer"); c.status.run(statusCtx) }()
 		defer func() { stopStatus(); <-done }()
 	}
-	c.start(ctx)
+	func() { defer recovered("the control loop's start"); c.start(ctx) }()
 	resync := c.cfg.clock.NewTicker(c.cfg.resync)
 	defer resync.Stop()
 	in := loopInputs{config: configHint, version: versionHint, resync: resync.C()}
@@ -274,9 +275,16 @@ func (c *Controller) Run(ctx context.Context) {
 		if !ok {
 			return
 		}
-		c.handle(ctx, w, payload)
-		c.afterWake(ctx)
+		c.wake(ctx, w, payload)
 	}
+}
+
+// wake handles one wake-up of the control loop; a panic in it ends the
+// wake-up, not the loop.
+func (c *Controller) wake(ctx context.Context, w wake, payload any) {
+	defer recovered("the control loop")
+	c.handle(ctx, w, payload)
+	c.afterWake(ctx)
 }
 
 func (c *Controller) waitForCaches(ctx context.Context) bool {

@@ -165,7 +165,7 @@ func (ri *daemonSetInformer) Run(ctx context.Context, workers int) {
 	defer ri.syncCtx.Queue().ShutDown()
 	if ri.watch != nil {
 		done := make(chan struct{})
-		go func() { defer close(done); ri.bridgeBrokenWatch(ctx) }()
+		go func() { defer close(done); defer recovered("the broken-watch bridge"); ri.bridgeBrokenWatch(ctx) }()
 		defer func() { <-done }()
 	}
 	ri.Controller.Run(ctx, workers)
@@ -195,6 +195,7 @@ func (ri *daemonSetInformer) isOwnWrite(ds *appsv1.DaemonSet) bool {
 }
 
 func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
+	defer recovered("the informer's event handler")
 	ds, ok := obj.(*appsv1.DaemonSet)
 	if !ok || ds.Name != resources.DaemonSetName {
 		return
@@ -216,6 +217,7 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 }
 
 func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
+	defer recovered("the informer's event handler")
 	old, ok1 := oldObj.(*appsv1.DaemonSet)
 	cur, ok2 := newObj.(*appsv1.DaemonSet)
 	if !ok1 || !ok2 || cur.Name != resources.DaemonSetName {
@@ -239,6 +241,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 }
 
 func (ri *daemonSetInformer) onDelete(obj any) {
+	defer recovered("the informer's event handler")
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}

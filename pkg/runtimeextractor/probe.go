@@ -138,7 +138,8 @@ func (w *observedWatch) Stop() {
 
 func (w *observedWatch) run(clk clock.WithTicker) {
 	defer close(w.done)
-	defer close(w.out)
+	defer close(w.out) // a recovered panic ends the watch: the reflector watches anew
+	defer recovered("a watch of the DaemonSet")
 	start := clk.Now()
 	grace := clk.NewTimer(establishGrace)
 	defer grace.Stop()

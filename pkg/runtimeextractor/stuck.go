@@ -160,6 +160,7 @@ func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.I
 	w.unavailable.cancel = cancel
 	ds = ds.DeepCopy()
 	go func() {
+		defer recovered("the lookup of unavailable nodes")
 		settle := w.clock.NewTimer(unavailableSettle)
 		defer settle.Stop()
 		select {
@@ -220,6 +221,7 @@ func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface,
 	p, stalled := w.progress, now.Sub(w.since)
 	ds = ds.DeepCopy()
 	go func() {
+		defer recovered("the diagnosis of a stuck rollout")
 		dctx, cancel := context.WithTimeout(ctx, diagnosisTimeout)
 		defer cancel()
 		s := diagnose(dctx, client, ds, w.nodeNames, w.denied)

@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/insights-runtime-extractor/controller/pkg/config"
+	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
@@ -51,7 +52,7 @@ const (
 	hostRBACFixture = "../../testdata/host/rbac.yaml"
 	// rbacPatches holds the patch of the host series that adds the rules
 	// the library needs to the host's Role (hack/host/README.md).
-	rbacPatches = "../../hack/host/patches/*-Let-the-operator-list-pods-and-events-*.patch"
+	rbacPatches = "../../hack/host/patches/*-Let-the-operator-list-events-*.patch"
 	// noSuchClass is a PriorityClass that does not exist: the DaemonSet
 	// controller records FailedCreate for every pod.
 	noSuchClass = "e2e-host-rbac-no-such-class"
@@ -309,6 +310,7 @@ func (e *env) startEmbeddedHost(cfg *rest.Config) *embeddedHost {
 			runtimeextractor.WithScheduling(h.currentScheduling)),
 		updateCh, nil, kubeClient, eventRecorder, informer,
 		runtimeextractor.WithRolloutDeadline(deadline),
+		runtimeextractor.WithNodeNames(false), // as the host series has it
 	)
 	libraryDone := make(chan struct{})
 	go func() { defer close(libraryDone); h.ctrl.Run(libCtx) }()
@@ -433,9 +435,15 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 			ds.Status.DesiredNumberScheduled == desired && ds.Status.UpdatedNumberScheduled == 1 && ds.Status.NumberAvailable == desired-1
 	})
 	run.heldNode = e.unreadyPodNode(ds, changed)
-	run.heldStuck = h.shows("our Degraded RolloutStuck, held pods", status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck).Message
-	e.waitCondition(configv1.OperatorDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
-	t.Logf("RolloutStuck (a pod held on %s): %s", run.heldNode, run.heldStuck)
+	// One node of n is within the DaemonSet's maxUnavailable: Progressing
+	// says it, and neither our Degraded nor the host's turns True.
+	run.heldStuck = e.waitConditionSays(status.ConditionProgressing, "rollout made no progress for").Message
+	t.Logf("stuck (a pod held on %s): %s", run.heldNode, run.heldStuck)
+	for _, typ := range []configv1.ClusterStatusConditionType{status.ConditionDegraded, configv1.OperatorDegraded} {
+		if d := e.condition(typ); d == nil || d.Status != configv1.ConditionFalse {
+			t.Errorf("%s is %+v for a rollout stuck on one node of %d, want False", typ, d, run.nodes)
+		}
+	}
 	if err := e.cluster.HoldPods(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -449,6 +457,7 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 		return ds != nil && ds.Spec.Template.Spec.PriorityClassName == noSuchClass
 	})
 	run.failedStuck = h.shows("our Degraded RolloutStuck, FailedCreate", status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck).Message
+	e.waitCondition(configv1.OperatorDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
 	t.Logf("RolloutStuck (FailedCreate): %s", run.failedStuck)
 	h.schedule(config.RuntimeExtractor{})
 	e.waitRolledOut()
@@ -461,6 +470,18 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 
 	h.shutdown()
 	to := time.Now()
+	// The library's Events replace library-go's generic ones, which the
+	// release notes of the series say are gone.
+	for _, reason := range []string{resources.EventReasonCreated, resources.EventReasonUpdated, resources.EventReasonDeleted} {
+		if evs := e.eventsSince(reason, from); len(evs) > 0 {
+			t.Errorf("%d library-go %s Events, want none: %s", len(evs), reason, evs[0].Message)
+		}
+	}
+	for _, reason := range []string{runtimeextractor.ReasonCreated} {
+		if len(e.eventsSince(reason, from)) == 0 {
+			t.Errorf("no %s Event from the library", reason)
+		}
+	}
 	h.status.mu.Lock()
 	for _, err := range h.status.syncErrs {
 		t.Errorf("a host status sync as %s failed: %v", hostAccount, err)
@@ -508,21 +529,20 @@ func deniedRechecks(span time.Duration) int {
 
 // TestEmbeddedWithTheHostsRBAC runs the library in-process as a
 // ServiceAccount bound to exactly the Insights Operator's rules as they ship
-// (testdata/host/rbac.yaml). Everything works: deploy, repairs, status
-// through the host's status controller, stuck rollouts reported with their
-// counts, delete. What needs the two missing permissions (pods list, events
-// list in openshift-insights) degrades and says so: the RolloutStuck
-// messages say the node names and the newest warning are unavailable and
-// why, and each list is logged once for the whole run and asked again only
-// on the recheck schedule, whatever the number of diagnoses and lookups.
+// (testdata/host/rbac.yaml), with the series' WithNodeNames(false), so that
+// no pod is read. Everything works: deploy, repairs, status through the
+// host's status controller, stuck rollouts reported with their counts,
+// delete. What needs the missing permission (events list in
+// openshift-insights) degrades and says so: the stuck messages say the
+// newest warning is unavailable and why, and the list is logged once for the
+// whole run and asked again only on the recheck schedule, whatever the
+// number of diagnoses.
 func TestEmbeddedWithTheHostsRBAC(t *testing.T) {
 	run := runHostStory(t, nil)
 	n := run.nodes
 	for _, c := range []struct{ msg, want string }{
-		{run.heldStuck, fmt.Sprintf("%d of %d nodes not ready (node names unavailable: pods list forbidden)", n-1, n)},
-		{run.heldStuck, "newest warning on the DaemonSet unavailable: events list forbidden"},
-		{run.failedStuck, fmt.Sprintf("%d of %d nodes not ready (node names unavailable: pods list forbidden)", n, n)},
-		{run.failedStuck, "newest warning on the DaemonSet unavailable: events list forbidden"},
+		{run.heldStuck, fmt.Sprintf("%d of %d nodes not ready; newest warning on the DaemonSet unavailable: events list forbidden", n-1, n)},
+		{run.failedStuck, fmt.Sprintf("%d of %d nodes not ready; newest warning on the DaemonSet unavailable: events list forbidden", n, n)},
 	} {
 		if !strings.Contains(c.msg, c.want) {
 			t.Errorf("RolloutStuck message %q does not contain %q", c.msg, c.want)
@@ -535,16 +555,14 @@ func TestEmbeddedWithTheHostsRBAC(t *testing.T) {
 	// after each further one: never more often, however many diagnoses and
 	// lookups.
 	most := deniedRechecks(run.span)
-	for _, read := range []string{"list pods", "list events"} {
-		if n := run.forbidden[read]; n < 1 || n > most {
-			t.Errorf("%s answered 403 %d times in %s, want 1 to %d (the first denial, then the recheck schedule): %v",
-				read, n, run.span.Round(time.Second), most, run.forbidden)
-		}
+	if n := run.forbidden["list events"]; n < 1 || n > most {
+		t.Errorf("list events answered 403 %d times in %s, want 1 to %d (the first denial, then the recheck schedule): %v",
+			n, run.span.Round(time.Second), most, run.forbidden)
 	}
-	if len(run.forbidden) != 2 {
-		t.Errorf("requests answered 403: %v, want only list pods and list events", run.forbidden)
+	if len(run.forbidden) != 1 {
+		t.Errorf("requests answered 403: %v, want only list events", run.forbidden)
 	}
-	for _, read := range []string{status.DeniedPodsList, status.DeniedEventsList} {
+	for _, read := range []string{status.DeniedEventsList} {
 		lines := distinctLines(run.log, read+" in "+ns+" is forbidden")
 		if len(lines) != 1 {
 			t.Errorf("%d log lines saying %s is forbidden, want 1: %q", len(lines), read, lines)
@@ -555,9 +573,9 @@ func TestEmbeddedWithTheHostsRBAC(t *testing.T) {
 }
 
 // TestEmbeddedWithTheSeriesRBAC runs the same story with the host's
-// rules plus the ones the host series adds (hack/host): nothing is
-// forbidden, and the RolloutStuck messages name the held node and the
-// DaemonSet controller's FailedCreate.
+// rules plus the one the host series adds (hack/host): nothing is
+// forbidden, and the RolloutStuck message names the DaemonSet controller's
+// FailedCreate.
 func TestEmbeddedWithTheSeriesRBAC(t *testing.T) {
 	added := seriesRules(t)
 	run := runHostStory(t, added)
@@ -565,7 +583,7 @@ func TestEmbeddedWithTheSeriesRBAC(t *testing.T) {
 		t.Errorf("requests answered 403 with the series' rules: %v", run.forbidden)
 	}
 	for _, c := range []struct{ msg, want string }{
-		{run.heldStuck, "nodes not ready (" + run.heldNode},
+		{run.heldStuck, fmt.Sprintf("%d of %d nodes not ready", run.nodes-1, run.nodes)},
 		{run.failedStuck, "newest warning on the DaemonSet: FailedCreate"},
 		{run.failedStuck, noSuchClass},
 	} {
