@@ -4,7 +4,8 @@
 # openshift/insights-operator that has that commit), runs the host's make
 # vendor against a local proxy that serves this tree's library, and its
 # build, vet, linters and tests on what the series touches; then runs the
-# patched host binary on the local cluster (hack/host/run). Needs the host's
+# patched host binary on the local cluster (hack/host/run). It builds every
+# commit of the series. Needs the host's
 # source, so it is `make host-check HOST_SRC=…`, not part of `make test`.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -32,8 +33,12 @@ fi
 grep -qx "# $MODULE $LIBRARY_VERSION" vendor/modules.txt || die "the series vendors no $MODULE $LIBRARY_VERSION"
 [ -f "vendor/$MODULE/LICENSE" ] || die "the series vendors $MODULE without its LICENSE"
 
-say "go build ./..."
-go build ./...
+# every commit builds under the host's -mod=vendor, so that bisect works
+for commit in $(git rev-list --reverse "$HOST_COMMIT..HEAD"); do
+	git checkout --quiet "$commit"
+	say "go build ./... at $(git log -1 --format='%h %s')"
+	go build ./...
+done
 touched=$(git diff --name-only "$HOST_COMMIT" HEAD -- '*.go' ':!vendor' | xargs -r -n1 dirname | sort -u | grep -v '^pkg/controller/runtimeextractor' | sed 's|^|./|')
 say "go vet" $touched
 go vet $touched

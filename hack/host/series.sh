@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # series.sh HOST_SRC: makes the series require the library as library_commit
 # makes it: the host's make vendor, against the local proxy (library_proxy),
-# writes go.sum into the first patch and vendor/ into the second, and the
-# series is written anew into patches/. Run it (make host-series HOST_SRC=…)
+# at the end of the series, writes go.mod, go.sum and vendor/ into the first
+# patch, and the series is written anew into patches/. Run it (make host-series HOST_SRC=…)
 # after a library change that the host's copy should have; check.sh fails
 # until then.
 set -euo pipefail
@@ -21,9 +21,8 @@ if [ -z "$(git status --porcelain)" ]; then
 fi
 commits=($(git rev-list --reverse "$HOST_COMMIT..HEAD"))
 git add go.mod go.sum
-git diff --cached --quiet || git commit --quiet --fixup="${commits[0]}"
 git add -A vendor
-git diff --cached --quiet || git commit --quiet --fixup="${commits[1]}"
+git diff --cached --quiet || git commit --quiet --fixup="${commits[0]}"
 GIT_SEQUENCE_EDITOR=true git rebase --quiet --autosquash -i "$HOST_COMMIT"
 rm -f "$HOST_DIR"/patches/*.patch
 git format-patch --quiet --no-signature --zero-commit -o "$HOST_DIR/patches" "$HOST_COMMIT"

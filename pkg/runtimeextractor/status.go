@@ -102,7 +102,7 @@ func (c *Controller) stuckChanged() {
 		klog.Info("the rollout progresses again")
 		return
 	}
-	msg := c.degradedMessage()
+	msg := stuck.Message(c.snapshot())
 	klog.Warningf("rollout stuck: %s", msg)
 	if ds, ok := c.informer.current(); ok {
 		c.events.failed(ds, ReasonRolloutStuck, msg)

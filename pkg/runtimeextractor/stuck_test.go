@@ -58,8 +58,8 @@ func TestStuckRolloutIsReportedWithItsCause(t *testing.T) {
 	if degraded := conds[2]; degraded.Status != "False" {
 		t.Fatalf("Degraded is %s %s %q for one node of three, within maxUnavailable", degraded.Status, degraded.Reason, degraded.Message)
 	}
-	if w := h.changes.with(ReasonRolloutStuck); len(w) != 1 || w[0].eventType != corev1.EventTypeWarning {
-		t.Fatalf("got %+v, want one RolloutStuck Warning", w)
+	if w := h.changes.with(ReasonRolloutStuck); len(w) != 1 || w[0].eventType != corev1.EventTypeWarning || !strings.Contains(w[0].text, "node-c") {
+		t.Fatalf("got %+v, want one RolloutStuck Warning naming node-c", w)
 	}
 
 	// Progress clears it at once.

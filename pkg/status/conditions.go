@@ -234,7 +234,7 @@ func progressing(s Snapshot) configv1.ClusterOperatorStatusCondition {
 			c.Status = configv1.ConditionFalse
 		}
 		if s.Stuck != nil && !tooFewPods(s) {
-			c.Message += "; " + s.Stuck.message(s)
+			c.Message += "; " + s.Stuck.Message(s)
 		}
 	}
 	return c
@@ -307,7 +307,7 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 		// rollout of its own, so the fight is the cause of a stuck one.
 		c.Reason, c.Message = ReasonConflictingWriter, s.Conflict.message()
 	case s.Stuck != nil && tooFewPods(s):
-		c.Reason, c.Message = ReasonRolloutStuck, s.Stuck.message(s)
+		c.Reason, c.Message = ReasonRolloutStuck, s.Stuck.Message(s)
 	case s.ConfigError != nil:
 		c.Reason, c.Message = ReasonInvalidConfig, configMessage(s.ConfigError)
 		return c

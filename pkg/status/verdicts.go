@@ -26,7 +26,10 @@ type RolloutStuck struct {
 	Denied []string
 }
 
-func (r *RolloutStuck) message(s Snapshot) string {
+// Message says it, for s: in RuntimeExtractorDegraded when the rollout
+// leaves too few pods, else in RuntimeExtractorProgressing, and in the
+// RolloutStuck Event either way.
+func (r *RolloutStuck) Message(s Snapshot) string {
 	msg := fmt.Sprintf("rollout made no progress for %s: %d of %d nodes not ready", roundBackoff(r.For), r.NotReady, s.Desired)
 	switch {
 	case len(r.Nodes) > 0:
