@@ -29,10 +29,11 @@ build:
 tools:
 	./hack/build-tools.sh
 
-# The convergence model's exhaustive mode runs first, on its own and verbose,
-# so that its coverage line (sequences, distinct states) is printed.
-test: tools build model schema rules
-	$(GO) test -count=1 -timeout 45m -skip '^TestModelExhaustive$$' ./...
+# The end-to-end suite runs beside the rest (hack/test.sh): the convergence
+# model's exhaustive mode, verbose so that its coverage line (sequences,
+# distinct states) is printed, the nested modules, then the unit packages.
+test: tools build
+	GO=$(GO) ./hack/test.sh
 
 # Every sequence of up to 5 outside events over the model's core alphabet,
 # and of up to 3 over its repairs alphabet, states pruned

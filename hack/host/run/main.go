@@ -46,7 +46,10 @@ const (
 	lastVersion  = "4.22.2"
 	frozenPolicy = "host-check-freeze-runtime-extractor"
 	rxDegraded   = "RuntimeExtractorDegraded"
-	stepTimeout  = 3 * time.Minute
+	// gatheringDisabled is the host's condition that says gathering is
+	// disabled (no token, or by the API).
+	gatheringDisabled = "Disabled"
+	stepTimeout       = 3 * time.Minute
 	// shortRefusal is how long admission refuses the upgrade that must not
 	// degrade the operator: well within the library's Degraded inertia.
 	shortRefusal = 10 * time.Second
@@ -339,8 +342,10 @@ func (c *check) shortRefusal() error {
 }
 
 // lastingRefusal restarts the host at the last version while updates of the
-// DaemonSet are refused until the insights ClusterOperator is Degraded, and
-// then admits them: the condition clears.
+// DaemonSet are refused until the insights ClusterOperator has
+// RuntimeExtractorDegraded, and then admits them: the condition clears. The
+// local host has no token, so gathering is disabled (Disabled=True, NoToken):
+// by the host's rule for its failures, Degraded stays False meanwhile.
 func (c *check) lastingRefusal() error {
 	if err := c.stopAndFreeze(); err != nil {
 		return err
@@ -349,15 +354,21 @@ func (c *check) lastingRefusal() error {
 	if err != nil {
 		return err
 	}
-	co, err := c.waitOperatorFor("the insights ClusterOperator Degraded by the refusal", degradedTimeout, func(co *configv1.ClusterOperator) bool {
-		d, rx := condition(co, configv1.OperatorDegraded), condition(co, rxDegraded)
-		return d != nil && d.Status == configv1.ConditionTrue && rx != nil && rx.Status == configv1.ConditionTrue
+	co, err := c.waitOperatorFor("the insights ClusterOperator's RuntimeExtractorDegraded set by the refusal", degradedTimeout, func(co *configv1.ClusterOperator) bool {
+		rx := condition(co, rxDegraded)
+		return rx != nil && rx.Status == configv1.ConditionTrue
 	})
 	if err != nil {
 		return err
 	}
-	step(fmt.Sprintf("Degraded, after the first refusal (the library's inertia is %s)", runtimeextractor.DefaultDegradedInertia), time.Since(refused))
-	printConditions(co, configv1.OperatorAvailable, configv1.OperatorDegraded, rxDegraded)
+	if d := condition(co, gatheringDisabled); d == nil || d.Status != configv1.ConditionTrue {
+		return fmt.Errorf("%s is %v: the local host should gather nothing without a token", gatheringDisabled, d)
+	}
+	if d := condition(co, configv1.OperatorDegraded); d == nil || d.Status != configv1.ConditionFalse {
+		return fmt.Errorf("Degraded is %v while gathering is disabled: the host hides its failures then", d)
+	}
+	step(fmt.Sprintf("%s, after the first refusal (the library's inertia is %s); Degraded=False, gathering disabled", rxDegraded, runtimeextractor.DefaultDegradedInertia), time.Since(refused))
+	printConditions(co, configv1.OperatorAvailable, configv1.OperatorDegraded, gatheringDisabled, rxDegraded)
 
 	lifted, err := c.thaw()
 	if err != nil {
