@@ -451,10 +451,15 @@ func runHostStory(t *testing.T, extra []rbacv1.PolicyRule) embeddedRun {
 	e.waitRolledOut()
 	h.shows("our Degraded cleared", status.ConditionDegraded, configv1.ConditionFalse, status.ReasonAsExpected)
 
-	// A rollout whose pods cannot be created.
+	// A rollout whose pods cannot be created, on a DaemonSet deleted and
+	// recreated meanwhile, so that no pod is left: too few pods, Degraded.
 	h.schedule(config.RuntimeExtractor{PriorityClassName: noSuchClass})
 	e.waitDaemonSet("the DaemonSet naming the unknown class", func(ds *appsv1.DaemonSet) bool {
 		return ds != nil && ds.Spec.Template.Spec.PriorityClassName == noSuchClass
+	})
+	repaired = e.deleteDaemonSetDrift()
+	e.waitDaemonSet("the deleted DaemonSet recreated with the unknown class", func(ds *appsv1.DaemonSet) bool {
+		return repaired(ds) && ds.Spec.Template.Spec.PriorityClassName == noSuchClass
 	})
 	run.failedStuck = h.shows("our Degraded RolloutStuck, FailedCreate", status.ConditionDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck).Message
 	e.waitCondition(configv1.OperatorDegraded, configv1.ConditionTrue, status.ReasonRolloutStuck)
