@@ -365,7 +365,7 @@ func (c *check) lastingRefusal() error {
 		return fmt.Errorf("%s is %v: the local host should gather nothing without a token", gatheringDisabled, d)
 	}
 	if d := condition(co, configv1.OperatorDegraded); d == nil || d.Status != configv1.ConditionFalse {
-		return fmt.Errorf("Degraded is %v while gathering is disabled: the host hides its failures then", d)
+		return fmt.Errorf("the operator is Degraded (%v) while gathering is disabled: the host hides its failures then", d)
 	}
 	step(fmt.Sprintf("%s, after the first refusal (the library's inertia is %s); Degraded=False, gathering disabled", rxDegraded, runtimeextractor.DefaultDegradedInertia), time.Since(refused))
 	printConditions(co, configv1.OperatorAvailable, configv1.OperatorDegraded, gatheringDisabled, rxDegraded)
