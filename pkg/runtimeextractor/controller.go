@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -25,9 +26,9 @@ import (
 // goroutine (Run) owns the state machine: sources only signal it, it turns the
 // signals into typed events from what the caches show, fires them, and carries
 // out the action each transition names, feeding the outcome back as an event.
-// Each job has a part of its own, owned by that goroutine: the front door
-// (level signals), the repair gate (repairs and fights), the retrier (failed
-// actions), the rollout watch (stuck rollouts).
+// Its decisions about time (the front door for level signals, the repair
+// gate, the retries of failed actions, every deadline) are one pure value,
+// the core (package core); the rollout watch notices stuck rollouts.
 type Controller struct {
 	cfg      settings     // the seed's arguments and the options, as given
 	config   configSource // insights-config
@@ -38,12 +39,11 @@ type Controller struct {
 	events   changeEvents
 	status   *statusWriter // nil without a status reporter
 
-	// The parts, and what else the Run goroutine owns.
-	door     *frontDoor
-	gate     *repairGate
-	retry    *retrier
+	// What the Run goroutine owns: the core (the front door, the repair
+	// gate, retries and every deadline), the rollout watch, the one timer.
+	core     *core.State
 	rollouts *rolloutWatch
-	alarm    alarm // the loop's one timer, for the earliest of the parts' deadlines
+	alarm    alarm // the loop's one timer, at the core's deadline
 	known    loopMemory
 
 	pub publication // the latest snapshot, for Status
@@ -58,14 +58,13 @@ type ownInformer struct {
 
 // loopMemory is what the loop remembers between wake-ups.
 type loopMemory struct {
-	expect      deadline    // set while an own write is awaited in the cache
 	version     string      // the target version last read
 	upgradeFrom string      // the version before the current upgrade, for its Event
 	tlsKept     *keptTLS    // while tls cannot tell the profile: what the DaemonSet had
 	tlsUnknown  string      // while tls cannot tell the profile: why, and what kube-rbac-proxy gets
 	deleted     []types.UID // objects this controller deleted, newest last
 	deletedAny  bool        // this controller has deleted the DaemonSet before
-	lostRace    bool        // the last apply lost a race to another writer and wrote nothing
+	next        nextRepair  // what the next repair undoes, and whose change it was
 }
 
 // publication is the latest snapshot, for Status, and the signal of a new one.
@@ -132,16 +131,14 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		// (visible as Degraded and a Warning) until the environment is fixed.
 		cfg.images, cfg.imagesErr = &images, err
 	}
+	state := core.New(cfg.repairPolicy, cfg.degradedInertia)
 	c := &Controller{
 		cfg:      cfg,
 		config:   configSourceOf(a.ConfigNotifier),
 		machine:  fsm.New(fsm.StateDisabled),
-		door:     newFrontDoor(cfg.clock),
-		gate:     newRepairGate(cfg.clock, cfg.repairPolicy),
-		retry:    newRetrier(cfg.limiter, cfg.clock, cfg.metrics, cfg.degradedInertia),
-		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.nodeNames, cfg.clock),
+		core:     state,
+		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.nodeNames, cfg.clock, state.Timer(core.PartRollout)),
 		alarm:    alarm{clock: cfg.clock},
-		known:    loopMemory{expect: deadline{clock: cfg.clock}},
 		pub:      publication{changed: make(chan struct{}, 1)},
 	}
 	if cfg.reporter != nil {
@@ -275,13 +272,13 @@ func (c *Controller) Run(ctx context.Context) {
 		if !ok {
 			return
 		}
-		c.wake(ctx, w, payload)
+		c.wakeUp(ctx, w, payload)
 	}
 }
 
-// wake handles one wake-up of the control loop; a panic in it ends the
+// wakeUp handles one wake-up of the control loop; a panic in it ends the
 // wake-up, not the loop.
-func (c *Controller) wake(ctx context.Context, w wake, payload any) {
+func (c *Controller) wakeUp(ctx context.Context, w wake, payload any) {
 	defer recovered("the control loop")
 	c.handle(ctx, w, payload)
 	c.afterWake(ctx)

@@ -146,7 +146,7 @@ func daemonSetRef(ds *appsv1.DaemonSet) *corev1.ObjectReference {
 // named it and what the controller knew then.
 type applyCause struct {
 	transition fsm.Transition
-	// repair: the apply undid someone else's change (repairGate.outstanding),
+	// repair: the apply undid someone else's change (core.State.Outstanding),
 	// whatever event led to it.
 	repair bool
 	// drift lists the kinds of the drift being repaired, if any.

@@ -47,7 +47,7 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 	case fsm.ActionDelete:
 		return c.executeDelete(ctx, t), false
 	case fsm.ActionRetry:
-		c.retry.schedule()
+		c.scheduleRetry()
 	}
 	return nil, false
 }
@@ -57,9 +57,9 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	// is a repair, whichever event led to it (a Modified, a retry, a config,
 	// version or TLS change), and no other write is. The gate decides every
 	// one here; one it holds back is made by the gate's timer.
-	repair := c.gate.outstanding()
-	if !c.gate.mayWrite() {
-		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)", t.From, fsm.Describe(t.Event), c.gate.backoffNote())
+	repair := c.core.Outstanding()
+	if !c.core.MayWrite(c.cfg.clock.Now()) {
+		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)", t.From, fsm.Describe(t.Event), c.backoffNote())
 		return nil, false
 	}
 	start := c.cfg.clock.Now()
@@ -69,14 +69,15 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	if res.Replaced != "" {
 		c.rememberDeleted(res.Replaced) // its delete event is this apply's, not drift
 	}
-	c.known.lostRace = errors.Is(err, resources.ErrLostToAnotherWriter)
-	if c.known.lostRace {
+	lost := errors.Is(err, resources.ErrLostToAnotherWriter)
+	c.core.Applied(lost)
+	if lost {
 		// No failure: the other writer's change reaches the repair gate as
 		// drift, and the gate decides its repair.
 		klog.V(2).Infof("%s on %s: %v", t.From, fsm.Describe(t.Event), err)
 		return nil, false
 	}
-	c.retry.record(t.Action, err, c.cfg.clock.Since(start))
+	c.record(t.Action, err, c.cfg.clock.Since(start))
 	if err != nil {
 		if repair && res.Unanswered {
 			// The write may have been made, its answer lost: the budget pays
@@ -91,7 +92,7 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	}
 	switch {
 	case res.Changed:
-		p := c.gate.next
+		p := c.known.next
 		cause := applyCause{transition: t, repair: repair, drift: p.kinds, upgradeFrom: c.known.upgradeFrom, version: c.known.version, reenabled: c.known.deletedAny,
 			tls: res.TLSMoved, writers: p.writers, unnamed: p.unnamed}
 		if repair {
@@ -106,7 +107,7 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 			c.repairMade()
 		}
 	case repair:
-		c.gate.stood() // the other writer put it back itself
+		c.core.Stood(c.cfg.clock.Now()) // the other writer put it back itself
 	}
 	uid := string(res.Object.UID)
 	if res.Rolls {
@@ -120,7 +121,7 @@ func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Ev
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	deleted, err := c.manager.Delete(actx)
 	cancel()
-	c.retry.record(t.Action, err, c.cfg.clock.Since(start))
+	c.record(t.Action, err, c.cfg.clock.Since(start))
 	if err != nil {
 		on, _ := c.informer.current()
 		c.events.failed(on, ReasonDeleteFailed, err.Error()+"; retrying with backoff")
@@ -172,7 +173,7 @@ func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
 // nothing is complete.
 func (c *Controller) onRollout(ctx context.Context) {
 	ds, ok := c.informer.current()
-	if !ok || !resources.RolloutOf(ds).Complete() || c.gate.deferring() || c.known.lostRace {
+	if !ok || !resources.RolloutOf(ds).Complete() || !c.core.RolloutCounts() {
 		return
 	}
 	if ev := (fsm.RolloutComplete{UID: string(ds.UID), Generation: ds.Generation}); c.machine.Moves(ev) {

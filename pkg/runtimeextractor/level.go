@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 )
 
 // level is the observed config as an event: the level re-assert. It is nil
@@ -45,16 +46,16 @@ func (c *Controller) holding() bool {
 }
 
 // levelSignal acts on a config, version or TLS signal now, or queues it for
-// the front door's trailing edge (frontdoor.go).
-func (c *Controller) levelSignal(ctx context.Context, k signalKind) {
-	if c.door.admit(k) {
+// the front door's trailing edge (core.State.Admit).
+func (c *Controller) levelSignal(ctx context.Context, k core.Signal) {
+	if c.core.Admit(k, c.cfg.clock.Now()) {
 		c.actOnLevel(ctx, k)
 	}
 }
 
 // onDoorDue acts on the signals the front door queued, once they are due.
 func (c *Controller) onDoorDue(ctx context.Context) {
-	if k := c.door.take(); k != 0 {
+	if k := c.core.Take(c.cfg.clock.Now()); k != 0 {
 		c.actOnLevel(ctx, k)
 	}
 }
@@ -64,14 +65,14 @@ func (c *Controller) onDoorDue(ctx context.Context) {
 // merges signals, so a version signal may carry a config change with it:
 // VersionChanged does nothing in Disabled, and the config's level must still
 // be acted on.
-func (c *Controller) actOnLevel(ctx context.Context, k signalKind) {
-	moved := k&signalVersion != 0 && c.onVersion(ctx)
-	if !moved || k&^signalVersion != 0 {
+func (c *Controller) actOnLevel(ctx context.Context, k core.Signal) {
+	moved := k&core.SignalVersion != 0 && c.onVersion(ctx)
+	if !moved || k&^core.SignalVersion != 0 {
 		// updateCh may fire without a version change: the re-assert writes
 		// only if something (e.g. an image) really changed.
 		c.reassert(ctx)
 	}
-	c.door.acted()
+	c.core.Acted(c.cfg.clock.Now())
 }
 
 // onVersion reads the version and fires VersionChanged when it moved; it

@@ -2,11 +2,10 @@ package runtimeextractor
 
 import (
 	"context"
-	"slices"
-	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
@@ -25,7 +24,7 @@ const (
 	wakeDriftHint              // a caller's informer says something changed
 	wakeRollout                // the DaemonSet's status or generation moved
 	wakeResync                 // the periodic re-assert
-	wakeAlarm                  // a part's deadline has come (timedParts)
+	wakeAlarm                  // a part's deadline has come (core.State.Due)
 	wakeDiagnosis              // a stuck rollout's diagnosis is done (payload: stuckResult)
 	wakeNodesNamed             // the unavailable pods' nodes are named (payload: namedResult)
 )
@@ -47,11 +46,11 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 		// Always acted on, even when the newest content was rejected: the
 		// level comes from the last good config, which may have changed in
 		// the same (coalesced) notification.
-		c.levelSignal(ctx, signalConfig)
+		c.levelSignal(ctx, core.SignalConfig)
 	case wakeVersion:
-		c.levelSignal(ctx, signalVersion)
+		c.levelSignal(ctx, core.SignalVersion)
 	case wakeTLS:
-		c.levelSignal(ctx, signalTLS)
+		c.levelSignal(ctx, core.SignalTLS)
 	case wakeDrift:
 		c.onDrift(ctx, false)
 	case wakeDriftHint:
@@ -74,26 +73,21 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	}
 }
 
-// timedPart is a part of the loop with a deadline, and what the loop does
-// when it comes.
-type timedPart struct {
-	at  *deadline
-	run func(ctx context.Context)
-}
-
-// timedParts are the parts with a deadline, in the order the loop runs
-// those whose deadlines come at the same instant.
-func (c *Controller) timedParts() []timedPart {
-	return []timedPart{
-		{&c.door.wakeAt, c.onDoorDue},
-		{&c.retry.wakeAt, c.reassert},
-		{&c.known.expect, func(ctx context.Context) {
-			if !c.retry.pending() { // a failed action's retry re-reads then
-				c.reassertOnTimer(ctx)
-			}
-		}},
-		{&c.gate.wakeAt, c.onGateDue},
-		{&c.rollouts.wakeAt, c.onRolloutDeadline},
+// onDeadline runs part p, whose deadline has come.
+func (c *Controller) onDeadline(ctx context.Context, p core.Part) {
+	switch p {
+	case core.PartDoor:
+		c.onDoorDue(ctx)
+	case core.PartRetry:
+		c.reassert(ctx)
+	case core.PartExpect:
+		if !c.core.RetryPending() { // a failed action's retry re-reads then
+			c.reassertOnTimer(ctx)
+		}
+	case core.PartGate:
+		c.onGateDue(ctx)
+	case core.PartRollout:
+		c.onRolloutDeadline(ctx)
 	}
 }
 
@@ -102,30 +96,12 @@ func (c *Controller) timedParts() []timedPart {
 // moved it). A deadline that comes meanwhile waits for the next alarm.
 func (c *Controller) onDeadlines(ctx context.Context) {
 	now := c.cfg.clock.Now()
-	var due []timedPart
-	for _, p := range c.timedParts() {
-		if p.at.due(now) {
-			due = append(due, p)
+	for _, p := range c.core.Due(now) {
+		if t := c.core.Timer(p); t.Due(now) {
+			t.Stop()
+			c.onDeadline(ctx, p)
 		}
 	}
-	slices.SortStableFunc(due, func(a, b timedPart) int { return a.at.at.Compare(b.at.at) })
-	for _, p := range due {
-		if p.at.due(now) {
-			p.at.stop()
-			p.run(ctx)
-		}
-	}
-}
-
-// nextDeadline is the earliest deadline of the loop's parts.
-func (c *Controller) nextDeadline() (time.Time, bool) {
-	var at time.Time
-	for _, p := range c.timedParts() {
-		if p.at.armed() && (at.IsZero() || p.at.at.Before(at)) {
-			at = p.at.at
-		}
-	}
-	return at, !at.IsZero()
 }
 
 // onRolloutDeadline: the rollout made no progress for the deadline.
@@ -143,14 +119,16 @@ func (c *Controller) afterWake(ctx context.Context) {
 	if c.rollouts.track(ctx, c.cfg.kubeClient, c.machine.State(), ds, c.cfg.clock.Now()) {
 		c.stuckChanged()
 	}
+	now := c.cfg.clock.Now()
+	expect := c.core.Timer(core.PartExpect)
 	switch d, pending := c.manager.Expecting(); {
 	case !pending:
-		c.known.expect.stop()
-	case !c.known.expect.armed():
-		c.known.expect.arm(d)
+		expect.Stop()
+	case !expect.Armed():
+		expect.ArmAt(now.Add(d))
 	}
-	c.gate.follow()
-	c.alarm.follow(c.nextDeadline())
+	c.core.FollowGate(now)
+	c.alarm.follow(c.core.Deadline())
 	c.report()
 }
 
@@ -171,10 +149,9 @@ func (c *Controller) start(ctx context.Context) {
 // of this one's repairs, queued signals, rollouts or TLS arguments.
 func (c *Controller) stop() {
 	c.endFight("the controller stopped")
-	c.known.tlsKept, c.known.tlsUnknown, c.known.lostRace = nil, "", false
+	c.known.tlsKept, c.known.tlsUnknown = nil, ""
 	c.rollouts.reset()
-	c.door.reset()
-	c.known.expect.stop()
-	c.retry.stop()
+	c.core.Stopped()
+	c.setBackoff(0)
 	c.alarm.stop()
 }

@@ -277,27 +277,11 @@ func (s *propSim) fingerprint() string {
 	_, expecting := s.c.manager.Expecting()
 	ownsStored := srv != nil && s.c.manager.IsOwnWrite(srv.UID, srv.Generation)
 	ownsCached := cached != nil && s.c.manager.IsOwnWrite(cached.UID, cached.Generation)
-	now := s.clock.Now()
-	// A timer is keyed by when it fires, relative to now, and the door and
-	// the gate by what decides their future answers: states whose backoff
-	// differs are not merged.
-	due := func(t *deadline) string {
-		if !t.armed() {
-			return "-"
-		}
-		return t.at.Sub(now).String()
-	}
-	rel := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return t.Sub(now).String()
-	}
-	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v expect=%s retry=%s gate=%s door=%s held=%d door since=%s last=%s act=%s deferred=%v granted=%v lost=%v foreign=%v failures=%d since=%s pending=%d ready=%v deadline=%s diagnosing=%v applied=%d\n",
-		ownsStored, ownsCached, expecting, due(&s.c.known.expect), due(&s.c.retry.wakeAt), due(&s.c.gate.wakeAt), due(&s.c.door.wakeAt),
-		s.c.door.queued, rel(s.c.door.queuedSince), rel(s.c.door.lastSignal), rel(s.c.door.lastAct), s.c.gate.deferred, s.c.gate.granted, s.c.known.lostRace, s.foreignOutstanding, s.c.retry.failures, rel(s.c.retry.since), len(s.ri.queued),
-		readyWakes(s.ready()), due(&s.c.rollouts.wakeAt), s.c.rollouts.diagnosing, min(len(s.applied), 2))
-	fmt.Fprintf(&b, "gate: %s\n", s.c.gate.log.Key(now))
+	// The core's key is relative to now: states whose deadlines or backoff
+	// differ are not merged.
+	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v foreign=%v pending=%d ready=%v diagnosing=%v applied=%d\n",
+		ownsStored, ownsCached, expecting, s.foreignOutstanding, len(s.ri.queued), readyWakes(s.ready()), s.c.rollouts.diagnosing, min(len(s.applied), 2))
+	fmt.Fprintf(&b, "core: %s\n", s.c.core.Key(s.clock.Now()))
 	return b.String()
 }
 

@@ -55,6 +55,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
@@ -245,11 +246,11 @@ func TestPropertyHeldConfigAndVersionSignalsActOnBoth(t *testing.T) {
 	s.bumpVersion()
 	s.dispatch(wakeVersion)
 	s.flipConfig()
-	s.dispatch(wakeConfig) // held: within levelQuiet of the last action
+	s.dispatch(wakeConfig) // held: within core.LevelQuiet of the last action
 	s.bumpVersion()
 	s.dispatch(wakeVersion) // held with it
-	if s.c.door.queued != signalConfig|signalVersion {
-		t.Fatalf("the front door holds %b, want config and version", s.c.door.queued)
+	if s.c.core.Queued() != core.SignalConfig|core.SignalVersion {
+		t.Fatalf("the front door holds %b, want config and version", s.c.core.Queued())
 	}
 	s.timerDue()
 	s.dispatch(wakeAlarm)
@@ -321,7 +322,7 @@ func TestPropertyRetriedRepairEndsTheFight(t *testing.T) {
 	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 1 {
 		t.Fatalf("conflicting_writer = %v after the fight, want 1 (Degraded says the failing apply first)\n%s", v, s.story())
 	}
-	if !s.c.retry.pending() {
+	if !s.c.core.RetryPending() {
 		t.Fatalf("the repair's apply did not fail into a retry\n%s", s.story())
 	}
 	s.settleAndReport()
@@ -398,7 +399,7 @@ func (s *propSim) runToRolledOut() {
 // quiet lets the front door's quiet spell pass, so that the next level
 // signal is acted on at once rather than held.
 func (s *propSim) quiet() {
-	s.advanceTo(s.clock.Now().Add(levelQuiet), "the end of the front door's quiet spell")
+	s.advanceTo(s.clock.Now().Add(core.LevelQuiet), "the end of the front door's quiet spell")
 }
 
 // newScriptedSim starts a simulator for a fixed sequence of steps, with the
@@ -468,7 +469,7 @@ func TestPropertyConfigRelistWaitsForTheGate(t *testing.T) {
 	s.runToRolledOut()
 	s.writeAndRun(0, "someone", "quay.io/someone/else:1")           // repaired at once
 	s.writeAndRun(time.Second, "someone", "quay.io/someone/else:2") // undoes the repair: its repair waits
-	if !s.c.gate.deferring() {
+	if !s.c.core.Deferring() {
 		t.Fatalf("the gate defers no repair after the writer's changes\n%s", s.story())
 	}
 	s.configRelisted()
@@ -501,7 +502,7 @@ func TestPropertyRefusedDeleteThenReenableWaitsForTheGate(t *testing.T) {
 	s.flipConfig()
 	s.runThroughDoor()
 	s.controller("the repair gate's timer, while disabled", func() { s.c.onGateDue(s.ctx) })
-	if s.c.gate.deferring() {
+	if s.c.core.Deferring() {
 		t.Fatalf("the gate's timer kept its claim while disabled\n%s", s.story())
 	}
 	s.flipConfig()
@@ -517,7 +518,7 @@ func repairWaitingForTheBudget(t *testing.T) *propSim {
 	s := newScriptedSim(t, true)
 	s.runToRolledOut()
 	s.fight(10)
-	if !s.c.gate.deferring() {
+	if !s.c.core.Deferring() {
 		t.Fatalf("no repair waits for the gate after the fight\n%s", s.story())
 	}
 	return s

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
@@ -42,13 +43,13 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 			c.cfg.metrics.ObserveDrift(string(k))
 		}
 	}
-	c.gate.describe(d)
+	c.describeRepair(d)
 	drifted := hint || len(d.kinds) > 0
 	var wait time.Duration
 	switch {
 	case drifted && c.level() == (fsm.Enabled{}): // only repairs wait; a delete of what insights-config disables does not
-		var fc fightChange
-		wait, fc = c.gate.changed(d)
+		var fc core.FightChange
+		wait, fc = c.core.Changed(writersOf(d), c.cfg.clock.Now())
 		c.fightMoved(fc)
 		if wait == 0 {
 			c.fireDrift(ctx)
@@ -69,7 +70,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	case wait > 0:
 		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair gate: %s)",
 			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.writers, d.unnamed),
-			wait.Round(time.Millisecond), c.gate.backoffNote())
+			wait.Round(time.Millisecond), c.backoffNote())
 	default: // logged after the repair's write: act first, report after
 		klog.Infof("DaemonSet %s/%s was %s; acted on it, now %s",
 			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.writers, d.unnamed), c.machine.State())
@@ -79,7 +80,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 // fireDrift fires the drift of the DaemonSet the view shows now: Deleted
 // when it is gone, else Modified.
 func (c *Controller) fireDrift(ctx context.Context) {
-	c.gate.repairing()
+	c.core.Grant()
 	if ds, ok := c.informer.current(); ok {
 		c.fire(ctx, fsm.Modified{Generation: ds.Generation})
 		return
@@ -90,7 +91,7 @@ func (c *Controller) fireDrift(ctx context.Context) {
 // onGateDue acts on the repair gate's timer: the deferred repair, if the
 // level still wants it, and the end of a fight.
 func (c *Controller) onGateDue(ctx context.Context) {
-	repair, fc := c.gate.due(c.level() == (fsm.Enabled{}))
+	repair, fc := c.core.GateDue(c.level() == (fsm.Enabled{}), c.cfg.clock.Now())
 	c.fightMoved(fc)
 	if repair {
 		c.fireDrift(ctx)
@@ -100,22 +101,22 @@ func (c *Controller) onGateDue(ctx context.Context) {
 // repairMade counts a repair that wrote.
 func (c *Controller) repairMade() {
 	if c.cfg.metrics != nil {
-		c.cfg.metrics.ObserveRepair(repairManagers(c.gate.next.writers)...) // one repair: "other" once
+		c.cfg.metrics.ObserveRepair(repairManagers(c.known.next.writers)...) // one repair: "other" once
 	}
-	c.gate.repaired()
+	c.core.Repaired(c.cfg.clock.Now())
 }
 
 // fightMoved reports a fight the gate declared (log, Warning Event, gauge)
 // or ended.
-func (c *Controller) fightMoved(fc fightChange) {
-	if fc.ended {
+func (c *Controller) fightMoved(fc core.FightChange) {
+	if fc.Ended {
 		c.fightOver("the writers stopped undoing repairs")
 	}
-	if !fc.started {
+	if !fc.Started {
 		return
 	}
 	msg := c.degradedMessage()
-	if fight := c.gate.conflict(); fight != nil {
+	if fight := c.conflict(); fight != nil {
 		msg += "; " + fight.Tally()
 	}
 	klog.Warningf("tug-of-war over DaemonSet %s/%s: %s", resources.Namespace, resources.DaemonSetName, msg)
@@ -129,7 +130,8 @@ func (c *Controller) fightMoved(fc fightChange) {
 // endFight forgets the writers: Run ends, or there is nothing left to
 // fight over.
 func (c *Controller) endFight(why string) {
-	if c.gate.reset() {
+	c.known.next = nextRepair{}
+	if c.core.ForgetWriters() {
 		c.fightOver(why)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 )
 
@@ -15,7 +16,7 @@ import (
 // repaired at once unless the gate defers it, and the gate's timer is
 // followed after every step.
 type gateRun struct {
-	g       *repairGate
+	c       *Controller // only its core and the description of repairs
 	clk     *clocktesting.FakeClock
 	t0      time.Time
 	repairs []time.Duration // when the controller repaired, since the start
@@ -24,25 +25,27 @@ type gateRun struct {
 func newGateRun() *gateRun {
 	t0 := time.Unix(1_000_000, 0)
 	clk := clocktesting.NewFakeClock(t0)
-	return &gateRun{g: newRepairGate(clk, DefaultRepairPolicy()), clk: clk, t0: t0}
+	c := &Controller{cfg: settings{clock: clk}, core: core.New(DefaultRepairPolicy(), DefaultDegradedInertia)}
+	return &gateRun{c: c, clk: clk, t0: t0}
 }
 
 func (r *gateRun) repair() {
-	r.g.repaired()
+	r.c.core.Repaired(r.clk.Now())
 	r.repairs = append(r.repairs, r.clk.Now().Sub(r.t0))
 }
 
 // advance runs the gate's timer up to (and including) t.
 func (r *gateRun) advance(t time.Duration) {
 	for {
-		r.g.follow()
-		if !r.g.wakeAt.armed() || r.g.wakeAt.at.Sub(r.t0) > t {
+		r.c.core.FollowGate(r.clk.Now())
+		wakeAt := r.c.core.Timer(core.PartGate)
+		if !wakeAt.Armed() || wakeAt.At().Sub(r.t0) > t {
 			r.clk.SetTime(r.t0.Add(t))
 			return
 		}
-		r.clk.SetTime(r.g.wakeAt.at)
-		r.g.wakeAt.stop()
-		if repair, _ := r.g.due(true); repair {
+		r.clk.SetTime(wakeAt.At())
+		wakeAt.Stop()
+		if repair, _ := r.c.core.GateDue(true, r.clk.Now()); repair {
 			r.repair()
 		}
 	}
@@ -66,8 +69,8 @@ func (r *gateRun) unrecorded(t time.Duration, manager string) {
 
 func (r *gateRun) changeBy(t time.Duration, d drain) {
 	r.advance(t)
-	r.g.describe(d)
-	if wait, _ := r.g.changed(d); wait == 0 {
+	r.c.describeRepair(d)
+	if wait, _ := r.c.core.Changed(writersOf(d), r.clk.Now()); wait == 0 {
 		r.repair()
 	}
 }
@@ -127,7 +130,7 @@ func TestGateBoundsAFightWithOneWriter(t *testing.T) {
 	declared := false
 	for at := time.Duration(0); at < 5*time.Minute; at += 2 * time.Second {
 		r.change(at, "gitops-fight")
-		declared = declared || r.g.conflict() != nil
+		declared = declared || r.c.conflict() != nil
 	}
 	r.advance(10 * time.Minute)
 	p := DefaultRepairPolicy()
@@ -137,7 +140,7 @@ func TestGateBoundsAFightWithOneWriter(t *testing.T) {
 	if !declared {
 		t.Error("the fight was never declared")
 	}
-	if r.g.conflict() != nil {
+	if r.c.conflict() != nil {
 		t.Errorf("the fight is still on 5 minutes after the writer stopped")
 	}
 }
@@ -153,10 +156,10 @@ func TestBurstAndPauseIsBoundedAndReported(t *testing.T) {
 		for _, at := range []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second} {
 			t0 := time.Duration(c)*cycle + at
 			r.change(t0, "burster")
-			if r.g.conflict() != nil && first < 0 {
+			if r.c.conflict() != nil && first < 0 {
 				first = t0
 			}
-			if first >= 0 && r.g.conflict() == nil {
+			if first >= 0 && r.c.conflict() == nil {
 				t.Fatalf("the fight declared at %s cleared by %s, during the writer's pauses", first, t0)
 			}
 		}
@@ -200,7 +203,7 @@ func TestDrainWithManyNamesIsOneRepair(t *testing.T) {
 	named := 0          // the most writers the pending repair named while it waited (defect 4)
 	for i := range 50 { // and then each of them again, 100 ms apart
 		r.change(time.Duration(i+1)*100*time.Millisecond, fmt.Sprintf("churn-%d", i))
-		named = max(named, len(r.g.next.writers))
+		named = max(named, len(r.c.known.next.writers))
 	}
 	r.advance(2 * time.Minute)
 	if n, bound := len(r.repairs), DefaultRepairPolicy().Bound(2*time.Minute); n > bound {
@@ -209,7 +212,7 @@ func TestDrainWithManyNamesIsOneRepair(t *testing.T) {
 	if named > maxRepairWriters {
 		t.Errorf("the pending repair named %d writers while it waited, want at most %d", named, maxRepairWriters)
 	}
-	if n := len(r.g.log.Writers()); n > repairgate.MaxNamedWriters+2 {
+	if n := len(r.c.core.Log().Writers()); n > repairgate.MaxNamedWriters+2 {
 		t.Errorf("the gate keeps %d writers", n)
 	}
 }

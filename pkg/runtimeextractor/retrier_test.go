@@ -6,35 +6,34 @@ import (
 	"testing"
 	"time"
 
-	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// failUntil runs the retrier as the loop does: each attempt fails until
+// failUntil runs the core's retry as the loop does: each attempt fails until
 // clears (never when zero), and the next one comes when its timer is due.
 // It returns, per attempt, when it was made and whether the failures
 // persisted after it.
 func failUntil(t *testing.T, err error, clears, horizon time.Duration) (at []time.Duration, persisted []bool) {
 	t.Helper()
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	clk := clocktesting.NewFakeClock(t0)
-	r := newRetrier(defaultRateLimiter(), clk, nil, DefaultDegradedInertia)
-	for clk.Since(t0) <= horizon {
-		fail := clears == 0 || clk.Since(t0) < clears
+	now := t0
+	s := core.New(DefaultRepairPolicy(), DefaultDegradedInertia)
+	limiter := defaultRateLimiter()
+	for now.Sub(t0) <= horizon {
+		fail := clears == 0 || now.Sub(t0) < clears
 		if fail {
-			r.record(fsm.ActionApply, err, 0)
+			s.Failed(err, 0, now)
 		} else {
-			r.record(fsm.ActionApply, nil, 0)
+			s.Succeeded()
 		}
-		at = append(at, clk.Since(t0))
-		persisted = append(persisted, r.persists(clk.Now()))
+		at = append(at, now.Sub(t0))
+		persisted = append(persisted, s.Persists(now, unfixableByRetry))
 		if !fail {
 			return at, persisted
 		}
-		r.schedule()
-		clk.SetTime(r.wakeAt.at)
+		s.ScheduleRetry(limiter.When(retryKey), now)
+		now = s.Timer(core.PartRetry).At()
 	}
 	return at, persisted
 }

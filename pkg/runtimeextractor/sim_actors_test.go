@@ -17,6 +17,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -120,8 +121,8 @@ func (s *propSim) randomStep() {
 			s.dispatch(pick(s.ready(), s.rng.IntN).wake)
 		}, false},
 		{2, func() {
-			if s.c.retry.pending() {
-				s.advanceTo(s.c.retry.wakeAt.at, "the retry")
+			if s.c.core.RetryPending() {
+				s.advanceTo(s.c.core.Timer(core.PartRetry).At(), "the retry")
 				s.dispatch(pick(s.ready(), s.rng.IntN).wake)
 			}
 		}, false},
@@ -366,7 +367,7 @@ func (s *propSim) fightWithAFailedRepair() {
 	}
 	s.setRefused("update", true)
 	s.fight(1)
-	for i := 0; i < 10 && !s.c.retry.pending() && len(s.violations) == 0 && s.timerDue(); i++ {
+	for i := 0; i < 10 && !s.c.core.RetryPending() && len(s.violations) == 0 && s.timerDue(); i++ {
 		s.runToQuiet()
 	}
 }
@@ -418,7 +419,7 @@ func (s *propSim) burstAfterOtherEdits() {
 	// while it lasts), with room in the budget, has its first change undone
 	// at once.
 	named, others := 0, false
-	for _, w := range s.c.gate.log.Writers() {
+	for _, w := range s.c.core.Log().Writers() {
 		switch w.Name {
 		case repairgate.OtherWriters:
 			others = true
@@ -429,21 +430,21 @@ func (s *propSim) burstAfterOtherEdits() {
 	}
 	s.waitOnTimers(5 * time.Second) // what the gate made meanwhile is not the burst's repair
 	writes := s.controllerWrites
-	room := named < repairgate.MaxNamedWriters && !others && p.Available(s.c.gate.log, s.clock.Now()) >= 1
+	room := named < repairgate.MaxNamedWriters && !others && p.Available(s.c.core.Log(), s.clock.Now()) >= 1
 	step(0, burster, "quay.io/someone/patch:0")
 	if room && s.controllerWrites == writes {
-		s.violate("first-edit-waits", fmt.Sprintf("%s's first change waited, with room in the repair budget (%s)", burster, s.c.gate.backoffNote()))
+		s.violate("first-edit-waits", fmt.Sprintf("%s's first change waited, with room in the repair budget (%s)", burster, s.c.backoffNote()))
 	}
 	for i := 1; i < 10; i++ {
 		step(100*time.Millisecond, burster, fmt.Sprintf("quay.io/someone/patch:%d", i))
 	}
 	end := s.clock.Now()
 	bound := end.Add(p.Settle)
-	if b := p.BudgetAllows(s.c.gate.log, 1); b.After(bound) {
+	if b := p.BudgetAllows(s.c.core.Log(), 1); b.After(bound) {
 		bound = b
 	}
 	for len(s.violations) == 0 && s.stored() != nil && strings.Contains(s.stored().Spec.Template.Spec.Containers[0].Image, "someone") {
-		at, ok := s.c.nextDeadline()
+		at, ok := s.c.core.Deadline()
 		if !ok || at.After(bound) {
 			s.violate("burst-repair-late", fmt.Sprintf("another writer's first burst was not undone within %s of its end (the loop's alarm: %v)", bound.Sub(end), at.Sub(end)))
 			return
@@ -675,7 +676,7 @@ func (s *propSim) burstAndPause() {
 	// whole budget left), the burst undoes at least 3 repairs: a fight,
 	// reported through the pause.
 	p := DefaultRepairPolicy()
-	checked := !s.cfg.disabled && !s.c.holding() && p.Available(s.c.gate.log, s.clock.Now()) == p.Burst
+	checked := !s.cfg.disabled && !s.c.holding() && p.Available(s.c.core.Log(), s.clock.Now()) == p.Burst
 	if checked {
 		for _, v := range []string{"create", "update", "delete"} {
 			s.setRefused(v, false)
@@ -689,7 +690,7 @@ func (s *propSim) burstAndPause() {
 		s.writeAndRun(0, "burster", fmt.Sprintf("quay.io/someone/burst:%d", i))
 	}
 	s.waitOnTimers(61 * time.Second)
-	if checked && len(s.violations) == 0 && !s.c.gate.fighting() {
+	if checked && len(s.violations) == 0 && !s.c.core.Fighting() {
 		s.violate("burst-pause-unreported", "a writer that undid the repairs of its burst is not reported as a fight after its pause")
 	}
 }
@@ -699,7 +700,7 @@ func (s *propSim) burstAndPause() {
 func (s *propSim) waitOnTimers(d time.Duration) {
 	end := s.clock.Now().Add(d)
 	for len(s.violations) == 0 {
-		at, ok := s.c.nextDeadline()
+		at, ok := s.c.core.Deadline()
 		if !ok || at.After(end) {
 			break
 		}
@@ -788,7 +789,7 @@ func (s *propSim) syncing(what string, period time.Duration, n int, write func(i
 		manager, image := write(i)
 		s.writeAndRun(0, manager, image)
 	}
-	if len(s.violations) == 0 && !s.c.gate.fighting() {
+	if len(s.violations) == 0 && !s.c.core.Fighting() {
 		s.violate(kind, why)
 	}
 }

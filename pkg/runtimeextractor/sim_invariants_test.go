@@ -58,7 +58,7 @@ func (s *propSim) settle() bool {
 
 // timerDue moves the clock to the loop's alarm (its earliest deadline), if one is armed.
 func (s *propSim) timerDue() bool {
-	at, ok := s.c.nextDeadline()
+	at, ok := s.c.core.Deadline()
 	if ok {
 		s.advanceTo(at, "the loop's alarm (its earliest deadline)")
 	}
@@ -78,7 +78,7 @@ func (s *propSim) expireExpectations() {
 // writers stays bounded, whatever names they used.
 func (s *propSim) checkRepairBudget() {
 	p := DefaultRepairPolicy()
-	if n := len(s.c.gate.log.Writers()); n > repairgate.MaxNamedWriters+2 {
+	if n := len(s.c.core.Log().Writers()); n > repairgate.MaxNamedWriters+2 {
 		s.violate("gate-writers", fmt.Sprintf("the repair gate keeps %d writers, more than %d", n, repairgate.MaxNamedWriters+2))
 		return
 	}

@@ -30,6 +30,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -608,7 +609,7 @@ func (s *propSim) controller(what string, f func()) {
 	// may write) comes due with it.
 	now := s.clock.Now()
 	reassertOnly := what == wakeResync.String()
-	if what == wakeAlarm.String() && s.c.known.expect.due(now) && !s.c.retry.wakeAt.due(now) && !s.c.door.wakeAt.due(now) {
+	if what == wakeAlarm.String() && s.c.core.Timer(core.PartExpect).Due(now) && !s.c.core.Timer(core.PartRetry).Due(now) && !s.c.core.Timer(core.PartDoor).Due(now) {
 		reassertOnly, what = true, "expectation's deadline"
 	}
 	f()
@@ -669,8 +670,8 @@ func (s *propSim) runToQuiet() {
 // play out at its trailing edge, until it holds none.
 func (s *propSim) runThroughDoor() {
 	s.runToQuiet()
-	for s.c.door.queued != 0 && len(s.violations) == 0 {
-		s.advanceTo(s.c.door.wakeAt.at, "the front door's trailing edge")
+	for s.c.core.Queued() != 0 && len(s.violations) == 0 {
+		s.advanceTo(s.c.core.Timer(core.PartDoor).At(), "the front door's trailing edge")
 		s.runToQuiet()
 	}
 }
@@ -739,7 +740,7 @@ func (s *propSim) checkRunningEntry(tr fsm.Transition) {
 	if s.unseenOther > 0 || s.seenOther > 0 || s.lossy {
 		return // the server may hold changes the controller cannot know yet
 	}
-	if s.c.gate.deferring() {
+	if s.c.core.Deferring() {
 		return // it knows of them: their repair waits for the repair gate's backoff
 	}
 	srv := s.stored()
@@ -878,8 +879,8 @@ func (s *propSim) witness(what string) repairWitness {
 		undid:      s.undid,
 		repairable: told && !s.foreignBeforeBoot && !s.foreignUnowned && !s.drainedWantingNone,
 		drains:     drains,
-		deferred:   s.c.gate.deferring(),
-		gateDue:    s.c.gate.wakeAt.due(s.clock.Now()),
+		deferred:   s.c.core.Deferring(),
+		gateDue:    s.c.core.Timer(core.PartGate).Due(s.clock.Now()),
 	}
 }
 

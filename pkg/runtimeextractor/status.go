@@ -61,15 +61,14 @@ func (c *Controller) report() {
 // replica that starts now match those of one that has run all along.
 func (c *Controller) snapshot() status.Snapshot {
 	s := status.Snapshot{
-		State:     c.machine.State(),
-		Version:   c.known.version,
-		Failures:  c.retry.failures,
-		LastError: c.retry.lastErr,
-		RetryIn:   c.retry.retryIn,
-		Holding:   c.holding(),
+		State:   c.machine.State(),
+		Version: c.known.version,
+		Holding: c.holding(),
 
-		FailurePersists: c.retry.persists(c.cfg.clock.Now()),
+		FailurePersists: c.core.Persists(c.cfg.clock.Now(), unfixableByRetry),
 	}
+	s.Failures, s.RetryIn = c.core.Failures()
+	s.LastError = c.core.LastError()
 	if ds, ok := c.informer.current(); ok {
 		r := resources.RolloutOf(ds)
 		s.Present = true
@@ -86,8 +85,8 @@ func (c *Controller) snapshot() status.Snapshot {
 	s.Finalizers, s.Terminating = c.informer.terminating()
 	s.ConfigError = c.config.LastError()
 	s.Stuck = c.rollouts.stuck
-	s.Conflict = c.gate.conflict()
-	s.RepairWaits = c.gate.waiting()
+	s.Conflict = c.conflict()
+	s.RepairWaits = c.waiting()
 	s.TLSProfileUnknown = c.known.tlsUnknown
 	return s
 }

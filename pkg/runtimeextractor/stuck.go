@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -51,9 +52,9 @@ type rolloutWatch struct {
 
 	clock      clock.Clock
 	progress   rolloutProgress
-	since      time.Time // the last progress
-	wakeAt     deadline  // set while waiting for progress
-	diagnosing bool      // a diagnosis is under way
+	since      time.Time      // the last progress
+	wakeAt     *core.Deadline // set while waiting for progress (the core's)
+	diagnosing bool           // a diagnosis is under way
 	result     chan stuckResult
 	stuck      *status.RolloutStuck
 
@@ -94,8 +95,8 @@ type stuckResult struct {
 	stuck    *status.RolloutStuck
 }
 
-func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.Clock) *rolloutWatch {
-	return &rolloutWatch{deadline: progressDeadline, nodeNames: nodeNames, clock: clk, wakeAt: deadline{clock: clk},
+func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.Clock, wakeAt *core.Deadline) *rolloutWatch {
+	return &rolloutWatch{deadline: progressDeadline, nodeNames: nodeNames, clock: clk, wakeAt: wakeAt,
 		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
 }
 
@@ -114,12 +115,12 @@ func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, s
 		return w.forget()
 	}
 	p := rolloutProgress{uid: ds.UID, generation: ds.Generation, updated: r.Updated, available: r.Available}
-	if p == w.progress && (w.wakeAt.armed() || w.diagnosing || w.stuck != nil) {
+	if p == w.progress && (w.wakeAt.Armed() || w.diagnosing || w.stuck != nil) {
 		return false // no progress: the deadline, diagnosis or verdict stands
 	}
 	changed := w.forget()
 	w.progress, w.since = p, now
-	w.wakeAt.arm(w.deadline)
+	w.wakeAt.ArmAt(now.Add(w.deadline))
 	return changed
 }
 
@@ -132,7 +133,7 @@ func (w *rolloutWatch) reset() bool {
 
 // forget forgets the rollout; it reports whether a stuck verdict was cleared.
 func (w *rolloutWatch) forget() bool {
-	w.wakeAt.stop()
+	w.wakeAt.Stop()
 	w.progress = rolloutProgress{}
 	w.diagnosing = false
 	cleared := w.stuck != nil

@@ -247,7 +247,14 @@ func progressing(s Snapshot) configv1.ClusterOperatorStatusCondition {
 // stuck on one broken node, while the other nodes run theirs, is not a
 // degraded operator. Progressing names it instead.
 func tooFewPods(s Snapshot) bool {
-	return s.Available == 0 || s.MaxUnavailable < 0 || s.Desired-s.Available > s.MaxUnavailable
+	over, known := overMaxUnavailable(s)
+	return s.Available == 0 || !known || over
+}
+
+// overMaxUnavailable: more nodes are without an available pod than the
+// DaemonSet's maxUnavailable; known is false when that is unknown.
+func overMaxUnavailable(s Snapshot) (over, known bool) {
+	return s.Desired-s.Available > s.MaxUnavailable, s.MaxUnavailable >= 0
 }
 
 // removing: the state wants no DaemonSet.

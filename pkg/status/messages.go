@@ -42,9 +42,9 @@ func unavailableMessage(s Snapshot) string {
 	if n == 1 {
 		msg = "; 1 node has no available pod"
 	}
-	switch {
-	case s.MaxUnavailable < 0:
-	case n <= s.MaxUnavailable:
+	switch over, known := overMaxUnavailable(s); {
+	case !known:
+	case !over:
 		msg += fmt.Sprintf(" (within maxUnavailable %d)", s.MaxUnavailable)
 	default:
 		msg += fmt.Sprintf(" (more than maxUnavailable %d)", s.MaxUnavailable)

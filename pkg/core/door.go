@@ -1,0 +1,78 @@
+package core
+
+import "time"
+
+// The front door coalesces level signals (config, version and TLS
+// notifications). The first signal after a quiet spell is acted on at once;
+// signals that arrive within LevelQuiet of the last action, or of each
+// other, merge into one action on the latest level once they stop, and a
+// storm that never stops is still acted on every LevelMaxDelay. 200 config
+// toggles thus cost a handful of writes instead of 200, and the end state
+// follows the last toggle within LevelQuiet plus one action.
+const (
+	LevelQuiet    = 200 * time.Millisecond
+	LevelMaxDelay = time.Second
+)
+
+// Signal says which levels a signal may have moved.
+type Signal int
+
+const (
+	SignalConfig  Signal = 1 << iota // insights-config (or the host's config)
+	SignalVersion                    // the cluster version (updateCh, ClusterVersion)
+	SignalTLS                        // the cluster TLS profile
+)
+
+type door struct {
+	lastAct     time.Time // when the last level action ended
+	queued      Signal    // signals queued for the trailing edge
+	queuedSince time.Time // the first queued signal
+	lastSignal  time.Time // the latest queued signal
+}
+
+// Admit reports whether a signal of kind k is acted on now (the leading
+// edge); otherwise it is queued, and the door's deadline is when its
+// trailing edge may be due.
+func (s *State) Admit(k Signal, now time.Time) bool {
+	d := &s.door
+	if d.queued == 0 && now.Sub(d.lastAct) >= LevelQuiet {
+		return true
+	}
+	if d.queued == 0 {
+		d.queuedSince = now
+		s.timers[PartDoor].ArmAt(now.Add(LevelQuiet))
+	}
+	d.queued |= k
+	d.lastSignal = now
+	return false
+}
+
+// Queued is what the door holds for its trailing edge.
+func (s *State) Queued() Signal { return s.door.queued }
+
+// Take, when the door's deadline comes, returns the queued signals and
+// forgets them if they are due: once quiet for LevelQuiet, and no later
+// than LevelMaxDelay after the first. Otherwise it re-arms the deadline for
+// when they are and returns 0.
+func (s *State) Take(now time.Time) Signal {
+	d := &s.door
+	if d.queued == 0 {
+		return 0
+	}
+	at := d.lastSignal.Add(LevelQuiet)
+	if capAt := d.queuedSince.Add(LevelMaxDelay); capAt.Before(at) {
+		at = capAt
+	}
+	if at.After(now) {
+		s.timers[PartDoor].ArmAt(at)
+		return 0
+	}
+	k := d.queued
+	d.queued = 0
+	s.timers[PartDoor].Stop()
+	return k
+}
+
+// Acted records the end of a level action; signals within LevelQuiet of it
+// are queued.
+func (s *State) Acted(now time.Time) { s.door.lastAct = now }

@@ -1,0 +1,65 @@
+package core
+
+import "time"
+
+// retry is the failures of the controller's actions: a failed apply or
+// delete is never dropped, it is re-asserted when the retry's deadline
+// comes. The backoff's curve is the loop's limiter's (an embedder may
+// replace it); when the failures persist, and when the retry comes
+// relative to that, are decided here.
+type retry struct {
+	failures int           // consecutive failed actions
+	since    time.Time     // the first of them
+	lastErr  error         // the latest failure's error
+	retryIn  time.Duration // the backoff of the pending retry, 0 for none
+}
+
+// Failed records a failed action that took took and ended at now.
+func (s *State) Failed(err error, took time.Duration, now time.Time) {
+	if s.retry.failures == 0 {
+		s.retry.since = now.Add(-took)
+	}
+	s.retry.failures++
+	s.retry.lastErr = err
+}
+
+// Succeeded records an action that succeeded: the failures end, and a
+// pending retry, which would only re-assert, is cancelled.
+func (s *State) Succeeded() {
+	s.retry = retry{}
+	s.timers[PartRetry].Stop()
+}
+
+// ScheduleRetry arms the retry after backoff, or when the failures reach
+// the inertia if that comes first: that retry decides whether they persist,
+// so Degraded turns True on time, on an attempt that failed. It returns the
+// delay armed.
+func (s *State) ScheduleRetry(backoff time.Duration, now time.Time) time.Duration {
+	if until := s.retry.since.Add(s.inertia).Sub(now); until > 0 && until < backoff {
+		backoff = until
+	}
+	s.timers[PartRetry].ArmAt(now.Add(backoff))
+	s.retry.retryIn = backoff
+	return backoff
+}
+
+// RetryPending: a retry is armed.
+func (s *State) RetryPending() bool { return s.timers[PartRetry].Armed() }
+
+// Failures are the consecutive failures and the backoff of the pending
+// retry (0 for none).
+func (s *State) Failures() (n int, retryIn time.Duration) { return s.retry.failures, s.retry.retryIn }
+
+// LastError is the latest failure's error, nil when the last action
+// succeeded.
+func (s *State) LastError() error { return s.retry.lastErr }
+
+// Persists: the failures have lasted the inertia, or unfixable says no
+// retry can fix the latest one.
+func (s *State) Persists(now time.Time, unfixable func(error) bool) bool {
+	r := s.retry
+	if r.failures == 0 || r.lastErr == nil {
+		return false
+	}
+	return unfixable(r.lastErr) || !now.Before(r.since.Add(s.inertia))
+}
