@@ -28,7 +28,7 @@ import (
 
 // TestTugOfWarIsBoundedAndReported runs the controller at its defaults next
 // to a second writer with its own field manager that sets another extractor
-// image every 2 s for 5 minutes, as a GitOps tool that self-heals its own
+// image every 2 s for 3 minutes, as a GitOps tool that self-heals its own
 // version of the DaemonSet would. The controller must not roll the fleet once
 // for each of the other writer's changes (before the repair gate it did: an
 // issue measured 35 repairs against 35 changes in 70 s): its template writes
@@ -45,13 +45,13 @@ func TestTugOfWarIsBoundedAndReported(t *testing.T) {
 	const (
 		manager       = "gitops-fight"
 		writerPeriod  = 2 * time.Second
-		writerRun     = 5 * time.Minute
-		degradedBound = time.Minute // from the first foreign write
-		restoreBound  = time.Minute // after the writer stopped: the budget's next allowance
+		writerRun     = 3 * time.Minute // the burst of 6, then 3 of the budget's allowances
+		degradedBound = time.Minute     // from the first foreign write
+		restoreBound  = time.Minute     // after the writer stopped: the budget's next allowance
 		clearBound    = 3 * time.Minute
 	)
-	// maxTemplateWrites: the budget over the fight and the restore (12;
-	// 150 without the gate).
+	// maxTemplateWrites: the budget over the fight and the restore (10;
+	// 90 without the gate).
 	maxTemplateWrites := runtimeextractor.DefaultRepairPolicy().Bound(writerRun + restoreBound)
 	e := newEnv(t)
 	// As the shipped ServiceAccount, so that the audit log tells the
