@@ -44,21 +44,56 @@ func (s *State) Outstanding() bool { return s.gate.log.Outstanding() }
 // Fighting: some writer is in a tug-of-war with the controller.
 func (s *State) Fighting() bool { return s.gate.log.Fighting() }
 
-// Changed records someone else's change, by the writers named, that the
-// level wants repaired. wait is how long its repair must wait (0: the loop
-// repairs it now, and Grants it).
-func (s *State) Changed(writers []string, now time.Time) (wait time.Duration, fc FightChange) {
-	var dec repairgate.Decision
-	fc = s.step(func(l repairgate.Log) repairgate.Log {
-		l, dec = s.policy.Changed(l, writers, now)
-		return l
-	})
-	if dec.Repair {
-		s.gate.deferred = false
-		return 0, fc
+// Drift is what one drain of the informer showed, as the core needs it.
+type Drift struct {
+	Changed  bool     // someone else changed or deleted the DaemonSet (or a caller's informer says so)
+	Writers  []string // who did, for the gate (repairgate.Unnamed for no one in particular)
+	Gone     bool     // an expected deletion: the controller's own, or in a state without the DaemonSet
+	Present  bool     // the view shows a DaemonSet now
+	Enabled  bool     // the level wants a DaemonSet
+	Deleting bool     // the machine is deleting it
+}
+
+// DriftAction is what the loop does about a drain.
+type DriftAction int
+
+const (
+	DriftIgnore   DriftAction = iota // nothing to act on
+	DriftRepair                      // fire the drift now (Modified, or Deleted when gone): the gate allowed its repair
+	DriftWait                        // the gate holds the repair back: its deadline makes it
+	DriftReassert                    // re-assert the level (a disabled level deletes, never repairs)
+	DriftDeleted                     // the controller's delete went through, though its call failed: fire Deleted
+)
+
+// OnDrift decides what the loop does about a drain. Only repairs wait for
+// the gate: drift of a DaemonSet the level disables is deleted at once.
+// wait is how long a held repair waits.
+func (s *State) OnDrift(d Drift, now time.Time) (a DriftAction, wait time.Duration, fc FightChange) {
+	switch {
+	case d.Changed && d.Enabled:
+		var dec repairgate.Decision
+		fc = s.step(func(l repairgate.Log) repairgate.Log {
+			l, dec = s.policy.Changed(l, d.Writers, now)
+			return l
+		})
+		if dec.Repair {
+			s.gate.granted, s.gate.deferred = true, false
+			return DriftRepair, 0, fc
+		}
+		s.gate.granted, s.gate.deferred = false, true
+		return DriftWait, dec.At.Sub(now), fc
+	case d.Changed: // disabled (a notification may be on its way): delete, never repair
+		return DriftReassert, 0, fc
+	case d.Gone && !d.Present && d.Deleting:
+		return DriftDeleted, 0, fc
+	case d.Gone && !d.Present && d.Enabled:
+		// An expected deletion, yet a DaemonSet is wanted: one deleted while
+		// insights-config disabled it, held by a finalizer until after it
+		// enabled it again (the apply then found it terminating and could
+		// not write it), or one replaced while held.
+		return DriftReassert, 0, fc
 	}
-	s.gate.granted, s.gate.deferred = false, true
-	return dec.At.Sub(now), fc
+	return DriftIgnore, 0, fc
 }
 
 // Deferring: a repair waits for the gate's deadline.
@@ -70,31 +105,72 @@ func (s *State) Deferring() bool { return s.gate.deferred }
 // repair): an upgrade not written yet is not complete.
 func (s *State) RolloutCounts() bool { return !s.gate.deferred && !s.gate.lostRace }
 
-// MayWrite is the gate's answer for any write that would undo an
-// outstanding change (a repair, whatever asked for it: drift, a retry, a
-// re-assert, a version or TLS change): true when nothing is outstanding,
-// when the gate allowed this repair, or when its budget and quiet allow it
-// now. A write it refuses waits for the gate's deadline, which makes it
-// when due.
-func (s *State) MayWrite(now time.Time) bool {
-	if !s.Outstanding() || s.gate.granted {
-		return true
+// Write is the core's verdict on an apply of the level.
+type Write struct {
+	// Allowed: the apply may be made now. One the gate holds back waits for
+	// its deadline, which makes it when due.
+	Allowed bool
+	// Repair: the apply would undo someone else's outstanding change. It is
+	// gated, and counted against the budget and its writers if it writes.
+	Repair bool
+}
+
+// AskWrite decides an apply of the level, whatever asked for it: drift, a
+// retry, a re-assert, a version or TLS change. A write made while someone
+// else's change is outstanding undoes it, so it is a repair, and no other
+// write is. A repair is allowed when the gate allowed it, or its budget
+// and quiet allow it now.
+func (s *State) AskWrite(now time.Time) Write {
+	if !s.Outstanding() {
+		return Write{Allowed: true}
+	}
+	if s.gate.granted {
+		return Write{Allowed: true, Repair: true}
 	}
 	if _, dec := s.policy.Due(s.gate.log, now); dec.Repair {
-		return true
+		return Write{Allowed: true, Repair: true}
 	}
 	s.gate.deferred = true
+	return Write{Repair: true}
+}
+
+// ApplyOutcome is what an allowed apply did.
+type ApplyOutcome int
+
+const (
+	ApplyChanged    ApplyOutcome = iota // it wrote a change
+	ApplyUnchanged                      // the object was as the level wants: nothing to write
+	ApplyFailed                         // it failed with an answer: nothing was written
+	ApplyUnanswered                     // it failed without an answer: the write may have been made
+	ApplyLost                           // it lost a race to another writer's change, and wrote nothing
+)
+
+// Wrote records what an apply that AskWrite allowed (w) did. counted is
+// true for a repair the budget paid for: one that wrote, or may have
+// written (its answer was lost; the retry then undoes no outstanding
+// change, so it is paid once). A repair that found nothing to undo records
+// that the other writers put back what the controller wants. After a lost
+// race the other writer's change is the gate's to repair, when it reaches
+// it as drift.
+func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
+	s.gate.lostRace = o == ApplyLost
+	switch {
+	case !w.Repair:
+	case o == ApplyChanged || o == ApplyUnanswered:
+		s.gate.granted, s.gate.deferred = false, false
+		s.gate.log = s.policy.Repaired(s.gate.log, now)
+		return true
+	case o == ApplyUnchanged:
+		s.gate.granted, s.gate.deferred = false, false
+		s.gate.log = s.policy.Stood(s.gate.log, now)
+	}
 	return false
 }
 
-// Applied records the outcome of an apply the gate let through: lost, when
-// it lost a race to another writer and wrote nothing.
-func (s *State) Applied(lost bool) { s.gate.lostRace = lost }
-
 // GateDue answers the gate's deadline: repair is true when the deferred
-// repair is due now and the level still wants it (enabled); the loop then
-// Grants and makes it. A level that does not want it drops
-// the deadline's claim; a write it allows later asks MayWrite.
+// repair is due now and the level still wants it (enabled): the gate
+// allows it, and the loop fires the drift. A level that does not want it drops
+// the deadline's claim; a write it allows later asks AskWrite.
 func (s *State) GateDue(enabled bool, now time.Time) (repair bool, fc FightChange) {
 	var dec repairgate.Decision
 	fc = s.step(func(l repairgate.Log) repairgate.Log {
@@ -110,25 +186,8 @@ func (s *State) GateDue(enabled bool, now time.Time) (repair bool, fc FightChang
 	case !dec.Repair:
 		return false, fc // the deadline follows the gate; it comes again when due
 	}
-	s.gate.deferred = false
+	s.gate.granted, s.gate.deferred = true, false
 	return true, fc
-}
-
-// Grant lets the outstanding repair through: the gate allowed it now, and
-// nothing waits any more.
-func (s *State) Grant() { s.gate.granted, s.gate.deferred = true, false }
-
-// Repaired records a repair that wrote: it undid every outstanding change.
-func (s *State) Repaired(now time.Time) {
-	s.gate.granted, s.gate.deferred = false, false
-	s.gate.log = s.policy.Repaired(s.gate.log, now)
-}
-
-// Stood records that a repair found nothing to undo: the other writers put
-// back what the controller wants.
-func (s *State) Stood(now time.Time) {
-	s.gate.granted, s.gate.deferred = false, false
-	s.gate.log = s.policy.Stood(s.gate.log, now)
 }
 
 // ForgetWriters forgets the writers and the outstanding changes (Run ends,

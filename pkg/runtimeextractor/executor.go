@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
@@ -53,12 +54,11 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 }
 
 func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
-	// A write made while someone else's change is outstanding undoes it: it
-	// is a repair, whichever event led to it (a Modified, a retry, a config,
-	// version or TLS change), and no other write is. The gate decides every
-	// one here; one it holds back is made by the gate's timer.
-	repair := c.core.Outstanding()
-	if !c.core.MayWrite(c.cfg.clock.Now()) {
+	// The core decides every apply, whatever led to it, and counts it
+	// (core.State.AskWrite, Wrote); one it holds back is made by the gate's
+	// deadline.
+	w := c.core.AskWrite(c.cfg.clock.Now())
+	if !w.Allowed {
 		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)", t.From, fsm.Describe(t.Event), c.backoffNote())
 		return nil, false
 	}
@@ -69,9 +69,10 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	if res.Replaced != "" {
 		c.rememberDeleted(res.Replaced) // its delete event is this apply's, not drift
 	}
-	lost := errors.Is(err, resources.ErrLostToAnotherWriter)
-	c.core.Applied(lost)
-	if lost {
+	if c.core.Wrote(w, applyOutcome(res, err), c.cfg.clock.Now()) && c.cfg.metrics != nil {
+		c.cfg.metrics.ObserveRepair(repairManagers(c.known.next.writers)...) // one repair: "other" once
+	}
+	if errors.Is(err, resources.ErrLostToAnotherWriter) {
 		// No failure: the other writer's change reaches the repair gate as
 		// drift, and the gate decides its repair.
 		klog.V(2).Infof("%s on %s: %v", t.From, fsm.Describe(t.Event), err)
@@ -79,23 +80,15 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	}
 	c.record(t.Action, err, c.cfg.clock.Since(start))
 	if err != nil {
-		if repair && res.Unanswered {
-			// The write may have been made, its answer lost: the budget pays
-			// for it now, once (the retry then undoes no outstanding change;
-			// its object's watch event is known as the controller's, by
-			// managedFields).
-			c.repairMade()
-		}
 		on, _ := c.informer.current()
 		c.events.failed(on, ReasonApplyFailed, err.Error()+"; retrying with backoff")
 		return fsm.ApplyFailed{Err: err}, false
 	}
-	switch {
-	case res.Changed:
+	if res.Changed {
 		p := c.known.next
-		cause := applyCause{transition: t, repair: repair, drift: p.kinds, upgradeFrom: c.known.upgradeFrom, version: c.known.version, reenabled: c.known.deletedAny,
+		cause := applyCause{transition: t, repair: w.Repair, drift: p.kinds, upgradeFrom: c.known.upgradeFrom, version: c.known.version, reenabled: c.known.deletedAny,
 			tls: res.TLSMoved, writers: p.writers, unnamed: p.unnamed}
-		if repair {
+		if w.Repair {
 			cause.restored = res.Restored
 		}
 		why := cause.String(res.Created)
@@ -103,17 +96,27 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 			why = fmt.Sprintf("replaced %s, which someone else created: %s", res.Replaced, res.ReplacedBecause)
 		}
 		c.events.applied(res.Object, res.Created, why)
-		if repair {
-			c.repairMade()
-		}
-	case repair:
-		c.core.Stood(c.cfg.clock.Now()) // the other writer put it back itself
 	}
 	uid := string(res.Object.UID)
 	if res.Rolls {
 		return fsm.Applied{UID: uid, Generation: res.Generation}, true
 	}
 	return fsm.AppliedUnchanged{UID: uid, Generation: res.Generation}, true
+}
+
+// applyOutcome is what an apply did, for the core.
+func applyOutcome(res resources.Result, err error) core.ApplyOutcome {
+	switch {
+	case errors.Is(err, resources.ErrLostToAnotherWriter):
+		return core.ApplyLost
+	case err != nil && res.Unanswered:
+		return core.ApplyUnanswered
+	case err != nil:
+		return core.ApplyFailed
+	case res.Changed:
+		return core.ApplyChanged
+	}
+	return core.ApplyUnchanged
 }
 
 func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Event {

@@ -44,26 +44,16 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		}
 	}
 	c.describeRepair(d)
-	drifted := hint || len(d.kinds) > 0
-	var wait time.Duration
-	switch {
-	case drifted && c.level() == (fsm.Enabled{}): // only repairs wait; a delete of what insights-config disables does not
-		var fc core.FightChange
-		wait, fc = c.core.Changed(writersOf(d), c.cfg.clock.Now())
-		c.fightMoved(fc)
-		if wait == 0 {
-			c.fireDrift(ctx)
-		}
-	case drifted: // disabled (a notification may be on its way): delete, never repair
+	act, wait, fc := c.core.OnDrift(core.Drift{Changed: hint || len(d.kinds) > 0, Writers: writersOf(d), Gone: d.gone, Present: present,
+		Enabled: c.level() == (fsm.Enabled{}), Deleting: c.machine.State() == fsm.StateDeleting}, c.cfg.clock.Now())
+	c.fightMoved(fc)
+	switch act {
+	case core.DriftRepair:
+		c.fireDrift(ctx)
+	case core.DriftReassert:
 		c.reassert(ctx)
-	case d.gone && !present && c.machine.State() == fsm.StateDeleting:
+	case core.DriftDeleted:
 		c.fire(ctx, fsm.Deleted{}) // our delete went through, though its call failed
-	case d.gone && !present && c.level() == (fsm.Enabled{}):
-		// An expected deletion, yet a DaemonSet is wanted: one deleted while
-		// insights-config disabled it, held by a finalizer until after it
-		// enabled it again (the apply then found it terminating and could
-		// not write it), or one replaced while held.
-		c.reassert(ctx)
 	}
 	switch {
 	case len(d.kinds) == 0:
@@ -80,7 +70,6 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 // fireDrift fires the drift of the DaemonSet the view shows now: Deleted
 // when it is gone, else Modified.
 func (c *Controller) fireDrift(ctx context.Context) {
-	c.core.Grant()
 	if ds, ok := c.informer.current(); ok {
 		c.fire(ctx, fsm.Modified{Generation: ds.Generation})
 		return
@@ -96,14 +85,6 @@ func (c *Controller) onGateDue(ctx context.Context) {
 	if repair {
 		c.fireDrift(ctx)
 	}
-}
-
-// repairMade counts a repair that wrote.
-func (c *Controller) repairMade() {
-	if c.cfg.metrics != nil {
-		c.cfg.metrics.ObserveRepair(repairManagers(c.known.next.writers)...) // one repair: "other" once
-	}
-	c.core.Repaired(c.cfg.clock.Now())
 }
 
 // fightMoved reports a fight the gate declared (log, Warning Event, gauge)

@@ -30,7 +30,7 @@ func newGateRun() *gateRun {
 }
 
 func (r *gateRun) repair() {
-	r.c.core.Repaired(r.clk.Now())
+	r.c.core.Wrote(core.Write{Allowed: true, Repair: true}, core.ApplyChanged, r.clk.Now())
 	r.repairs = append(r.repairs, r.clk.Now().Sub(r.t0))
 }
 
@@ -70,7 +70,7 @@ func (r *gateRun) unrecorded(t time.Duration, manager string) {
 func (r *gateRun) changeBy(t time.Duration, d drain) {
 	r.advance(t)
 	r.c.describeRepair(d)
-	if wait, _ := r.c.core.Changed(writersOf(d), r.clk.Now()); wait == 0 {
+	if act, _, _ := r.c.core.OnDrift(core.Drift{Changed: true, Writers: writersOf(d), Present: true, Enabled: true}, r.clk.Now()); act == core.DriftRepair {
 		r.repair()
 	}
 }

@@ -1,0 +1,112 @@
+package core
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
+)
+
+// What a drain leads to, row by row: only an enabled level's drift asks the
+// gate; a disabled one's is deleted, never repaired.
+func TestOnDriftDecidesWhatADrainLeadsTo(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		d    Drift
+		want DriftAction
+	}{
+		{Drift{Changed: true, Enabled: true, Present: true, Writers: []string{"kubectl"}}, DriftRepair},
+		{Drift{Changed: true, Enabled: true, Writers: []string{repairgate.Unnamed}}, DriftRepair}, // a deletion
+		{Drift{Changed: true, Present: true}, DriftReassert},                                      // disabled
+		{Drift{Gone: true, Deleting: true}, DriftDeleted},                                         // our delete went through
+		{Drift{Gone: true, Enabled: true}, DriftReassert},                                         // gone, yet wanted
+		{Drift{Gone: true, Enabled: true, Present: true}, DriftIgnore},
+		{Drift{Gone: true}, DriftIgnore},
+		{Drift{Enabled: true, Present: true}, DriftIgnore},
+	} {
+		s := New(repairgate.DefaultPolicy(), time.Minute)
+		if got, _, _ := s.OnDrift(tc.d, now); got != tc.want {
+			t.Errorf("OnDrift(%+v) = %v, want %v", tc.d, got, tc.want)
+		}
+	}
+}
+
+// Every write that undoes someone else's change is a repair, whatever asked
+// for it, and the budget pays for each one that wrote, or may have: with
+// the budget spent, the next change waits, and so does any other apply of
+// the level (a version change) until the gate's deadline.
+func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
+	p := repairgate.DefaultPolicy()
+	s := New(p, time.Minute)
+	now := time.Unix(1_000_000, 0)
+	if w := s.AskWrite(now); !w.Allowed || w.Repair {
+		t.Fatalf("with nothing outstanding AskWrite = %+v, want an allowed write that is no repair", w)
+	}
+	counted := 0
+	for i := range p.Burst {
+		a, _, _ := s.OnDrift(Drift{Changed: true, Enabled: true, Present: true, Writers: []string{fmt.Sprint("writer-", i)}}, now)
+		if a != DriftRepair {
+			t.Fatalf("change %d: %v with the budget not spent", i+1, a)
+		}
+		w := s.AskWrite(now)
+		if !w.Allowed || !w.Repair {
+			t.Fatalf("change %d: AskWrite = %+v, want an allowed repair", i+1, w)
+		}
+		outcome := ApplyChanged
+		if i == 0 {
+			outcome = ApplyUnanswered // its answer lost: it may have written
+		}
+		if s.Wrote(w, outcome, now) {
+			counted++
+		}
+	}
+	if counted != p.Burst {
+		t.Fatalf("%d repairs counted, want %d", counted, p.Burst)
+	}
+	a, wait, _ := s.OnDrift(Drift{Changed: true, Enabled: true, Present: true, Writers: []string{"writer-late"}}, now)
+	if a != DriftWait || wait <= 0 {
+		t.Fatalf("with the budget spent: %v, wait %s; want DriftWait", a, wait)
+	}
+	if w := s.AskWrite(now); w.Allowed || !w.Repair {
+		t.Fatalf("a version change's apply with the budget spent: %+v, want a held repair", w)
+	}
+	if s.RolloutCounts() {
+		t.Fatal("a held repair's rollout counts as the level's")
+	}
+	s.FollowGate(now)
+	at := s.Timer(PartGate).At()
+	if !s.Timer(PartGate).Armed() || !at.After(now) {
+		t.Fatal("no gate deadline for the held repair")
+	}
+	if repair, _ := s.GateDue(true, at); !repair {
+		t.Fatal("the held repair is not due at the gate's deadline")
+	}
+	w := s.AskWrite(at)
+	if !w.Allowed || !w.Repair || !s.Wrote(w, ApplyChanged, at) {
+		t.Fatalf("the due repair: %+v, not counted", w)
+	}
+	if s.Outstanding() {
+		t.Fatal("a change is outstanding after its repair")
+	}
+}
+
+// A repair that failed with an answer wrote nothing: it is not counted, and
+// the change stays outstanding for its retry. One that found nothing to
+// undo is not counted either. A lost race leaves the change to the gate.
+func TestWritesThatWroteNothingAreNotCounted(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, o := range []ApplyOutcome{ApplyFailed, ApplyLost, ApplyUnchanged} {
+		s := New(repairgate.DefaultPolicy(), time.Minute)
+		s.OnDrift(Drift{Changed: true, Enabled: true, Present: true, Writers: []string{"kubectl"}}, now)
+		if s.Wrote(s.AskWrite(now), o, now) {
+			t.Errorf("outcome %d: counted", o)
+		}
+		if got, want := s.Outstanding(), o != ApplyUnchanged; got != want {
+			t.Errorf("outcome %d: outstanding %v, want %v", o, got, want)
+		}
+		if got, want := s.RolloutCounts(), o != ApplyLost; got != want {
+			t.Errorf("outcome %d: the rollout counts %v, want %v", o, got, want)
+		}
+	}
+}
