@@ -1,9 +1,10 @@
-// Package core is the control loop's decisions about time, as one value:
-// when level signals are acted on (the front door), when a repair of someone
-// else's change is made (the repair gate), when a failed action is retried,
-// and when each part of the loop next needs it. It is pure: every method
-// that decides takes the current time, and nothing here reads a clock, arms
-// a timer, starts a goroutine or does I/O. The control loop (package
+// Package core is the control loop's decisions, as one value: when level
+// signals are acted on (the front door), what a drain of someone else's
+// drift leads to, whether each apply may be made now and whether it is a
+// repair the budget pays for (the repair gate), when a failed action is
+// retried, and when each part of the loop next needs it. It is pure: every
+// method that decides takes the current time, and nothing here reads a
+// clock, arms a timer, starts a goroutine or does I/O. The control loop (package
 // runtimeextractor) feeds it what happened, carries out what it answers,
 // arms its one timer at State.Deadline and, when that fires, runs the parts
 // State.Due names.
