@@ -31,8 +31,7 @@ tools:
 
 # The end-to-end suite runs beside the rest (hack/test.sh): the convergence
 # model's exhaustive mode, verbose so that its coverage line (sequences,
-# distinct states) is printed, the nested modules, then the unit packages;
-# TEST_ALSO="race model-reverts fuzz" (.ci/run) adds a second chain beside it.
+# distinct states) is printed, the nested modules, then the unit packages.
 test: tools build
 	GO=$(GO) ./hack/test.sh
 
@@ -42,7 +41,7 @@ test: tools build
 # core depth.
 MODEL_DEPTH ?= 5
 model:
-	$(GO) test -count=1 -run '^TestModelExhaustive$$' -v ./pkg/runtimeextractor -model.depth=$(MODEL_DEPTH)
+	$(GO) test -count=1 -timeout 30m -run '^TestModelExhaustive$$' -v ./pkg/runtimeextractor -model.depth=$(MODEL_DEPTH)
 
 # The model finds each defect of testdata/model-reverts with its fix undone
 # (testdata/model-reverts/*.patch, each applied to a scratch worktree of HEAD),
