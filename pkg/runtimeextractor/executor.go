@@ -69,10 +69,11 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	if res.Replaced != "" {
 		c.rememberDeleted(res.Replaced) // its delete event is this apply's, not drift
 	}
-	if c.core.Wrote(w, applyOutcome(res, err), c.cfg.clock.Now()) && c.cfg.metrics != nil {
+	outcome := applyOutcome(res, err)
+	if c.core.Wrote(w, outcome, c.cfg.clock.Now()) && c.cfg.metrics != nil {
 		c.cfg.metrics.ObserveRepair(repairManagers(c.known.next.writers)...) // one repair: "other" once
 	}
-	if errors.Is(err, resources.ErrLostToAnotherWriter) {
+	if outcome == core.ApplyLost {
 		// No failure: the other writer's change reaches the repair gate as
 		// drift, and the gate decides its repair.
 		klog.V(2).Infof("%s on %s: %v", t.From, fsm.Describe(t.Event), err)
