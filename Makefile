@@ -31,7 +31,8 @@ tools:
 
 # The end-to-end suite runs beside the rest (hack/test.sh): the convergence
 # model's exhaustive mode, verbose so that its coverage line (sequences,
-# distinct states) is printed, the nested modules, then the unit packages.
+# distinct states) is printed, the nested modules, then the unit packages
+# (TEST_PARTS); TEST_ALSO adds a second chain beside it (.ci/run).
 test: tools build
 	GO=$(GO) ./hack/test.sh
 

@@ -23,7 +23,7 @@ cleanup() {
 trap cleanup EXIT
 git -C "$root" worktree add --detach -q "$scratch/tree" HEAD
 status=0
-base=$(cd "$scratch/tree" && go test -count=1 -run '^TestModelExhaustive$' ./pkg/runtimeextractor -v 2>&1 || true)
+base=$(cd "$scratch/tree" && go test -count=1 -timeout 30m -run '^TestModelExhaustive$' ./pkg/runtimeextractor -v 2>&1 || true)
 echo "baseline: $(grep '^model:' <<<"$base" | tr '\n' ' ')"
 if grep -q 'shortest sequence\|^FAIL\|^--- FAIL' <<<"$base"; then
   echo "  the model fails on HEAD itself:"; grep -m3 'shortest sequence\|FAIL' <<<"$base"; exit 1
@@ -45,11 +45,11 @@ for patch in "${patches[@]}"; do
   alphabet=${alphabet:-core}
   invariant=$(sed -n '/^diff --git/q; s/^invariant: *\([a-z/-]*\)$/\1/p' "$patch")
   if [[ $alphabet == property ]]; then
-    out=$(cd "$scratch/tree" && go test -count=1 -run '^TestPropertyControllerConverges$' ./pkg/runtimeextractor 2>&1 || true)
+    out=$(cd "$scratch/tree" && go test -count=1 -timeout 30m -run '^TestPropertyControllerConverges$' ./pkg/runtimeextractor 2>&1 || true)
     echo "$name: random mode, 2000 seeds"
     found=$(grep -m1 'shortest story' <<<"$out" || true)
   else
-    out=$(cd "$scratch/tree" && go test -count=1 -run "^TestModelExhaustive\$/^$alphabet\$" ./pkg/runtimeextractor -v -args -model.first 2>&1 || true)
+    out=$(cd "$scratch/tree" && go test -count=1 -timeout 30m -run "^TestModelExhaustive\$/^$alphabet\$" ./pkg/runtimeextractor -v -args -model.first 2>&1 || true)
     echo "$name: $(grep -m1 '^model:' <<<"$out" || echo 'no coverage line')"
     found=$(grep -m1 'shortest sequence' <<<"$out" || true)
   fi

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
+
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
 )
 
 // lockIdentity is the Lease holder identity library-go's controllercmd gives
@@ -132,7 +134,7 @@ func TestTerminateOnFiles(t *testing.T) {
 	}
 	select {
 	case <-cancelled:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Patience):
 		t.Fatal("the change of the file did not cancel the context")
 	}
 }

@@ -19,13 +19,15 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/logcapture"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 const (
 	pollInterval = 5 * time.Millisecond
-	pollTimeout  = 10 * time.Second
+	pollTimeout  = testwait.Patience
 )
 
 type sourceFixture struct {
@@ -33,6 +35,7 @@ type sourceFixture struct {
 	client   *fake.Clientset
 	recorder events.InMemoryRecorder
 	source   *Source
+	watching <-chan struct{} // closed once the informer's watch is registered
 }
 
 // startSource runs a Source against a fake clientset holding objs and waits
@@ -47,7 +50,8 @@ func startSource(t *testing.T, objs ...runtime.Object) *sourceFixture {
 func newSourceFixture(t *testing.T, objs ...runtime.Object) *sourceFixture {
 	client := fake.NewClientset(objs...)
 	recorder := events.NewInMemoryRecorder("config-test", clock.RealClock{})
-	return &sourceFixture{t: t, client: client, recorder: recorder, source: NewSource(client, recorder)}
+	return &sourceFixture{t: t, client: client, recorder: recorder, source: NewSource(client, recorder),
+		watching: fakeapi.WatchStarted(client, "configmaps")}
 }
 
 func (f *sourceFixture) run() {
@@ -67,6 +71,7 @@ func (f *sourceFixture) run() {
 		}
 	})
 	f.waitFor("sync", f.source.HasSynced)
+	f.waitFor("the watch to start", fakeapi.Closed(f.watching))
 }
 
 func (f *sourceFixture) waitFor(what string, cond func() bool) {

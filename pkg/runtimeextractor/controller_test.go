@@ -17,6 +17,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
@@ -233,8 +234,8 @@ func TestCancelStopsRun(t *testing.T) {
 	h.cancel()
 	select {
 	case <-h.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return within 10s of cancel")
+	case <-time.After(testwait.Patience):
+		t.Fatalf("Run did not return within %s of cancel", testwait.Patience)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
@@ -151,10 +152,10 @@ func TestDeletionEndsDeletingWithoutRetry(t *testing.T) {
 
 	h.setConfig(disabledConfig)
 	h.eventually("the DaemonSet to be gone", func() bool { return h.stored() == nil })
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 2*time.Second, true,
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, testwait.Patience, true,
 		func(context.Context) (bool, error) { return h.ctrl.State() == fsm.StateDisabled, nil })
 	if err != nil {
-		t.Fatalf("still %s 2 s after the DaemonSet was deleted", h.ctrl.State())
+		t.Fatalf("still %s %s after the DaemonSet was deleted", h.ctrl.State(), testwait.Patience)
 	}
 }
 
@@ -292,11 +293,11 @@ func TestInvalidConfigAtStartLeavesPresentDaemonSetAsItIs(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, for up to 10 s; then the test fails,
+// waitFor polls cond until it holds, for up to testwait.Patience; then the test fails,
 // naming what it waited for and, from each of more, what the situation was.
 func waitFor(t *testing.T, what string, cond func() bool, more ...func() string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, testwait.Patience, true,
 		func(context.Context) (bool, error) { return cond(), nil })
 	if err != nil {
 		for _, m := range more {

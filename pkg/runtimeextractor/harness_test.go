@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -267,8 +268,8 @@ func (h *harness) stop() {
 	h.cancel()
 	select {
 	case <-h.done:
-	case <-time.After(10 * time.Second):
-		h.t.Errorf("controller did not stop within 10s of cancel")
+	case <-time.After(testwait.Patience):
+		h.t.Errorf("controller did not stop within %s of cancel", testwait.Patience)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
 )
 
 // The host operator sends on updateCh and on its config channel (both with a
@@ -36,8 +38,8 @@ func TestHostSendsNeverBlockWhileAnActionRuns(t *testing.T) {
 			start := time.Now()
 			select {
 			case ch <- struct{}{}: // what a blocking send would do, bounded here
-			case <-time.After(5 * time.Second):
-				t.Fatalf("send %d blocked for 5 s while the apply was held open", i)
+			case <-time.After(testwait.Patience):
+				t.Fatalf("send %d blocked for %s while the apply was held open", i, testwait.Patience)
 			}
 			longest = max(longest, time.Since(start))
 		}

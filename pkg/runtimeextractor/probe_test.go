@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
@@ -324,7 +325,7 @@ func TestObservedWatchStopsWithoutAReader(t *testing.T) {
 	go func() { w.Stop(); close(stopped) }()
 	select {
 	case <-stopped:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Patience):
 		t.Fatal("Stop did not return")
 	}
 	w.Stop() // twice is fine

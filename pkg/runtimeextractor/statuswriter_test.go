@@ -24,6 +24,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
@@ -82,8 +84,10 @@ func startWriterFixture(t *testing.T, failFirst int32, observe bool, objects ...
 			t.Fatal(err)
 		}
 		t.Cleanup(factory.Shutdown) // after cancel: cleanups run last-in first
+		watching := fakeapi.WatchStarted(f.client, "clusteroperators")
 		factory.Start(ctx.Done())
 		factory.WaitForCacheSync(ctx.Done())
+		f.eventually("the watch to start", fakeapi.Closed(watching))
 	}
 	f.w = newStatusWriter(reporter, f.clock)
 	done := make(chan struct{})
@@ -115,7 +119,7 @@ func (f *writerFixture) step(d time.Duration) {
 
 func (f *writerFixture) eventually(what string, ok func() bool) {
 	f.t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, testwait.Patience, true, func(context.Context) (bool, error) {
 		return ok(), nil
 	}); err != nil {
 		f.t.Fatalf("timed out waiting for %s", what)
@@ -149,7 +153,7 @@ func (f *writerFixture) changeSeen(n int) {
 	for range n {
 		select {
 		case <-f.handled:
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Patience):
 			f.t.Fatal("timed out waiting for the Reporter to see the ClusterOperator change")
 		}
 	}

@@ -30,6 +30,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
+	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 )
 
 var (
@@ -96,14 +98,18 @@ func (f *fixture) observe(t *testing.T) {
 	require.NoError(t, f.reporter.Observe(factory.Config().V1().ClusterOperators()))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	watching := fakeapi.WatchStarted(f.client, "clusteroperators")
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, testwait.Patience, true, func(context.Context) (bool, error) {
+		return fakeapi.Closed(watching)(), nil
+	}), "waiting for the watch to start")
 }
 
 // waitCached waits until the informer shows a ClusterOperator for which ok holds.
 func (f *fixture) waitCached(t *testing.T, ok func(*configv1.ClusterOperator) bool) {
 	t.Helper()
-	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, testwait.Patience, true, func(context.Context) (bool, error) {
 		co, err := f.reporter.lister.Get("insights")
 		return err == nil && ok(co), nil
 	}))
@@ -263,7 +269,7 @@ func TestReportRestoresConditionsRemovedBySomeoneElse(t *testing.T) {
 	require.NoError(t, err)
 	select {
 	case <-f.reporter.Changed():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Patience):
 		t.Fatal("no Changed signal for someone else's write")
 	}
 	f.waitCached(t, func(co *configv1.ClusterOperator) bool { return len(co.Status.Conditions) == len(othersOf()) })

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 )
 
@@ -49,7 +50,7 @@ func run(t *testing.T, s *Source) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, testwait.Patience, true,
 		func(context.Context) (bool, error) { return cond(), nil })
 	if err != nil {
 		t.Fatalf("timed out waiting for %s", what)
@@ -65,12 +66,12 @@ func newTestSource(t *testing.T, client *configfake.Clientset, clk clock.WithDel
 	return s
 }
 
-// expectSignal waits up to 10 s for Changed to signal.
+// expectSignal waits up to testwait.Patience for Changed to signal.
 func expectSignal(t *testing.T, s *Source, when string) {
 	t.Helper()
 	select {
 	case <-s.Changed():
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Patience):
 		t.Fatalf("no signal %s", when)
 	}
 }
@@ -113,6 +114,7 @@ func TestDiscoveryErrorIsReturned(t *testing.T) {
 // signals once; a change elsewhere in the object, or the same profile, none.
 func TestFollowsTheProfileAndSignalsOnlyItsChanges(t *testing.T) {
 	client := configfake.NewClientset(apiServer(intermediate))
+	watching := fakeapi.WatchStarted(client, "apiservers")
 	s := newTestSource(t, client, clock.RealClock{})
 	if s.HasSynced() {
 		t.Fatal("synced before Run")
@@ -122,6 +124,7 @@ func TestFollowsTheProfileAndSignalsOnlyItsChanges(t *testing.T) {
 	}
 	run(t, s)
 	waitFor(t, "the first read", s.HasSynced)
+	waitFor(t, "the watch to start", fakeapi.Closed(watching))
 	if p, err := s.Profile(); err != nil || p.Type != configv1.TLSProfileIntermediateType {
 		t.Fatalf("Profile = %v, %v; want Intermediate", p, err)
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 )
 
@@ -36,6 +37,7 @@ func TestFallsBackToEnvWithoutClusterVersionAPI(t *testing.T) {
 
 func TestFollowsClusterVersionAndSignalsOnlyRealChanges(t *testing.T) {
 	client := configfake.NewClientset(clusterVersion("4.21.0"))
+	watching := fakeapi.WatchStarted(client, "clusterversions")
 	s, err := NewSource(fakeapi.ConfigDiscovery(clusterVersionAPI), client, "")
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +49,7 @@ func TestFollowsClusterVersionAndSignalsOnlyRealChanges(t *testing.T) {
 
 	waitFor(t, "the first version", func() bool { return s.HasSynced() && s.Version() == "4.21.0" })
 	<-s.Changed() // "" -> 4.21.0
+	waitFor(t, "the watch to start", fakeapi.Closed(watching))
 
 	// A status update that keeps the version signals nothing.
 	cv := clusterVersion("4.21.0")
@@ -72,7 +75,7 @@ func TestFollowsClusterVersionAndSignalsOnlyRealChanges(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
+	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, testwait.Patience, true,
 		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
 		t.Fatalf("timed out waiting for %s", what)
 	}
