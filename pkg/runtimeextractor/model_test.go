@@ -81,7 +81,8 @@ var coreLetters = alphabet{
 // notification of the loop; a repair whose response is lost; an unchanged
 // insights-config relayed again while a repair waits; a new cluster
 // version (its apply undoes an outstanding change too); a writer that
-// rotates its manager name. Their sequences are shorter: the fights and
+// rotates its manager name; a version's update that loses a race to
+// another writer's change. Their sequences are shorter: the fights and
 // the burst are long already.
 var repairLetters = alphabet{
 	{"run", (*propSim).runToQuiet},
@@ -105,6 +106,7 @@ var repairLetters = alphabet{
 	{"config re-listed", (*propSim).configRelisted},
 	{"version bump", (*propSim).bumpVersion},
 	{"rotating names", (*propSim).rotatingNames},
+	{"version update races a writer", (*propSim).racedVersionApply},
 }
 
 // modelRun is one sequence's outcome.

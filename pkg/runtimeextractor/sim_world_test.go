@@ -165,9 +165,13 @@ type propSim struct {
 	// is made, and its response lost (a connection that breaks after the
 	// request went out): the controller cannot tell whether it wrote.
 	loseResponse bool
-	unanswered   bool // a write whose response was lost, its event not yet drained
-	bursts       int  // burstAfterOtherEdits so far: each names new writers
-	names        int  // manager names handed out to writers that churn them
+	// raceNextUpdate: someone else changes the DaemonSet just before the
+	// controller's next update reaches the server, which then answers
+	// Conflict (the update carries the resourceVersion it read).
+	raceNextUpdate bool
+	unanswered     bool // a write whose response was lost, its event not yet drained
+	bursts         int  // burstAfterOtherEdits so far: each names new writers
+	names          int  // manager names handed out to writers that churn them
 
 	steps      int
 	lines      int
@@ -285,6 +289,14 @@ func (s *propSim) refuse(a clienttesting.Action) (bool, runtime.Object, error) {
 		s.unanswered = true
 		s.logf("    the %s was made; its response is lost", a.GetVerb())
 		return true, nil, fmt.Errorf("injected: connection lost before the response: %w", io.ErrUnexpectedEOF)
+	}
+	if s.raceNextUpdate && a.GetSubresource() == "" && a.GetVerb() == "update" {
+		s.raceNextUpdate = false
+		s.updateAsOther(func(ds *appsv1.DaemonSet) string {
+			ds.Spec.Template.Spec.Containers[0].Image = "quay.io/racer/extractor:latest"
+			return "changes the extractor image just before the controller's update reaches the server"
+		})
+		return false, nil, nil
 	}
 	// A DaemonSet with finalizers is marked deleted, not removed, until
 	// they are gone, as the API server does.
