@@ -40,7 +40,7 @@ func (s *State) Admit(k Signal, now time.Time) bool {
 	}
 	if d.queued == 0 {
 		d.queuedSince = now
-		s.timers[PartDoor].ArmAt(now.Add(LevelQuiet))
+		s.timers[PartDoor].armAt(now.Add(LevelQuiet))
 	}
 	d.queued |= k
 	d.lastSignal = now
@@ -64,12 +64,12 @@ func (s *State) Take(now time.Time) Signal {
 		at = capAt
 	}
 	if at.After(now) {
-		s.timers[PartDoor].ArmAt(at)
+		s.timers[PartDoor].armAt(at)
 		return 0
 	}
 	k := d.queued
 	d.queued = 0
-	s.timers[PartDoor].Stop()
+	s.timers[PartDoor].stop()
 	return k
 }
 

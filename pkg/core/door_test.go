@@ -27,11 +27,9 @@ func (r *doorRun) step(d time.Duration) { r.now = r.now.Add(d) }
 // fired reports whether the door's trailing edge is due, and then takes what
 // it queued, as the control loop does.
 func (r *doorRun) fired() (Signal, bool) {
-	t := r.s.Timer(PartDoor)
-	if !t.Due(r.now) {
+	if !r.s.Fire(PartDoor, r.now) {
 		return 0, false
 	}
-	t.Stop()
 	k := r.s.Take(r.now)
 	return k, k != 0
 }
@@ -68,7 +66,7 @@ func TestFrontDoorMergesABurstIntoOneTrailingEdge(t *testing.T) {
 	if k != SignalConfig|SignalVersion {
 		t.Fatalf("held %b, want both kinds", k)
 	}
-	if r.s.Timer(PartDoor).Armed() {
+	if _, armed := r.s.At(PartDoor); armed {
 		t.Fatal("still armed after take")
 	}
 }

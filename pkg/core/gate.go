@@ -18,6 +18,13 @@ type gate struct {
 	lostRace bool // the level's last apply lost a race to another writer and wrote nothing
 }
 
+// The outstanding repair's standing with the gate: granted (its write, or
+// the retry of it, may be made), held (its deadline makes it), or settled
+// (made, found nothing to undo, dropped or forgotten).
+func (g *gate) grant()  { g.granted, g.deferred = true, false }
+func (g *gate) hold()   { g.granted, g.deferred = false, true }
+func (g *gate) settle() { g.granted, g.deferred = false, false }
+
 // FightChange is how one of the gate's steps moved the fight verdict.
 type FightChange struct{ Started, Ended bool }
 
@@ -77,10 +84,10 @@ func (s *State) OnDrift(d Drift, now time.Time) (a DriftAction, wait time.Durati
 			return l
 		})
 		if dec.Repair {
-			s.gate.granted, s.gate.deferred = true, false
+			s.gate.grant()
 			return DriftRepair, 0, fc
 		}
-		s.gate.granted, s.gate.deferred = false, true
+		s.gate.hold()
 		return DriftWait, dec.At.Sub(now), fc
 	case d.Changed: // disabled (a notification may be on its way): delete, never repair
 		return DriftReassert, 0, fc
@@ -130,7 +137,7 @@ func (s *State) AskWrite(now time.Time) Write {
 	if _, dec := s.policy.Due(s.gate.log, now); dec.Repair {
 		return Write{Allowed: true, Repair: true}
 	}
-	s.gate.deferred = true
+	s.gate.hold()
 	return Write{Repair: true}
 }
 
@@ -157,11 +164,11 @@ func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 	switch {
 	case !w.Repair:
 	case o == ApplyChanged || o == ApplyUnanswered:
-		s.gate.granted, s.gate.deferred = false, false
+		s.gate.settle()
 		s.gate.log = s.policy.Repaired(s.gate.log, now)
 		return true
 	case o == ApplyUnchanged:
-		s.gate.granted, s.gate.deferred = false, false
+		s.gate.settle()
 		s.gate.log = s.policy.Stood(s.gate.log, now)
 	}
 	return false
@@ -181,12 +188,12 @@ func (s *State) GateDue(enabled bool, now time.Time) (repair bool, fc FightChang
 	case !s.gate.deferred:
 		return false, fc
 	case !enabled: // disabled since, or holding: no repair is due
-		s.gate.deferred = false
+		s.gate.settle()
 		return false, fc
 	case !dec.Repair:
 		return false, fc // the deadline follows the gate; it comes again when due
 	}
-	s.gate.granted, s.gate.deferred = true, false
+	s.gate.grant()
 	return true, fc
 }
 
@@ -196,8 +203,8 @@ func (s *State) GateDue(enabled bool, now time.Time) (repair bool, fc FightChang
 func (s *State) ForgetWriters() (ended bool) {
 	ended = s.Fighting()
 	s.gate.log = repairgate.ForgetWriters(s.gate.log)
-	s.gate.granted, s.gate.deferred = false, false
-	s.timers[PartGate].Stop()
+	s.gate.settle()
+	s.timers[PartGate].stop()
 	return ended
 }
 
@@ -214,8 +221,8 @@ func (s *State) FollowGate(now time.Time) {
 		}
 	}
 	if next.IsZero() {
-		s.timers[PartGate].Stop()
+		s.timers[PartGate].stop()
 		return
 	}
-	s.timers[PartGate].ArmAt(next)
+	s.timers[PartGate].armAt(next)
 }

@@ -75,8 +75,8 @@ func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 		t.Fatal("a held repair's rollout counts as the level's")
 	}
 	s.FollowGate(now)
-	at := s.Timer(PartGate).At()
-	if !s.Timer(PartGate).Armed() || !at.After(now) {
+	at, armed := s.At(PartGate)
+	if !armed || !at.After(now) {
 		t.Fatal("no gate deadline for the held repair")
 	}
 	if repair, _ := s.GateDue(true, at); !repair {

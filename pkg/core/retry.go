@@ -11,23 +11,26 @@ type retry struct {
 	failures int           // consecutive failed actions
 	since    time.Time     // the first of them
 	lastErr  error         // the latest failure's error
+	ownInput bool          // the latest failure is of the controller's own input
 	retryIn  time.Duration // the backoff of the pending retry, 0 for none
 }
 
 // Failed records a failed action that took took and ended at now.
-func (s *State) Failed(err error, took time.Duration, now time.Time) {
+// ownInput: it failed on the controller's own input (an unset or invalid
+// image), not on an answer of the cluster.
+func (s *State) Failed(err error, ownInput bool, took time.Duration, now time.Time) {
 	if s.retry.failures == 0 {
 		s.retry.since = now.Add(-took)
 	}
 	s.retry.failures++
-	s.retry.lastErr = err
+	s.retry.lastErr, s.retry.ownInput = err, ownInput
 }
 
 // Succeeded records an action that succeeded: the failures end, and a
 // pending retry, which would only re-assert, is cancelled.
 func (s *State) Succeeded() {
 	s.retry = retry{}
-	s.timers[PartRetry].Stop()
+	s.timers[PartRetry].stop()
 }
 
 // ScheduleRetry arms the retry after backoff, or when the failures reach
@@ -38,13 +41,13 @@ func (s *State) ScheduleRetry(backoff time.Duration, now time.Time) time.Duratio
 	if until := s.retry.since.Add(s.inertia).Sub(now); until > 0 && until < backoff {
 		backoff = until
 	}
-	s.timers[PartRetry].ArmAt(now.Add(backoff))
+	s.timers[PartRetry].armAt(now.Add(backoff))
 	s.retry.retryIn = backoff
 	return backoff
 }
 
 // RetryPending: a retry is armed.
-func (s *State) RetryPending() bool { return s.timers[PartRetry].Armed() }
+func (s *State) RetryPending() bool { return s.timers[PartRetry].set }
 
 // Failures are the consecutive failures and the backoff of the pending
 // retry (0 for none).
@@ -54,12 +57,15 @@ func (s *State) Failures() (n int, retryIn time.Duration) { return s.retry.failu
 // succeeded.
 func (s *State) LastError() error { return s.retry.lastErr }
 
-// Persists: the failures have lasted the inertia, or unfixable says no
-// retry can fix the latest one.
-func (s *State) Persists(now time.Time, unfixable func(error) bool) bool {
+// Persists: the failures have lasted the inertia, or the latest is of the
+// controller's own input, which no retry changes. Everything the cluster
+// answers (an outage, a conflict, a refusal by RBAC or an admission policy)
+// can end without the controller, as a refused upgrade does once the policy
+// is lifted, so it persists only after the inertia.
+func (s *State) Persists(now time.Time) bool {
 	r := s.retry
 	if r.failures == 0 || r.lastErr == nil {
 		return false
 	}
-	return unfixable(r.lastErr) || !now.Before(r.since.Add(s.inertia))
+	return r.ownInput || !now.Before(r.since.Add(s.inertia))
 }

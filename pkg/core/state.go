@@ -36,36 +36,28 @@ var partNames = [numParts]string{"door", "retry", "expect", "gate", "rollout"}
 
 func (p Part) String() string { return partNames[p] }
 
-// Deadline is when a part next needs the loop: only a time.
-type Deadline struct {
+// deadline is when a part next needs the loop: only a time.
+type deadline struct {
 	at  time.Time // meaningful while set
 	set bool
 }
 
-// Armed reports whether the deadline is set.
-func (d *Deadline) Armed() bool { return d.set }
+func (d *deadline) armAt(at time.Time) { d.at, d.set = at, true }
 
-// At is when the deadline comes (meaningful while Armed).
-func (d *Deadline) At() time.Time { return d.at }
+func (d *deadline) stop() { d.set = false }
 
-// ArmAt sets the deadline at at.
-func (d *Deadline) ArmAt(at time.Time) { d.at, d.set = at, true }
-
-// Stop clears the deadline.
-func (d *Deadline) Stop() { d.set = false }
-
-// Due reports whether the deadline is set and has come at now.
-func (d *Deadline) Due(now time.Time) bool { return d.set && !now.Before(d.at) }
+func (d *deadline) due(now time.Time) bool { return d.set && !now.Before(d.at) }
 
 // State is the loop's timing and repair decisions. Its zero value is not
 // usable: New sets the rules.
 type State struct {
 	policy  repairgate.Policy
 	inertia time.Duration // how long failures last before they persist
-	timers  [numParts]Deadline
+	timers  [numParts]deadline
 	door    door
 	gate    gate
 	retry   retry
+	rollout rollout
 }
 
 // New returns the state of a loop that has done nothing yet, with the repair
@@ -74,10 +66,18 @@ func New(policy repairgate.Policy, inertia time.Duration) *State {
 	return &State{policy: policy, inertia: inertia}
 }
 
-// Timer is part p's deadline. The loop arms those whose timing it learns
-// from elsewhere (the expectation's timeout, the rollout's deadline); the
-// state arms the others itself.
-func (s *State) Timer(p Part) *Deadline { return &s.timers[p] }
+// At is part p's deadline, if it has one.
+func (s *State) At(p Part) (time.Time, bool) { return s.timers[p].at, s.timers[p].set }
+
+// Fire clears part p's deadline if it has come at now, and reports whether
+// it had: the loop then runs the part.
+func (s *State) Fire(p Part, now time.Time) bool {
+	if !s.timers[p].due(now) {
+		return false
+	}
+	s.timers[p].stop()
+	return true
+}
 
 // Deadline is the earliest deadline of the parts: when the loop's one timer
 // fires.
@@ -93,12 +93,12 @@ func (s *State) Deadline() (time.Time, bool) {
 
 // Due returns the parts whose deadlines have come at now, earliest first
 // (in Part order on a tie). The loop stops each deadline that is still due
-// when its turn comes, and runs the part: an earlier part's action may have
-// moved a later one's.
+// when its turn comes (Fire), and runs the part: an earlier part's action
+// may have moved a later one's.
 func (s *State) Due(now time.Time) []Part {
 	var due []Part
 	for p := range numParts {
-		if s.timers[p].Due(now) {
+		if s.timers[p].due(now) {
 			due = append(due, p)
 		}
 	}
@@ -123,8 +123,9 @@ func (s *State) Key(now time.Time) string {
 		}
 	}
 	fmt.Fprintf(&b, "door=%b since=%s last=%s act=%s ", s.door.queued, rel(s.door.queuedSince), rel(s.door.lastSignal), rel(s.door.lastAct))
-	fmt.Fprintf(&b, "deferred=%v granted=%v lost=%v failures=%d failing since=%s gate: %s",
-		s.gate.deferred, s.gate.granted, s.gate.lostRace, s.retry.failures, rel(s.retry.since), s.gate.log.Key(now))
+	fmt.Fprintf(&b, "rollout=%+v since=%s ", s.rollout.progress, rel(s.rollout.since))
+	fmt.Fprintf(&b, "deferred=%v granted=%v lost=%v failures=%d own=%v failing since=%s gate: %s",
+		s.gate.deferred, s.gate.granted, s.gate.lostRace, s.retry.failures, s.retry.ownInput, rel(s.retry.since), s.gate.log.Key(now))
 	return b.String()
 }
 
@@ -135,7 +136,8 @@ func (s *State) Stopped() {
 	s.door.queued = 0
 	s.gate.lostRace = false
 	s.retry.retryIn = 0
+	s.rollout = rollout{}
 	for i := range s.timers {
-		s.timers[i].Stop()
+		s.timers[i].stop()
 	}
 }

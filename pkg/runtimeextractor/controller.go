@@ -137,7 +137,7 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		config:   configSourceOf(a.ConfigNotifier),
 		machine:  fsm.New(fsm.StateDisabled),
 		core:     state,
-		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.nodeNames, cfg.clock, state.Timer(core.PartRollout)),
+		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.nodeNames, cfg.clock, state),
 		alarm:    alarm{clock: cfg.clock},
 		pub:      publication{changed: make(chan struct{}, 1)},
 	}

@@ -97,8 +97,7 @@ func (c *Controller) onDeadline(ctx context.Context, p core.Part) {
 func (c *Controller) onDeadlines(ctx context.Context) {
 	now := c.cfg.clock.Now()
 	for _, p := range c.core.Due(now) {
-		if t := c.core.Timer(p); t.Due(now) {
-			t.Stop()
+		if c.core.Fire(p, now) {
 			c.onDeadline(ctx, p)
 		}
 	}
@@ -120,13 +119,8 @@ func (c *Controller) afterWake(ctx context.Context) {
 		c.stuckChanged()
 	}
 	now := c.cfg.clock.Now()
-	expect := c.core.Timer(core.PartExpect)
-	switch d, pending := c.manager.Expecting(); {
-	case !pending:
-		expect.Stop()
-	case !expect.Armed():
-		expect.ArmAt(now.Add(d))
-	}
+	timeout, pending := c.manager.Expecting()
+	c.core.FollowExpect(pending, timeout, now)
 	c.core.FollowGate(now)
 	c.alarm.follow(c.core.Deadline())
 	c.report()

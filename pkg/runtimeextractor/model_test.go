@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -283,9 +284,15 @@ func (s *propSim) fingerprint() string {
 	// differ are not merged.
 	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v foreign=%v pending=%d ready=%v diagnosing=%v applied=%d\n",
 		ownsStored, ownsCached, expecting, s.foreignOutstanding, len(s.ri.queued), readyWakes(s.ready()), s.c.rollouts.diagnosing, min(len(s.applied), 2))
-	fmt.Fprintf(&b, "core: %s\n", s.c.core.Key(s.clock.Now()))
+	// The core names the rollout it follows by UID: named here as the
+	// objects are, so that states which differ only in UIDs merge.
+	fmt.Fprintf(&b, "core: %s\n", uidInKey.ReplaceAllStringFunc(s.c.core.Key(s.clock.Now()), func(m string) string {
+		return "UID:" + name("uid", strings.TrimPrefix(m, "UID:"))
+	}))
 	return b.String()
 }
+
+var uidInKey = regexp.MustCompile(`UID:\S*`)
 
 // readyWakes names the ready sources, in the table's order.
 func readyWakes(ready []loopSource) []string {

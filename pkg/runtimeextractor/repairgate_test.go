@@ -38,13 +38,13 @@ func (r *gateRun) repair() {
 func (r *gateRun) advance(t time.Duration) {
 	for {
 		r.c.core.FollowGate(r.clk.Now())
-		wakeAt := r.c.core.Timer(core.PartGate)
-		if !wakeAt.Armed() || wakeAt.At().Sub(r.t0) > t {
+		at, armed := r.c.core.At(core.PartGate)
+		if !armed || at.Sub(r.t0) > t {
 			r.clk.SetTime(r.t0.Add(t))
 			return
 		}
-		r.clk.SetTime(wakeAt.At())
-		wakeAt.Stop()
+		r.clk.SetTime(at)
+		r.c.core.Fire(core.PartGate, at)
 		if repair, _ := r.c.core.GateDue(true, r.clk.Now()); repair {
 			r.repair()
 		}

@@ -18,14 +18,11 @@ import (
 // retryKey is the rate limiter's only item: the controller manages one object.
 const retryKey = "runtime-extractor"
 
-// unfixableByRetry says, in this one place, which failures are Degraded at
-// once rather than after the inertia: those of the controller's own input,
-// which no retry changes (an unset or invalid RELATED_IMAGE_* value; a
-// rejected insights-config is reported apart, as InvalidConfig). Everything
-// the cluster answers (an outage, a conflict, a refusal by RBAC or by an
-// admission policy) can end without the controller, as a refused upgrade
-// does once the policy is lifted, so it waits for the inertia.
-func unfixableByRetry(err error) bool {
+// ownInput: err is of the controller's own input (an unset or invalid
+// RELATED_IMAGE_* value), not an answer of the cluster; the core makes
+// such failures Degraded at once (core.State.Persists). A rejected
+// insights-config is reported apart, as InvalidConfig.
+func ownInput(err error) bool {
 	return errors.Is(err, resources.ErrImagesUnset) || errors.Is(err, resources.ErrInvalidImage)
 }
 
@@ -35,7 +32,7 @@ func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 	result := "success"
 	if err != nil {
 		result = "error"
-		c.core.Failed(err, took, c.cfg.clock.Now())
+		c.core.Failed(err, ownInput(err), took, c.cfg.clock.Now())
 	} else {
 		c.core.Succeeded()
 		c.cfg.limiter.Forget(retryKey)

@@ -23,17 +23,17 @@ func failUntil(t *testing.T, err error, clears, horizon time.Duration) (at []tim
 	for now.Sub(t0) <= horizon {
 		fail := clears == 0 || now.Sub(t0) < clears
 		if fail {
-			s.Failed(err, 0, now)
+			s.Failed(err, ownInput(err), 0, now)
 		} else {
 			s.Succeeded()
 		}
 		at = append(at, now.Sub(t0))
-		persisted = append(persisted, s.Persists(now, unfixableByRetry))
+		persisted = append(persisted, s.Persists(now))
 		if !fail {
 			return at, persisted
 		}
 		s.ScheduleRetry(limiter.When(retryKey), now)
-		now = s.Timer(core.PartRetry).At()
+		now, _ = s.At(core.PartRetry)
 	}
 	return at, persisted
 }

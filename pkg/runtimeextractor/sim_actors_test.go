@@ -121,8 +121,8 @@ func (s *propSim) randomStep() {
 			s.dispatch(pick(s.ready(), s.rng.IntN).wake)
 		}, false},
 		{2, func() {
-			if s.c.core.RetryPending() {
-				s.advanceTo(s.c.core.Timer(core.PartRetry).At(), "the retry")
+			if at, pending := s.c.core.At(core.PartRetry); pending {
+				s.advanceTo(at, "the retry")
 				s.dispatch(pick(s.ready(), s.rng.IntN).wake)
 			}
 		}, false},

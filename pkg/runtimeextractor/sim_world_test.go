@@ -621,7 +621,7 @@ func (s *propSim) controller(what string, f func()) {
 	// may write) comes due with it.
 	now := s.clock.Now()
 	reassertOnly := what == wakeResync.String()
-	if what == wakeAlarm.String() && s.c.core.Timer(core.PartExpect).Due(now) && !s.c.core.Timer(core.PartRetry).Due(now) && !s.c.core.Timer(core.PartDoor).Due(now) {
+	if due := s.c.core.Due(now); what == wakeAlarm.String() && slices.Contains(due, core.PartExpect) && !slices.Contains(due, core.PartRetry) && !slices.Contains(due, core.PartDoor) {
 		reassertOnly, what = true, "expectation's deadline"
 	}
 	f()
@@ -683,7 +683,8 @@ func (s *propSim) runToQuiet() {
 func (s *propSim) runThroughDoor() {
 	s.runToQuiet()
 	for s.c.core.Queued() != 0 && len(s.violations) == 0 {
-		s.advanceTo(s.c.core.Timer(core.PartDoor).At(), "the front door's trailing edge")
+		at, _ := s.c.core.At(core.PartDoor)
+		s.advanceTo(at, "the front door's trailing edge")
 		s.runToQuiet()
 	}
 }
@@ -892,7 +893,7 @@ func (s *propSim) witness(what string) repairWitness {
 		repairable: told && !s.foreignBeforeBoot && !s.foreignUnowned && !s.drainedWantingNone,
 		drains:     drains,
 		deferred:   s.c.core.Deferring(),
-		gateDue:    s.c.core.Timer(core.PartGate).Due(s.clock.Now()),
+		gateDue:    slices.Contains(s.c.core.Due(s.clock.Now()), core.PartGate),
 	}
 }
 

@@ -65,7 +65,7 @@ func (c *Controller) snapshot() status.Snapshot {
 		Version: c.known.version,
 		Holding: c.holding(),
 
-		FailurePersists: c.core.Persists(c.cfg.clock.Now(), unfixableByRetry),
+		FailurePersists: c.core.Persists(c.cfg.clock.Now()),
 	}
 	s.Failures, s.RetryIn = c.core.Failures()
 	s.LastError = c.core.LastError()

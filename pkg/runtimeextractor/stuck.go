@@ -33,14 +33,6 @@ const diagnosisTimeout = 10 * time.Second
 // than the names are worth.
 const unavailableSettle = 5 * time.Second
 
-// rolloutProgress is what "progress" means: the updated or available counts
-// of one generation of one object moving.
-type rolloutProgress struct {
-	uid                types.UID
-	generation         int64
-	updated, available int32
-}
-
 // rolloutWatch notices a rollout that makes no progress, and names the nodes
 // without an available pod once a DaemonSet is rolled out. It costs nothing
 // while rollouts progress: pods and Events are read only once the deadline
@@ -51,10 +43,8 @@ type rolloutWatch struct {
 	nodeNames bool // list pods to name nodes (WithNodeNames)
 
 	clock      clock.Clock
-	progress   rolloutProgress
-	since      time.Time      // the last progress
-	wakeAt     *core.Deadline // set while waiting for progress (the core's)
-	diagnosing bool           // a diagnosis is under way
+	core       *core.State // follows the rollout's progress and deadline
+	diagnosing bool        // a diagnosis is under way
 	result     chan stuckResult
 	stuck      *status.RolloutStuck
 
@@ -91,12 +81,12 @@ type namedResult struct {
 
 // stuckResult is a diagnosis, for the progress it was made for.
 type stuckResult struct {
-	progress rolloutProgress
+	progress core.Rollout
 	stuck    *status.RolloutStuck
 }
 
-func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.Clock, wakeAt *core.Deadline) *rolloutWatch {
-	return &rolloutWatch{deadline: progressDeadline, nodeNames: nodeNames, clock: clk, wakeAt: wakeAt,
+func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.Clock, state *core.State) *rolloutWatch {
+	return &rolloutWatch{deadline: progressDeadline, nodeNames: nodeNames, clock: clk, core: state,
 		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
 }
 
@@ -110,18 +100,14 @@ func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, s
 	// Pods that are updated but not available leave nothing to roll out: they
 	// are not a stuck rollout (issue 18).
 	r := resources.RolloutOf(ds)
-	waiting := state.Enabled() && ds != nil && ds.DeletionTimestamp == nil && !r.Complete()
-	if !waiting {
-		return w.forget()
+	var p core.Rollout // none
+	if state.Enabled() && ds != nil && ds.DeletionTimestamp == nil && !r.Complete() {
+		p = core.Rollout{UID: string(ds.UID), Generation: ds.Generation, Updated: r.Updated, Available: r.Available}
 	}
-	p := rolloutProgress{uid: ds.UID, generation: ds.Generation, updated: r.Updated, available: r.Available}
-	if p == w.progress && (w.wakeAt.Armed() || w.diagnosing || w.stuck != nil) {
+	if !w.core.FollowRollout(p, w.diagnosing || w.stuck != nil, w.deadline, now) {
 		return false // no progress: the deadline, diagnosis or verdict stands
 	}
-	changed := w.forget()
-	w.progress, w.since = p, now
-	w.wakeAt.ArmAt(now.Add(w.deadline))
-	return changed
+	return w.forget()
 }
 
 // reset forgets everything and stops a lookup under way; it reports whether a
@@ -131,10 +117,9 @@ func (w *rolloutWatch) reset() bool {
 	return w.forget()
 }
 
-// forget forgets the rollout; it reports whether a stuck verdict was cleared.
+// forget forgets the diagnosis and verdict of the rollout followed until
+// now; it reports whether a stuck verdict was cleared.
 func (w *rolloutWatch) forget() bool {
-	w.wakeAt.Stop()
-	w.progress = rolloutProgress{}
 	w.diagnosing = false
 	cleared := w.stuck != nil
 	w.stuck = nil
@@ -219,7 +204,8 @@ func (w *rolloutWatch) unavailableNodesDenied() bool { return w.unavailable.deni
 // on w.result.
 func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, now time.Time) {
 	w.diagnosing = true
-	p, stalled := w.progress, now.Sub(w.since)
+	p, since := w.core.FollowedRollout()
+	stalled := now.Sub(since)
 	ds = ds.DeepCopy()
 	go func() {
 		defer recovered("the diagnosis of a stuck rollout")
@@ -237,7 +223,7 @@ func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface,
 // accept takes a diagnosis if the rollout is still where it was diagnosed;
 // it reports whether the verdict changed.
 func (w *rolloutWatch) accept(r stuckResult) bool {
-	if !w.diagnosing || r.progress != w.progress {
+	if p, _ := w.core.FollowedRollout(); !w.diagnosing || r.progress != p {
 		return false // progress since: the diagnosis is stale
 	}
 	w.diagnosing, w.stuck = false, r.stuck

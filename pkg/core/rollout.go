@@ -1,0 +1,56 @@
+package core
+
+import "time"
+
+// Rollout is the progress of a rollout the loop waits for: which object and
+// generation, and how many pods are updated and available. Any change of it
+// is progress. The zero Rollout is none.
+type Rollout struct {
+	UID                string
+	Generation         int64
+	Updated, Available int32
+}
+
+type rollout struct {
+	progress Rollout
+	since    time.Time // the last progress
+}
+
+// FollowRollout follows the rollout the loop waits for now (the zero
+// Rollout: none). held: a diagnosis of the rollout followed is under way, or
+// its verdict stands. A new rollout, or progress, gets a deadline of
+// deadline from now; a rollout without progress keeps its deadline,
+// diagnosis or verdict, and one whose diagnosis found nothing starts
+// another deadline. It reports whether the diagnosis and verdict of the
+// rollout followed until now are void.
+func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now time.Time) (void bool) {
+	t := &s.timers[PartRollout]
+	switch {
+	case p == Rollout{}:
+		s.rollout = rollout{}
+		t.stop()
+		return true
+	case p == s.rollout.progress && (t.set || held):
+		return false
+	}
+	s.rollout = rollout{progress: p, since: now}
+	t.armAt(now.Add(deadline))
+	return true
+}
+
+// FollowedRollout is the rollout followed, and the time of its last
+// progress.
+func (s *State) FollowedRollout() (Rollout, time.Time) { return s.rollout.progress, s.rollout.since }
+
+// FollowExpect follows an own write the cache has yet to show (pending): its
+// deadline comes timeout after the write was first awaited, and goes when
+// nothing is awaited.
+func (s *State) FollowExpect(pending bool, timeout time.Duration, now time.Time) {
+	t := &s.timers[PartExpect]
+	switch {
+	case !pending:
+		t.stop()
+	case !t.set:
+		t.armAt(now.Add(timeout))
+	}
+}
