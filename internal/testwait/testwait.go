@@ -8,8 +8,25 @@
 // say so. It is no timer of the controller: those run at their defaults.
 package testwait
 
-import "time"
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
 
 // Patience is the longest a unit test polls or selects for an outcome before
 // it fails.
 const Patience = 2 * time.Minute
+
+// For polls cond until it holds, for up to Patience; then the test fails,
+// naming what it waited for.
+func For(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, Patience, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}

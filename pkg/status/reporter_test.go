@@ -101,9 +101,7 @@ func (f *fixture) observe(t *testing.T) {
 	watching := fakeapi.WatchStarted(f.client, "clusteroperators")
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, testwait.Patience, true, func(context.Context) (bool, error) {
-		return fakeapi.Closed(watching)(), nil
-	}), "waiting for the watch to start")
+	testwait.For(t, "the watch to start", fakeapi.Closed(watching))
 }
 
 // waitCached waits until the informer shows a ClusterOperator for which ok holds.

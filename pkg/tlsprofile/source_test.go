@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
@@ -46,15 +45,6 @@ func run(t *testing.T, s *Source) {
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, testwait.Patience, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
 }
 
 func newTestSource(t *testing.T, client *configfake.Clientset, clk clock.WithDelayedExecution) *Source {
@@ -123,8 +113,8 @@ func TestFollowsTheProfileAndSignalsOnlyItsChanges(t *testing.T) {
 		t.Fatalf("Profile before Run: err=%v, want ErrUnknown", err)
 	}
 	run(t, s)
-	waitFor(t, "the first read", s.HasSynced)
-	waitFor(t, "the watch to start", fakeapi.Closed(watching))
+	testwait.For(t, "the first read", s.HasSynced)
+	testwait.For(t, "the watch to start", fakeapi.Closed(watching))
 	if p, err := s.Profile(); err != nil || p.Type != configv1.TLSProfileIntermediateType {
 		t.Fatalf("Profile = %v, %v; want Intermediate", p, err)
 	}
@@ -150,7 +140,7 @@ func TestFollowsTheProfileAndSignalsOnlyItsChanges(t *testing.T) {
 	if _, err := client.ConfigV1().APIServers().Update(ctx, api, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the audit change in the cache", func() bool {
+	testwait.For(t, "the audit change in the cache", func() bool {
 		obj, ok, _ := s.informer.GetStore().GetByKey(APIServerName)
 		return ok && obj.(*configv1.APIServer).Spec.Audit.Profile == configv1.WriteRequestBodiesAuditProfileType
 	})
@@ -170,7 +160,7 @@ func TestFollowsTheProfileAndSignalsOnlyItsChanges(t *testing.T) {
 func TestNoObjectIsIntermediate(t *testing.T) {
 	s := newTestSource(t, configfake.NewClientset(), clock.RealClock{})
 	run(t, s)
-	waitFor(t, "the first read", s.HasSynced)
+	testwait.For(t, "the first read", s.HasSynced)
 	if p, err := s.Profile(); err != nil || p != nil {
 		t.Fatalf("Profile = %v, %v; want nil (Intermediate), known", p, err)
 	}
@@ -201,8 +191,8 @@ func TestUnreadableIsUnknownAndGivesUpWaitingAfterStartTimeout(t *testing.T) {
 	s := newTestSource(t, client, clk)
 	run(t, s)
 
-	waitFor(t, "a denied read", func() bool { return denials.Load() > 0 })
-	waitFor(t, "the give-up timer", clk.HasWaiters)
+	testwait.For(t, "a denied read", func() bool { return denials.Load() > 0 })
+	testwait.For(t, "the give-up timer", clk.HasWaiters)
 	if s.HasSynced() {
 		t.Fatal("synced with the read denied, before StartTimeout")
 	}
@@ -211,12 +201,12 @@ func TestUnreadableIsUnknownAndGivesUpWaitingAfterStartTimeout(t *testing.T) {
 		t.Fatal("synced before StartTimeout")
 	}
 	clk.Step(time.Millisecond)
-	waitFor(t, "HasSynced after StartTimeout", s.HasSynced)
+	testwait.For(t, "HasSynced after StartTimeout", s.HasSynced)
 	p, err := s.Profile()
 	if !errors.Is(err, ErrUnknown) || p != nil {
 		t.Fatalf("Profile = %v, %v; want unknown", p, err)
 	}
-	waitFor(t, "the denial in the error", func() bool {
+	testwait.For(t, "the denial in the error", func() bool {
 		_, err := s.Profile()
 		return strings.Contains(err.Error(), "forbidden") && strings.Contains(err.Error(), "within "+StartTimeout.String())
 	})

@@ -3,12 +3,10 @@ package version
 import (
 	"context"
 	"testing"
-	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	configfake "github.com/openshift/client-go/config/clientset/versioned/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/insights-runtime-extractor/controller/internal/testwait"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
@@ -47,9 +45,9 @@ func TestFollowsClusterVersionAndSignalsOnlyRealChanges(t *testing.T) {
 	go func() { s.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor(t, "the first version", func() bool { return s.HasSynced() && s.Version() == "4.21.0" })
+	testwait.For(t, "the first version", func() bool { return s.HasSynced() && s.Version() == "4.21.0" })
 	<-s.Changed() // "" -> 4.21.0
-	waitFor(t, "the watch to start", fakeapi.Closed(watching))
+	testwait.For(t, "the watch to start", fakeapi.Closed(watching))
 
 	// A status update that keeps the version signals nothing.
 	cv := clusterVersion("4.21.0")
@@ -60,7 +58,7 @@ func TestFollowsClusterVersionAndSignalsOnlyRealChanges(t *testing.T) {
 	if _, err := client.ConfigV1().ClusterVersions().UpdateStatus(ctx, clusterVersion("4.22.0"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new version", func() bool { return s.Version() == "4.22.0" })
+	testwait.For(t, "the new version", func() bool { return s.Version() == "4.22.0" })
 	select {
 	case <-s.Changed():
 	default:
@@ -70,13 +68,5 @@ func TestFollowsClusterVersionAndSignalsOnlyRealChanges(t *testing.T) {
 	case <-s.Changed():
 		t.Fatal("an unchanged version signalled")
 	default:
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, testwait.Patience, true,
-		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("timed out waiting for %s", what)
 	}
 }
