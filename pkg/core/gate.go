@@ -2,17 +2,13 @@ package core
 
 import (
 	"time"
-
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 )
 
-// The loop's side of the repair gate. The rules (the budget, the order of
-// repairs inside it, the fight verdict) are package repairgate's, a pure
-// function of its log; this keeps the log, whether a repair waits or was
-// allowed, and the gate's deadline: the deferred repair, or the first
-// fight's end.
+// The repair gate's state: its log (policy.go has the rules), whether a
+// repair waits or was allowed, and its deadline: the deferred repair, or the
+// first fight's end.
 type gate struct {
-	log      repairgate.Log
+	log      Log
 	granted  bool // the gate allowed the outstanding repair: its write (or the retry of it) may be made
 	deferred bool // a repair waits for the gate: its deadline makes it
 	lostRace bool // the level's last apply lost a race to another writer and wrote nothing
@@ -30,7 +26,7 @@ type FightChange struct{ Started, Ended bool }
 
 // step runs one of the gate's functions and reports how it moved the
 // verdict.
-func (s *State) step(f func(repairgate.Log) repairgate.Log) FightChange {
+func (s *State) step(f func(Log) Log) FightChange {
 	was := s.gate.log.Fighting()
 	s.gate.log = f(s.gate.log)
 	is := s.gate.log.Fighting()
@@ -38,10 +34,10 @@ func (s *State) step(f func(repairgate.Log) repairgate.Log) FightChange {
 }
 
 // Policy is the repair gate's rules.
-func (s *State) Policy() repairgate.Policy { return s.policy }
+func (s *State) Policy() Policy { return s.policy }
 
 // Log is the repair gate's log, for what status and the log lines say.
-func (s *State) Log() repairgate.Log { return s.gate.log }
+func (s *State) Log() Log { return s.gate.log }
 
 // Outstanding: someone else changed the DaemonSet, and no write of the
 // controller has undone it yet. The next write that changes the DaemonSet
@@ -54,7 +50,7 @@ func (s *State) Fighting() bool { return s.gate.log.Fighting() }
 // Drift is what one drain of the informer showed, as the core needs it.
 type Drift struct {
 	Changed  bool     // someone else changed or deleted the DaemonSet (or a caller's informer says so)
-	Writers  []string // who did, for the gate (repairgate.Unnamed for no one in particular)
+	Writers  []string // who did, for the gate (Unnamed for no one in particular)
 	Gone     bool     // an expected deletion: the controller's own, or in a state without the DaemonSet
 	Present  bool     // the view shows a DaemonSet now
 	Enabled  bool     // the level wants a DaemonSet
@@ -78,8 +74,8 @@ const (
 func (s *State) OnDrift(d Drift, now time.Time) (a DriftAction, wait time.Duration, fc FightChange) {
 	switch {
 	case d.Changed && d.Enabled:
-		var dec repairgate.Decision
-		fc = s.step(func(l repairgate.Log) repairgate.Log {
+		var dec Decision
+		fc = s.step(func(l Log) Log {
 			l, dec = s.policy.Changed(l, d.Writers, now)
 			return l
 		})
@@ -179,8 +175,8 @@ func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 // allows it, and the loop fires the drift. A level that does not want it drops
 // the deadline's claim; a write it allows later asks AskWrite.
 func (s *State) GateDue(enabled bool, now time.Time) (repair bool, fc FightChange) {
-	var dec repairgate.Decision
-	fc = s.step(func(l repairgate.Log) repairgate.Log {
+	var dec Decision
+	fc = s.step(func(l Log) Log {
 		l, dec = s.policy.Due(l, now)
 		return l
 	})
@@ -202,7 +198,7 @@ func (s *State) GateDue(enabled bool, now time.Time) (repair bool, fc FightChang
 // budget stays: repairs it paid for were made.
 func (s *State) ForgetWriters() (ended bool) {
 	ended = s.Fighting()
-	s.gate.log = repairgate.ForgetWriters(s.gate.log)
+	s.gate.log = ForgetWriters(s.gate.log)
 	s.gate.settle()
 	s.timers[PartGate].stop()
 	return ended

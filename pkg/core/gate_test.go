@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 )
 
 // What a drain leads to, row by row: only an enabled level's drift asks the
@@ -17,15 +15,15 @@ func TestOnDriftDecidesWhatADrainLeadsTo(t *testing.T) {
 		want DriftAction
 	}{
 		{Drift{Changed: true, Enabled: true, Present: true, Writers: []string{"kubectl"}}, DriftRepair},
-		{Drift{Changed: true, Enabled: true, Writers: []string{repairgate.Unnamed}}, DriftRepair}, // a deletion
-		{Drift{Changed: true, Present: true}, DriftReassert},                                      // disabled
-		{Drift{Gone: true, Deleting: true}, DriftDeleted},                                         // our delete went through
-		{Drift{Gone: true, Enabled: true}, DriftReassert},                                         // gone, yet wanted
+		{Drift{Changed: true, Enabled: true, Writers: []string{Unnamed}}, DriftRepair}, // a deletion
+		{Drift{Changed: true, Present: true}, DriftReassert},                           // disabled
+		{Drift{Gone: true, Deleting: true}, DriftDeleted},                              // our delete went through
+		{Drift{Gone: true, Enabled: true}, DriftReassert},                              // gone, yet wanted
 		{Drift{Gone: true, Enabled: true, Present: true}, DriftIgnore},
 		{Drift{Gone: true}, DriftIgnore},
 		{Drift{Enabled: true, Present: true}, DriftIgnore},
 	} {
-		s := New(repairgate.DefaultPolicy(), time.Minute)
+		s := New(DefaultPolicy(), time.Minute)
 		if got, _, _ := s.OnDrift(tc.d, now); got != tc.want {
 			t.Errorf("OnDrift(%+v) = %v, want %v", tc.d, got, tc.want)
 		}
@@ -37,7 +35,7 @@ func TestOnDriftDecidesWhatADrainLeadsTo(t *testing.T) {
 // the budget spent, the next change waits, and so does any other apply of
 // the level (a version change) until the gate's deadline.
 func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
-	p := repairgate.DefaultPolicy()
+	p := DefaultPolicy()
 	s := New(p, time.Minute)
 	now := time.Unix(1_000_000, 0)
 	if w := s.AskWrite(now); !w.Allowed || w.Repair {
@@ -97,7 +95,7 @@ func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 func TestWritesThatWroteNothingAreNotCounted(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	for _, o := range []ApplyOutcome{ApplyFailed, ApplyLost, ApplyUnchanged} {
-		s := New(repairgate.DefaultPolicy(), time.Minute)
+		s := New(DefaultPolicy(), time.Minute)
 		s.OnDrift(Drift{Changed: true, Enabled: true, Present: true, Writers: []string{"kubectl"}}, now)
 		if s.Wrote(s.AskWrite(now), o, now) {
 			t.Errorf("outcome %d: counted", o)

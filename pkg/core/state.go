@@ -15,8 +15,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 )
 
 // Part names a part of the loop that has a deadline. Parts whose deadlines
@@ -51,7 +49,7 @@ func (d *deadline) due(now time.Time) bool { return d.set && !now.Before(d.at) }
 // State is the loop's timing and repair decisions. Its zero value is not
 // usable: New sets the rules.
 type State struct {
-	policy  repairgate.Policy
+	policy  Policy
 	inertia time.Duration // how long failures last before they persist
 	timers  [numParts]deadline
 	door    door
@@ -62,7 +60,7 @@ type State struct {
 
 // New returns the state of a loop that has done nothing yet, with the repair
 // gate's rules and the failures' inertia.
-func New(policy repairgate.Policy, inertia time.Duration) *State {
+func New(policy Policy, inertia time.Duration) *State {
 	return &State{policy: policy, inertia: inertia}
 }
 

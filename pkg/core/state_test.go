@@ -5,11 +5,9 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 )
 
-func testPolicy() repairgate.Policy { return repairgate.DefaultPolicy() }
+func testPolicy() Policy { return DefaultPolicy() }
 
 // The loop's one timer fires at the earliest deadline, and the parts due
 // then run earliest first, in Part order on a tie.

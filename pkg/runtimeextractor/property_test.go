@@ -56,7 +56,6 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/core"
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -291,13 +290,13 @@ func TestPropertyFightIsBounded(t *testing.T) {
 		t.Errorf("%d controller writes in the fight, want at most 15", got)
 	}
 	deg := status.Conditions(s.c.snapshot())[2]
-	if deg.Reason != status.ReasonConflictingWriter || !strings.Contains(deg.Message, repairgate.Unnamed) {
-		t.Errorf("Degraded during the fight: %s %s: %s; want ConflictingWriter naming %q", deg.Status, deg.Reason, deg.Message, repairgate.Unnamed)
+	if deg.Reason != status.ReasonConflictingWriter || !strings.Contains(deg.Message, core.Unnamed) {
+		t.Errorf("Degraded during the fight: %s %s: %s; want ConflictingWriter naming %q", deg.Status, deg.Reason, deg.Message, core.Unnamed)
 	}
 	if v := s.gauge("runtime_extractor_conflicting_writer"); v != 1 {
 		t.Errorf("conflicting_writer = %v during the fight, want 1", v)
 	}
-	if evs := s.events.with(ReasonConflictingWriter); len(evs) != 1 || evs[0].eventType != "Warning" || !strings.HasPrefix(evs[0].text, "another writer keeps undoing") || !strings.Contains(evs[0].text, repairgate.Unnamed) {
+	if evs := s.events.with(ReasonConflictingWriter); len(evs) != 1 || evs[0].eventType != "Warning" || !strings.HasPrefix(evs[0].text, "another writer keeps undoing") || !strings.Contains(evs[0].text, core.Unnamed) {
 		t.Errorf("%d %s Events (%+v), want one Warning naming the writer, as Degraded does, at the fight's start", len(evs), ReasonConflictingWriter, evs)
 	}
 	s.settleAndReport()

@@ -13,7 +13,7 @@ import (
 )
 
 // The loop's side of drift and repairs: it classifies a drain (drift.go),
-// asks the repair gate (repairgate.go) when to repair, and logs, records and
+// asks the repair gate (package core) when to repair, and logs, records and
 // sets gauges on the answers.
 
 // onDrift acts on the drift the informer observed (hint: a caller's

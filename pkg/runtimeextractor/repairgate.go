@@ -6,22 +6,19 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// The description of the repair gate's decisions. The rules (the budget,
-// the order of repairs inside it, the fight) are package repairgate's, and
-// the core (package core) keeps their log and deadline; this describes the
-// repair to come, and says what the gate holds back, for the log, the
-// Events and status.
+// The description of the repair gate's decisions (package core): the repair
+// to come, and what the gate holds back, for the log, the Events and status.
 
-// RepairPolicy is the repair gate's rules (package repairgate).
-type RepairPolicy = repairgate.Policy
+// RepairPolicy is the repair gate's rules (core.Policy).
+type RepairPolicy = core.Policy
 
 // DefaultRepairPolicy is the repair gate's default: 6 repairs at once, one
-// more a minute (package repairgate gives the reasons).
-func DefaultRepairPolicy() RepairPolicy { return repairgate.DefaultPolicy() }
+// more a minute (core.DefaultPolicy gives the reasons).
+func DefaultRepairPolicy() RepairPolicy { return core.DefaultPolicy() }
 
 // nextRepair describes the drift a repair undoes: what changed and who
 // changed it, for the repair's Event, log line and repairs_total.
@@ -35,7 +32,7 @@ type nextRepair struct {
 // its manager name, so a writer that churns names while a repair waits must
 // not grow the description (nor repairs_total's labels, which the metrics
 // cap as well).
-const maxRepairWriters = repairgate.MaxNamedWriters
+const maxRepairWriters = core.MaxNamedWriters
 
 // describeRepair adds a drain's drift to the description of the repair to
 // come: what is outstanding adds up, so its repair's Event names it all;
@@ -76,7 +73,7 @@ func writersOf(d drain) []string {
 	}
 	for _, m := range likely {
 		if m == "" {
-			m = repairgate.Unnamed
+			m = core.Unnamed
 		}
 		if !slices.Contains(names, m) {
 			names = append(names, m)

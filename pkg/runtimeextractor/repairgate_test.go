@@ -8,7 +8,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/pkg/core"
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 )
 
 // gateRun plays the repair gate as the control loop drives it, on a fake
@@ -212,7 +211,7 @@ func TestDrainWithManyNamesIsOneRepair(t *testing.T) {
 	if named > maxRepairWriters {
 		t.Errorf("the pending repair named %d writers while it waited, want at most %d", named, maxRepairWriters)
 	}
-	if n := len(r.c.core.Log().Writers()); n > repairgate.MaxNamedWriters+2 {
+	if n := len(r.c.core.Log().Writers()); n > core.MaxNamedWriters+2 {
 		t.Errorf("the gate keeps %d writers", n)
 	}
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
@@ -421,16 +420,16 @@ func (s *propSim) burstAfterOtherEdits() {
 	named, others := 0, false
 	for _, w := range s.c.core.Log().Writers() {
 		switch w.Name {
-		case repairgate.OtherWriters:
+		case core.OtherWriters:
 			others = true
-		case repairgate.Unnamed:
+		case core.Unnamed:
 		default:
 			named++
 		}
 	}
 	s.waitOnTimers(5 * time.Second) // what the gate made meanwhile is not the burst's repair
 	writes := s.controllerWrites
-	room := named < repairgate.MaxNamedWriters && !others && p.Available(s.c.core.Log(), s.clock.Now()) >= 1
+	room := named < core.MaxNamedWriters && !others && p.Available(s.c.core.Log(), s.clock.Now()) >= 1
 	step(0, burster, "quay.io/someone/patch:0")
 	if room && s.controllerWrites == writes {
 		s.violate("first-edit-waits", fmt.Sprintf("%s's first change waited, with room in the repair budget (%s)", burster, s.c.backoffNote()))

@@ -17,9 +17,9 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/config"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -78,8 +78,8 @@ func (s *propSim) expireExpectations() {
 // writers stays bounded, whatever names they used.
 func (s *propSim) checkRepairBudget() {
 	p := DefaultRepairPolicy()
-	if n := len(s.c.core.Log().Writers()); n > repairgate.MaxNamedWriters+2 {
-		s.violate("gate-writers", fmt.Sprintf("the repair gate keeps %d writers, more than %d", n, repairgate.MaxNamedWriters+2))
+	if n := len(s.c.core.Log().Writers()); n > core.MaxNamedWriters+2 {
+		s.violate("gate-writers", fmt.Sprintf("the repair gate keeps %d writers, more than %d", n, core.MaxNamedWriters+2))
 		return
 	}
 	r := s.repairTimes

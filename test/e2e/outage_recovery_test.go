@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/insights-runtime-extractor/controller/pkg/repairgate"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/runtimeextractor"
 	"github.com/insights-runtime-extractor/controller/pkg/testcluster"
 )
@@ -82,10 +82,10 @@ func TestFirstCorrectionAfterAPIServerOutage(t *testing.T) {
 	// the repair gate defers its repair (2 s of quiet, and the budget's
 	// allowance once the fight has spent it). The bounds are on the
 	// correction after what the gate allows: the test replays the gate's
-	// rules (package repairgate) on the deletion and re-creation times it
+	// rules (package core) on the deletion and re-creation times it
 	// sees, so that it asserts the schedule on purpose.
 	p := runtimeextractor.DefaultRepairPolicy()
-	var gate repairgate.Log
+	var gate core.Log
 	var took []time.Duration
 	for i, d := range outages {
 		proxy.SetServing(false) // /readyz fails as the API server shuts down
@@ -109,7 +109,7 @@ func TestFirstCorrectionAfterAPIServerOutage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var dec repairgate.Decision
+		var dec core.Decision
 		gate, dec = p.Changed(gate, nil, deleted)
 		allowed := back
 		if !dec.Repair && dec.At.After(allowed) {

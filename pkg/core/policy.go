@@ -1,8 +1,6 @@
-// Package repairgate decides when the controller repairs someone else's
-// change of the DaemonSet. It is pure: every function takes the gate's log,
-// what happened and the current time, and returns the new log and a
-// decision. No clock, no timer, no I/O: the control loop arms one timer for
-// the deadline a decision names.
+// The repair gate's rules: when the controller repairs someone else's
+// change of the DaemonSet. Every function takes the gate's log, what
+// happened and the current time, and returns the new log and a decision.
 //
 // A repair rolls a privileged pod on every node, and so does the change it
 // undoes. One repair of a human's edit must be immediate; a writer that
@@ -48,7 +46,8 @@
 // FightWindow, and no change of its is outstanding: a periodic writer stays
 // reported between its syncs, and a writer that stopped is cleared a few
 // minutes later.
-package repairgate
+
+package core
 
 import (
 	"slices"

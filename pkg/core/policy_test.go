@@ -1,4 +1,4 @@
-package repairgate
+package core
 
 import (
 	"fmt"
