@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// The loop's inputs. Run receives them in one typed select (receive), drift
-// first; the convergence model takes the same channels from loopSources and
-// chooses among the ready ones by pick, the same rule.
+// The loop's inputs. Run receives them in one typed select (receive), the
+// first rank first; the convergence model takes the same channels from
+// loopSources and chooses among the ready ones by pick, the same rule.
 
 // loopSource is one input of the loop, as the model sees it: the wake it
 // means, its rank (lower ranks are taken first when several are ready), and
@@ -52,18 +52,21 @@ func (c *Controller) tlsChanged() <-chan struct{} {
 	return c.cfg.tls.Changed()
 }
 
-// receive waits for the loop's next input, drift first: a drift that is
-// ready is taken before anything else that is (the Go runtime chooses at
-// random among the ready cases of one select). It reports false once ctx is
+// receive waits for the loop's next input. A ready source of the first rank
+// (drift) is taken before anything else that is ready, by the rank
+// loopSources gives it, as the model's pick does: the Go runtime chooses at
+// random among the ready cases of one select. It reports false once ctx is
 // done. Its cases are loopSources' rows.
 func (c *Controller) receive(ctx context.Context, in loopInputs) (wake, any, bool) {
 	if ctx.Err() != nil {
 		return 0, nil, false
 	}
-	select {
-	case <-c.informer.ResourceModified():
-		return wakeDrift, nil, true
-	default:
+	for _, s := range c.loopSources(in) {
+		if s.rank == rankDrift {
+			if v, ok := s.take(); ok {
+				return s.wake, v, true
+			}
+		}
 	}
 	select {
 	case <-ctx.Done():
