@@ -1,13 +1,6 @@
-// Package metrics holds the Prometheus collectors that expose what the runtime
-// extractor controller is doing: its current state, the transitions and actions it
-// took, the drift it saw and how long it is backing off.
-//
-// The collectors are created unregistered, so an embedding operator can put them in
-// its own registry (Register, MustRegister or Collectors). The standalone binary
-// registers them, with NewBuildInfo, in component-base's legacy registry, which
-// library-go's controllercmd serves on /metrics; it does so at start-up, before
-// leader election, so a standby replica serves them too (RegisterLegacy does the
-// same for an embedder that serves that registry).
+// Package metrics holds the controller's Prometheus collectors, created unregistered so
+// an embedder can use its own registry. The standalone binary registers them before
+// leader election, so a standby replica serves them too.
 package metrics
 
 import (
@@ -27,24 +20,18 @@ const Namespace = "runtime_extractor"
 
 // Drift kinds, the values of the drift_events_total "kind" label.
 const (
-	// DriftModified is a spec change made by someone else.
-	DriftModified = "modified"
-	// DriftDeleted is a deletion of the managed DaemonSet.
-	DriftDeleted = "deleted"
-	// DriftMetadata is an owned label or annotation removed or changed by someone else.
-	DriftMetadata = "metadata"
+	DriftModified = "modified" // a spec change made by someone else
+	DriftDeleted  = "deleted"
+	DriftMetadata = "metadata" // an owned label or annotation removed or changed
 )
 
 // Action results, the values of the actions_total "result" label.
 const (
-	// ResultSuccess marks an action that completed without error.
 	ResultSuccess = "success"
-	// ResultError marks an action that returned an error.
-	ResultError = "error"
+	ResultError   = "error"
 )
 
-// Metrics is the set of collectors of one controller. Its methods are safe for
-// concurrent use.
+// Metrics is the set of collectors of one controller, safe for concurrent use.
 type Metrics struct {
 	state              *prometheus.GaugeVec
 	transitions        *prometheus.CounterVec
@@ -58,26 +45,21 @@ type Metrics struct {
 	degraded           *prometheus.GaugeVec
 	conflictingWriter  prometheus.Gauge
 
-	// stateMu keeps the one-hot state gauge consistent when two goroutines report
-	// transitions at the same time.
+	// stateMu keeps the one-hot state gauge consistent under concurrent transitions.
 	stateMu sync.Mutex
-	current fsm.State // the machine's state, shown unless holding
+	current fsm.State // shown unless holding
 	holding bool
-	// now is the clock of the last-transition timestamp; tests replace it.
-	now func() time.Time
+	now     func() time.Time // tests replace it
 
-	// managersMu guards managers, the repairs_total label values given out.
 	managersMu sync.Mutex
-	managers   map[string]bool
+	managers   map[string]bool // the repairs_total label values given out
 
-	// legacyMu guards legacyDone, set once RegisterLegacy succeeded.
 	legacyMu   sync.Mutex
-	legacyDone bool
+	legacyDone bool // RegisterLegacy succeeded
 }
 
-// New returns the controller's collectors, not yet registered. Every state series,
-// every drift kind and the Apply/Delete action series start at zero, so they are
-// present (and rate() works) before the first observation.
+// New returns the collectors, unregistered. The state, drift and Apply/Delete
+// action series start at zero, so rate() works before the first observation.
 func New() *Metrics {
 	m := &Metrics{
 		state: newGaugeVec("state",
@@ -133,8 +115,7 @@ func New() *Metrics {
 	return m
 }
 
-// opts describes the collector Namespace_name; the constructors below build
-// every collector of New from it, so each name carries the prefix.
+// opts gives every name the Namespace prefix.
 func opts(name, help string) prometheus.Opts {
 	return prometheus.Opts{Namespace: Namespace, Name: name, Help: help}
 }
@@ -151,22 +132,18 @@ func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels)
 }
 
-// StateHolding is the state series that is 1 while the controller holds on
-// an invalid insights-config it has seen no valid one before: it acts on
-// nothing then, so no state of the machine describes what is there.
+// StateHolding is the series that is 1, instead of any machine state, while an invalid
+// insights-config (none valid seen yet) keeps the controller from acting on anything.
 const StateHolding = "Holding"
 
-// SetState marks s as the current state without counting a transition, for the
-// machine's initial state.
+// SetState marks the initial state s as current, counting no transition.
 func (m *Metrics) SetState(s fsm.State) {
 	m.stateMu.Lock()
 	defer m.stateMu.Unlock()
 	m.setStateLocked(s)
 }
 
-// ObserveTransition records a processed event: it sets the state gauge to t.To,
-// counts t in transitions_total and, when the state changed, stamps the
-// last-transition time.
+// ObserveTransition records a processed event, and its time when it changed the state.
 func (m *Metrics) ObserveTransition(t fsm.Transition) {
 	event := ""
 	if t.Event != nil {
@@ -198,14 +175,12 @@ func (m *Metrics) setStateLocked(current fsm.State) {
 	m.state.WithLabelValues(StateHolding).Set(flagValue(m.holding))
 }
 
-// ObserveDrift counts one drift event of the given kind (DriftModified,
-// DriftDeleted or DriftMetadata).
+// ObserveDrift counts one drift event of a Drift* kind.
 func (m *Metrics) ObserveDrift(kind string) {
 	m.driftEvents.WithLabelValues(kind).Inc()
 }
 
-// ObserveAction counts one executed action with its result (ResultSuccess or
-// ResultError) and records how long it took.
+// ObserveAction counts an executed action by its Result* and records its duration.
 func (m *Metrics) ObserveAction(a fsm.Action, result string, d time.Duration) {
 	m.actions.WithLabelValues(string(a), result).Inc()
 	m.actionDuration.WithLabelValues(string(a)).Observe(d.Seconds())
@@ -216,21 +191,18 @@ func (m *Metrics) SetRolloutStuck(stuck bool) {
 	m.rolloutStuck.Set(flagValue(stuck))
 }
 
-// SetDegraded records the reason of RuntimeExtractorDegraded=True; "" when
-// it is not True. The reasons are status.DegradedReasons().
+// SetDegraded records the reason of RuntimeExtractorDegraded=True, "" when not True.
 func (m *Metrics) SetDegraded(reason string) {
 	for _, r := range status.DegradedReasons() {
 		m.degraded.WithLabelValues(r).Set(flagValue(r == reason))
 	}
 }
 
-// SetConflictingWriter records whether another writer fights the controller
-// over the DaemonSet.
+// SetConflictingWriter records whether another writer fights over the DaemonSet.
 func (m *Metrics) SetConflictingWriter(on bool) {
 	m.conflictingWriter.Set(flagValue(on))
 }
 
-// flagValue is the gauge value of a condition: 1 while it holds, else 0.
 func flagValue(on bool) float64 {
 	if on {
 		return 1
@@ -238,35 +210,27 @@ func flagValue(on bool) float64 {
 	return 0
 }
 
-// SetBackoff records the delay before the next retry; pass 0 once the retry ran or
-// an action succeeded.
+// SetBackoff records the delay before the next retry, 0 when none is pending.
 func (m *Metrics) SetBackoff(d time.Duration) {
 	m.retryBackoff.Set(d.Seconds())
 }
 
 // Values of the repairs_total "manager" label that name no field manager.
 const (
-	// UnknownManager: a deletion (nothing left to read) or a change that no
-	// managedFields entry names.
-	UnknownManager = "unknown"
-	// OtherManager: any manager once MaxManagers values are taken.
-	OtherManager = "other"
+	UnknownManager = "unknown" // a deletion, or a change no managedFields entry names
+	OtherManager   = "other"   // any manager once MaxManagers values are taken
 )
 
-// MaxManagers bounds the distinct repairs_total manager values besides
-// OtherManager: a client may name its field manager anything, so a hostile
-// or churning one must not grow the series without bound.
+// MaxManagers bounds the distinct manager values besides OtherManager: a client
+// names its field manager freely, and a hostile one must not grow the series.
 const MaxManagers = 10
 
 // maxManagerBytes bounds a label value; the API server allows 128 characters.
 const maxManagerBytes = 128
 
-// ObserveRepair counts one repair of a change made by managers (pass every
-// manager of the repair in one call). The first MaxManagers distinct values
-// get their own series (created on first use); the others of this repair
-// count once together as OtherManager: one repair adds at most one to
-// "other", however many managers a crafted managedFields names. A manager
-// named twice counts once.
+// ObserveRepair counts one repair of a change by managers, all passed in one
+// call: each counts once, and those past MaxManagers once together as
+// OtherManager, however many a crafted managedFields names.
 func (m *Metrics) ObserveRepair(managers ...string) {
 	counted := make([]string, 0, len(managers))
 	m.managersMu.Lock()

@@ -8,8 +8,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-// Collectors returns every collector, for an embedding operator that registers them
-// itself.
+// Collectors returns every collector, for an embedder that registers them itself.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		m.state,
@@ -26,32 +25,27 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 	}
 }
 
-// MustRegister registers every collector with reg and panics if one is already
-// registered there.
+// MustRegister registers every collector with reg and panics if one cannot be.
 func (m *Metrics) MustRegister(reg prometheus.Registerer) {
 	reg.MustRegister(m.Collectors()...)
 }
 
-// Register registers every collector with reg, or none: when one cannot be
-// registered (its name is taken, e.g. by another Metrics), it unregisters those
-// it registered and returns the error.
+// Register registers every collector with reg, or none (see RegisterAll).
 func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return RegisterAll(reg, m.Collectors()...)
 }
 
 // RegisterLegacy registers every collector with component-base's legacy registry,
-// which library-go's controllercmd serves on /metrics. Calling it again on the same
-// Metrics after it succeeded is a no-op; registering a second Metrics there is an
-// error, as the names clash, and leaves the first one served.
+// which library-go's controllercmd serves on /metrics. Again on the same Metrics it
+// is a no-op; a second Metrics fails on the names and leaves the first served.
 func (m *Metrics) RegisterLegacy() error {
 	m.legacyMu.Lock()
 	defer m.legacyMu.Unlock()
 	if m.legacyDone {
 		return nil
 	}
-	// Registerer() is the legacy registry's Prometheus registry; unlike the
-	// deprecated RawMustRegister it does not mark the collectors resettable, so a
-	// DELETE on a reset-enabled /metrics cannot drop the pre-initialised series.
+	// Not RawMustRegister: it marks the collectors resettable, and a DELETE on a
+	// reset-enabled /metrics would drop the pre-initialised series.
 	if err := m.Register(legacyregistry.Registerer()); err != nil {
 		return err
 	}
@@ -59,8 +53,7 @@ func (m *Metrics) RegisterLegacy() error {
 	return nil
 }
 
-// RegisterAll registers collectors with reg, all or none: on the first failure it
-// unregisters the ones this call registered and returns the error.
+// RegisterAll registers collectors with reg, all or none: a failure undoes this call.
 func RegisterAll(reg prometheus.Registerer, collectors ...prometheus.Collector) error {
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
@@ -73,13 +66,12 @@ func RegisterAll(reg prometheus.Registerer, collectors ...prometheus.Collector) 
 	return nil
 }
 
-// DevVersion is the version of a binary built without one: neither a -ldflags -X
-// value nor a module version (go build in a work tree reports "(devel)").
+// DevVersion is the version of a binary built with neither an -ldflags -X value
+// nor a module version (go build in a work tree reports "(devel)").
 const DevVersion = "v0.0.0-dev"
 
-// NewBuildInfo returns the runtime_extractor_build_info gauge: constant 1, labelled
-// with the binary's version (DevVersion when empty) and the Go version that built
-// it. The standalone binary registers it; an embedding operator has its own.
+// NewBuildInfo returns the constant build_info gauge, labelled with version
+// (DevVersion when empty) and the Go version; an embedder has its own.
 func NewBuildInfo(version string) prometheus.Collector {
 	if version == "" {
 		version = DevVersion

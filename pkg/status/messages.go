@@ -9,8 +9,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
-// terminatingMessage says that the DaemonSet is being deleted and what its
-// deletion waits for: a DELETE that returned is not an object gone.
+// terminatingMessage says what the deletion waits for: a DELETE that returned is not an object gone.
 func terminatingMessage(s Snapshot) string {
 	msg := "removing the runtime extractor, as insights-config disables it: the DaemonSet is being deleted"
 	if len(s.Finalizers) == 0 {
@@ -19,8 +18,7 @@ func terminatingMessage(s Snapshot) string {
 	return msg + waitsFor(s) + "; its pods run until then"
 }
 
-// waitsFor names the finalizers the DaemonSet's deletion waits for, "" when
-// none.
+// waitsFor names the finalizers the deletion waits for, "" when none.
 func waitsFor(s Snapshot) string {
 	if len(s.Finalizers) == 0 {
 		return ""
@@ -29,10 +27,8 @@ func waitsFor(s Snapshot) string {
 		map[bool]string{true: "finalizer", false: "finalizers"}[len(s.Finalizers) == 1], strings.Join(s.Finalizers, ", "))
 }
 
-// unavailableMessage names how many nodes that should run a pod have no
-// available one, against maxUnavailable, and a few of them, e.g. "; 7 nodes
-// have no available pod (within maxUnavailable 330): node-1, node-2, ...".
-// It is empty when every such node has one.
+// unavailableMessage names how many nodes that should run a pod have none
+// available, against maxUnavailable, and a few of them.
 func unavailableMessage(s Snapshot) string {
 	n := s.Desired - s.Available
 	if n <= 0 {
@@ -64,13 +60,11 @@ func unavailableMessage(s Snapshot) string {
 const disabledMessage = "runtime extractor is disabled by insights-config"
 
 // MaxMessageBytes bounds a condition or Event message: an error can quote
-// whatever insights-config holds (hundreds of kilobytes), and the
-// ClusterOperator and the Event should carry the gist, not the whole.
+// insights-config whole (hundreds of kilobytes), and the gist is enough.
 const MaxMessageBytes = 1024
 
-// CapMessage returns msg when it fits in MaxMessageBytes, else its beginning,
-// cut on a UTF-8 boundary, and a marker saying how many bytes were cut, all
-// within MaxMessageBytes. Conditions and the controller's Events both use it.
+// CapMessage cuts msg to MaxMessageBytes on a UTF-8 boundary, ending with a marker
+// of how many bytes were cut.
 func CapMessage(msg string) string {
 	if len(msg) <= MaxMessageBytes {
 		return msg
@@ -86,11 +80,8 @@ func CapMessage(msg string) string {
 
 func cutMarker(n int) string { return fmt.Sprintf(" ... [%d bytes cut]", n) }
 
-// progressMessage describes a rollout with pods still to update, e.g.
-// "rolling out 2/3 nodes to 4.22.1": the nodes that run a pod of the current
-// template (available or not; Available reports that). Counts the DaemonSet
-// controller made before it observed the current generation say nothing of
-// it, so then the message says that it waits for that.
+// progressMessage counts the nodes that run a pod of the current template,
+// available or not (Available says that).
 func progressMessage(s Snapshot) string {
 	var verb string
 	switch s.State {
@@ -105,7 +96,7 @@ func progressMessage(s Snapshot) string {
 	if s.Version != "" {
 		to = " to " + s.Version
 	}
-	if s.Updated >= s.Desired { // not RolledOut, so the generation is not observed yet
+	if s.Updated >= s.Desired { // not RolledOut, so the counts predate the current generation
 		return verb + to + ": waiting for the DaemonSet controller to observe the new spec"
 	}
 	return fmt.Sprintf("%s %d/%d nodes%s", verb, s.Updated, s.Desired, to)
@@ -118,9 +109,8 @@ func atVersion(v string) string {
 	return " at version " + v
 }
 
-// failureMessage reads e.g. "the last apply failed: forbidden: ...;
-// retrying with backoff". It names no count and no delay: those change with
-// every retry, and the Warning Event and the metrics carry them.
+// failureMessage names no count and no delay: they change with every retry, so a
+// retry that fails the same way writes nothing; the Warning Event and metrics carry them.
 func failureMessage(s Snapshot) string {
 	action := "apply"
 	if failureReason(s.State) == ReasonDeleteFailed {

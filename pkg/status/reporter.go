@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -21,60 +22,45 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// DefaultClusterOperatorName is the ClusterOperator the conditions go to unless
-// another name is given: the Insights Operator's own.
+// DefaultClusterOperatorName is the Insights Operator's ClusterOperator, the default target.
 const DefaultClusterOperatorName = "insights"
 
-// FieldManager owns the RuntimeExtractor* conditions on the ClusterOperator. It
-// is distinct from every other writer's, so server-side apply merges our three
-// entries of status.conditions (a map keyed by type) with theirs.
+// FieldManager owns the RuntimeExtractor* conditions. Distinct from every other
+// writer's, it lets server-side apply merge our entries of status.conditions (keyed
+// by type) with theirs.
 const FieldManager = "runtime-extractor-controller-status"
 
-// ErrMissing is what Report returns (wrapped) when the ClusterOperator, or the
-// ClusterOperator API, does not exist: nothing was written, and the conditions
-// are still to be written once it appears.
+// ErrMissing is wrapped by Report when the ClusterOperator or its API does not
+// exist: nothing was written, and the conditions wait for it to appear.
 var ErrMissing = errors.New("clusteroperator not found")
 
-// Reporter writes the RuntimeExtractor* conditions to a ClusterOperator with
+// Reporter writes the RuntimeExtractor* conditions to a ClusterOperator by
 // server-side apply of the status subresource: no read before a write, and no
-// conflict with another writer's UpdateStatus of the whole list, which keeps
-// the entries it does not know. It touches no other condition.
-//
-// It writes only when the conditions differ from what the server is known to
-// carry: what an Observe'd one-object informer shows, or else what it last
-// applied. LastTransitionTime is kept from there while a condition's status
-// holds. Its methods are safe for concurrent use.
+// conflict with another writer's UpdateStatus of the whole list, which keeps the
+// entries it does not know. It writes only when they differ from what the server
+// is known to carry (the Observe'd informer's view, else its last apply), keeping
+// LastTransitionTime while a status holds. Safe for concurrent use.
 type Reporter struct {
 	client configv1client.ClusterOperatorsGetter
 	name   string
 	clock  clock.PassiveClock
 
 	mu sync.Mutex
-	// lister, when set and synced, shows the ClusterOperator as the server
-	// has it. Until it has synced (forever on a cluster without the CRD) the
-	// Reporter works from what it applied.
-	lister configv1listers.ClusterOperatorLister
-	synced cache.InformerSynced
-	// changed is notified when the observed ClusterOperator changes.
+	// Until lister has synced (forever without the CRD), the Reporter works from applied.
+	lister  configv1listers.ClusterOperatorLister
+	synced  cache.InformerSynced
 	changed chan struct{}
-	// applied holds the conditions last applied (with their transition times);
-	// nil when unknown.
-	applied []configv1.ClusterOperatorStatusCondition
-	// appliedOver is the resourceVersion the lister showed when applied was
-	// written: while it still shows that one, the cache has not caught up with
-	// our apply, and applied is the better knowledge.
+	applied []configv1.ClusterOperatorStatusCondition // with transition times; nil when unknown
+	// appliedOver is the resourceVersion the lister showed at our apply, appliedAs
+	// the one our apply returned. While the lister shows appliedOver, or a version
+	// older than appliedAs (a write just before ours whose event came after), the
+	// cache lags our apply and applied is the better knowledge.
 	appliedOver string
-	// appliedAs is the resourceVersion our apply returned. A cached version
-	// older than it (someone's write just before ours, whose event came after
-	// our apply returned) has not caught up either.
-	appliedAs string
-	// missing is true while the ClusterOperator (or its CRD) is absent; it makes
-	// the "not found" line print once per absence rather than on every Report.
-	missing bool
+	appliedAs   string
+	missing     bool // logs "not found" once per absence, not on every Report
 }
 
-// NewReporter returns a Reporter for the ClusterOperator called name
-// (DefaultClusterOperatorName when empty).
+// NewReporter returns a Reporter for the ClusterOperator name (DefaultClusterOperatorName when empty).
 func NewReporter(client configv1client.ClusterOperatorsGetter, name string) *Reporter {
 	if name == "" {
 		name = DefaultClusterOperatorName
@@ -85,11 +71,9 @@ func NewReporter(client configv1client.ClusterOperatorsGetter, name string) *Rep
 // Name is the ClusterOperator the Reporter writes to.
 func (r *Reporter) Name() string { return r.name }
 
-// Observe makes the Reporter compare against the ClusterOperator as informer
-// shows it (an informer on that one object), so conditions someone else
-// removed or changed are noticed without a read; every change of it is
-// signalled on Changed, for the caller to report again. The caller starts the
-// informer and waits for its sync before the first Report.
+// Observe makes the Reporter compare against informer's view of that one ClusterOperator,
+// so changes by others are noticed without a read, and signals each on Changed. The
+// caller starts the informer and waits for its sync before the first Report.
 func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) error {
 	notifyChanged := func() {
 		select {
@@ -111,15 +95,12 @@ func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) e
 	return nil
 }
 
-// Changed is notified (coalesced) whenever the observed ClusterOperator
-// changes; it never fires without Observe.
+// Changed is notified (coalesced) when the observed ClusterOperator changes; never without Observe.
 func (r *Reporter) Changed() <-chan struct{} { return r.changed }
 
-// Report brings the ClusterOperator's RuntimeExtractor* conditions in line
-// with s, with one apply when they differ from what the server carries and no
-// request otherwise. A missing ClusterOperator or CRD is logged once per
-// absence and returned as ErrMissing. While an Observe'd informer shows it
-// absent, Report makes no request; Changed tells when it appears.
+// Report applies the conditions of s when they differ from what the server
+// carries. A missing ClusterOperator or CRD is returned as ErrMissing; while an
+// Observe'd informer shows it absent, Report makes no request.
 func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	want := Conditions(s)
 
@@ -161,10 +142,8 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	switch {
 	case isMissing(err) && shown:
-		// The informer shows it, the server did not find it: an API server
-		// that just restarted serves the custom resource moments later. No
-		// change of the object will say when, so this is a failure to
-		// retry, not an absence to wait out.
+		// An API server that just restarted serves the custom resource moments
+		// later, and no change of the object will say when: retry, do not wait.
 		r.applied = nil
 		return fmt.Errorf("report conditions on clusteroperator %s, which the informer shows: %w", r.name, err)
 	case isMissing(err):
@@ -180,10 +159,9 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	return nil
 }
 
-// olderThan reports whether resourceVersion a is older than b. Both are etcd
-// revisions, which only grow; a version that is not a number (another
-// storage) is never taken for older, so the cache is believed, at the cost of
-// at most one needless apply.
+// olderThan reports whether resourceVersion a is older than b, as etcd revisions
+// only grow. A non-number (another storage) is never older: the cache is
+// believed, at the cost of at most one needless apply.
 func olderThan(a, b string) bool {
 	x, errA := strconv.ParseUint(a, 10, 64)
 	y, errB := strconv.ParseUint(b, 10, 64)
@@ -200,12 +178,8 @@ func (r *Reporter) setMissing(logger klog.Logger, missing bool) {
 	r.missing = missing
 }
 
-// isMissing tells a ClusterOperator that does not exist, or a cluster that does not
-// serve the ClusterOperator API at all, from real failures.
+// isMissing: the ClusterOperator, or the ClusterOperator API, does not exist.
 func isMissing(err error) bool {
-	if err == nil {
-		return false
-	}
 	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
 }
 
@@ -220,8 +194,7 @@ func owned(conds []configv1.ClusterOperatorStatusCondition) []configv1.ClusterOp
 	return out
 }
 
-// carries reports whether conds holds every condition of want, ignoring
-// LastTransitionTime.
+// carries reports whether conds holds every condition of want, LastTransitionTime aside.
 func carries(conds, want []configv1.ClusterOperatorStatusCondition) bool {
 	if conds == nil {
 		return false
@@ -235,21 +208,11 @@ func carries(conds, want []configv1.ClusterOperatorStatusCondition) bool {
 	return true
 }
 
-// sameCondition compares everything but LastTransitionTime.
 func sameCondition(a, b configv1.ClusterOperatorStatusCondition) bool {
 	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
 }
 
-// SameConditions reports whether a and b hold the same conditions in the same
-// order, ignoring LastTransitionTime.
+// SameConditions reports whether a and b hold the same conditions in order, LastTransitionTime aside.
 func SameConditions(a, b []configv1.ClusterOperatorStatusCondition) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !sameCondition(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, sameCondition)
 }

@@ -1,13 +1,10 @@
-// Package tlsprofile follows the cluster's TLS security profile, which
-// kube-rbac-proxy's TLS arguments come from: spec.tlsSecurityProfile of the
-// APIServer "cluster", watched by name.
+// Package tlsprofile follows the cluster TLS security profile, which kube-rbac-proxy's
+// TLS arguments come from: spec.tlsSecurityProfile of the APIServer "cluster".
 //
-// The profile is known once the watch has listed the object (or its absence,
-// which means Intermediate), and stays known from then on: a watch that fails
-// later keeps the last object it saw. Until then, and forever when the object
-// cannot be read (forbidden, an API error), Profile returns an error instead
-// of a default, so that the caller can keep what it has rather than move every
-// node to another profile.
+// The profile is known once the watch has listed the object or its absence
+// (Intermediate), and stays known: a watch that fails later keeps the last object.
+// Until then, and forever when it cannot be read, Profile returns an error, not a
+// default, so the caller keeps what it has rather than move every node to another profile.
 package tlsprofile
 
 import (
@@ -34,9 +31,8 @@ import (
 // APIServerName is the name of the cluster's singleton APIServer.
 const APIServerName = "cluster"
 
-// StartTimeout bounds how long HasSynced stays false: an API server that does
-// not answer, or refuses the read, must not keep the controller from starting.
-// After it, HasSynced is true and Profile still reports the profile unknown.
+// StartTimeout bounds how long HasSynced stays false: an API server that does not
+// answer, or refuses the read, must not keep the controller from starting.
 const StartTimeout = 10 * time.Second
 
 // ErrUnknown is wrapped by every error Profile returns.
@@ -61,9 +57,8 @@ func NewStatic(p *configv1.TLSSecurityProfile) *Source {
 	return &Source{known: true, profile: p, changed: make(chan struct{}, 1), clock: clock.RealClock{}, timeout: StartTimeout}
 }
 
-// NewSource watches the APIServer "cluster" when the config.openshift.io/v1
-// API serves it; without that API the profile is known to be unset
-// (Intermediate), as on a cluster that is not OpenShift.
+// NewSource watches the APIServer "cluster" when config.openshift.io/v1 serves it;
+// without that API (not OpenShift) the profile is known to be unset.
 func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface) (*Source, error) {
 	return newSource(disco, client, clock.RealClock{})
 }
@@ -166,16 +161,14 @@ func (s *Source) refresh() {
 	}
 }
 
-// HasSynced reports whether the profile is known, or StartTimeout has passed
-// since Run started: either way the caller may act now.
+// HasSynced reports whether the profile is known or StartTimeout has passed since Run started.
 func (s *Source) HasSynced() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.known || s.gaveUp
 }
 
-// Profile returns the cluster's TLS security profile (nil means Intermediate),
-// or an error wrapping ErrUnknown, saying why, while it is not known.
+// Profile returns the cluster TLS profile (nil means Intermediate), or why it is unknown.
 func (s *Source) Profile() (*configv1.TLSSecurityProfile, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -196,12 +189,11 @@ func (s *Source) unknownLocked() error {
 	return fmt.Errorf("%w: %s", ErrUnknown, what)
 }
 
-// Changed signals (coalesced, never blocking the watch) that Profile's answer
-// changed after HasSynced turned true.
+// Changed signals (coalesced, never blocking the watch) that Profile's answer changed
+// after HasSynced turned true.
 func (s *Source) Changed() <-chan struct{} { return s.changed }
 
-// Describe names a profile for logs and Events: its type, "unset
-// (Intermediate)" for nil.
+// Describe names a profile for logs and Events.
 func Describe(p *configv1.TLSSecurityProfile) string {
 	if p == nil || p.Type == "" {
 		return "unset (Intermediate)"

@@ -1,9 +1,6 @@
-// Package version tells the controller the cluster's target release version.
-//
-// In an OpenShift cluster it watches the ClusterVersion "version"
-// (status.desired.version); where that API does not exist it falls back to the
-// RELEASE_VERSION environment variable, the cluster-version-operator convention
-// for operator images.
+// Package version tells the controller the cluster's target release version: the
+// ClusterVersion's status.desired.version or, without that API, RELEASE_VERSION,
+// the cluster-version-operator convention for operator images.
 package version
 
 import (
@@ -44,8 +41,8 @@ func NewStatic(v string) *Source {
 	return &Source{fallback: v, version: v, changed: make(chan struct{}, 1)}
 }
 
-// NewSource watches the ClusterVersion when the config.openshift.io/v1 API serves
-// it, and otherwise reports fallback. Only the "version" object is cached.
+// NewSource watches the ClusterVersion "version" when config.openshift.io/v1 serves
+// it, and otherwise reports fallback.
 func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface, fallback string) (*Source, error) {
 	s := NewStatic(fallback)
 	ok, err := configapi.Serves(disco, "clusterversions")
