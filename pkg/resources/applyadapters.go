@@ -10,12 +10,9 @@ import (
 	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 )
 
-// Adapters through which library-go's ApplyDaemonSet sees the DaemonSet the
-// manager has read already, and records only the Events of writes.
-
-// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet that was already
-// read (from the cache, usually), so its Get costs no request, and stamps
-// the field manager on its writes. Everything else is the real client.
+// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet already read (from
+// the cache, usually), so its Get costs no request, and stamps FieldManager on
+// its writes.
 type prefetchedDaemonSets struct {
 	getter   appsclientv1.DaemonSetsGetter
 	existing *appsv1.DaemonSet // nil: known not to exist
@@ -60,9 +57,8 @@ func (p prefetchedDaemonSet) Update(ctx context.Context, ds *appsv1.DaemonSet, o
 	return p.DaemonSetInterface.Update(ctx, ds, opts)
 }
 
-// writeEventsOnly drops the warnings ApplyDaemonSet records for a failed
-// write: a lost race is retried here and a final failure is returned to
-// the caller, which reports it. Created/Updated events pass through.
+// writeEventsOnly drops ApplyDaemonSet's warnings for a failed write: a lost
+// race is retried, and a final failure is returned to the caller to report.
 type writeEventsOnly struct{ events.Recorder }
 
 func (writeEventsOnly) Warning(string, string)                  {}

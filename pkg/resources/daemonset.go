@@ -9,6 +9,7 @@ import (
 	configv1 "github.com/openshift/api/config/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
@@ -18,8 +19,7 @@ import (
 //go:embed manifests/daemonset.yaml
 var daemonSetManifest []byte
 
-// parsedManifest parses the embedded manifest once; strict, so a misspelt
-// field in the manifest is an error rather than a silently dropped setting.
+// parsedManifest is strict: a misspelt field is an error, not a dropped setting.
 var parsedManifest = sync.OnceValues(func() (*appsv1.DaemonSet, error) {
 	ds := &appsv1.DaemonSet{}
 	if err := yaml.UnmarshalStrict(daemonSetManifest, ds); err != nil {
@@ -28,35 +28,22 @@ var parsedManifest = sync.OnceValues(func() (*appsv1.DaemonSet, error) {
 	return ds, nil
 })
 
-// Desired is everything the desired DaemonSet depends on. An apply always
-// computes the DaemonSet from a complete Desired, never from a diff.
+// Desired is everything the desired DaemonSet depends on: an apply computes
+// it from a whole Desired, never from a diff.
 type Desired struct {
-	// Images of the three containers; each must be a fully qualified reference.
-	Images Images
-	// Version is the target release version, recorded in VersionAnnotation on
-	// the DaemonSet's metadata only: pods roll for what changes them (images,
-	// TLS args, scheduling), not for a version number. Empty records no version.
-	Version string
-	// TLSProfile is the cluster TLS security profile for kube-rbac-proxy;
-	// nil means Intermediate.
-	TLSProfile *configv1.TLSSecurityProfile
-	// KubeRBACProxyTLSArgs, when not nil, are kube-rbac-proxy's TLS arguments
-	// instead of TLSProfile's (empty: none). The controller keeps a
-	// DaemonSet's own this way while the profile cannot be read.
+	Images     Images
+	Version    string                       // the target release version (VersionAnnotation); "" records none
+	TLSProfile *configv1.TLSSecurityProfile // the cluster's, for kube-rbac-proxy; nil means Intermediate
+	// KubeRBACProxyTLSArgs, when not nil, replace TLSProfile's (empty: none):
+	// the controller keeps a DaemonSet's own while the profile cannot be read.
 	KubeRBACProxyTLSArgs []string
-	// Scheduling holds the optional settings from config.yaml.
-	Scheduling config.RuntimeExtractor
+	Scheduling           config.RuntimeExtractor // the optional settings of config.yaml
 }
 
-// DesiredDaemonSet returns the DaemonSet for d: the embedded manifest with
-// d's images, kube-rbac-proxy TLS arguments, version annotation and
-// scheduling settings. Invalid images are an error.
-//
-// Scheduling: tolerations are appended to the manifest's; the node selector
-// is merged into the manifest's, and kubernetes.io/os stays linux whatever
-// the configuration says; a priority class name replaces the default
-// openshift-user-critical; resources replace a container's requirements
-// as a whole.
+// DesiredDaemonSet returns the embedded manifest completed from d. Of the
+// scheduling settings, tolerations are appended to the manifest's, the node
+// selector is merged into it (kubernetes.io/os stays linux), and a priority
+// class or a container's resources replace the manifest's as a whole.
 func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	if err := d.Images.validate(); err != nil {
 		return nil, fmt.Errorf("desired daemonset: %w", err)
@@ -90,13 +77,12 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	}
 
 	if d.Version != "" {
-		setAnnotation(&ds.ObjectMeta.Annotations, VersionAnnotation, d.Version)
+		metav1.SetMetaDataAnnotation(&ds.ObjectMeta, VersionAnnotation, d.Version)
 	}
 	applyScheduling(podSpec, d.Scheduling)
 	return ds, nil
 }
 
-// applyScheduling applies the config.yaml settings other than resources.
 func applyScheduling(podSpec *corev1.PodSpec, s config.RuntimeExtractor) {
 	for _, t := range s.Tolerations {
 		podSpec.Tolerations = append(podSpec.Tolerations, *t.DeepCopy())
@@ -105,7 +91,7 @@ func applyScheduling(podSpec *corev1.PodSpec, s config.RuntimeExtractor) {
 		podSpec.NodeSelector = map[string]string{}
 	}
 	maps.Copy(podSpec.NodeSelector, s.NodeSelector)
-	// Written last: the extractor only runs on Linux, whatever the config says.
+	// Last: no configuration moves the extractor off Linux.
 	podSpec.NodeSelector[OSNodeSelectorKey] = OSNodeSelectorValue
 	if s.PriorityClassName != "" {
 		podSpec.PriorityClassName = s.PriorityClassName
@@ -121,16 +107,7 @@ func findContainer(podSpec *corev1.PodSpec, name string) *corev1.Container {
 	return nil
 }
 
-func setAnnotation(annotations *map[string]string, key, value string) {
-	if *annotations == nil {
-		*annotations = map[string]string{}
-	}
-	(*annotations)[key] = value
-}
-
-// Rollout is what a DaemonSet's status says of its rollout: how many nodes
-// should run a pod, how many run the current template, how many have an
-// available pod, and whether its controller has seen the current generation.
+// Rollout is what a DaemonSet's status says of its rollout.
 type Rollout struct {
 	Present                        bool // there is a DaemonSet
 	Desired, Updated, Available    int32
@@ -150,12 +127,10 @@ func RolloutOf(ds *appsv1.DaemonSet) Rollout {
 	}
 }
 
-// Complete reports whether the DaemonSet is rolled out: its controller has
-// observed the current generation and every node that should run a pod runs
-// one of the current template (updated == desired), which is also how
-// `kubectl rollout status` reads the updated count. Availability is not part
-// of it: a pod that stays unavailable on one node (a crash loop, an image
-// that does not pull) leaves nothing to roll out, and is reported as what it
+// Complete reports whether the DaemonSet's controller observed the current
+// generation and every node that should run a pod runs the current template
+// (as `kubectl rollout status` reads it). Availability is not part of it: a
+// pod stuck unavailable leaves nothing to roll out, and is reported as what it
 // is (FullyAvailable, MaxUnavailable). A DaemonSet that wants no pods is
 // rolled out once observed.
 func (r Rollout) Complete() bool {
@@ -169,12 +144,10 @@ func (r Rollout) FullyAvailable() bool { return r.Complete() && r.Available >= r
 // Unavailable is how many nodes that should run a pod have no available one.
 func (r Rollout) Unavailable() int32 { return max(r.Desired-r.Available, 0) }
 
-// MaxUnavailable is how many of ds's desired nodes may be without an
-// available pod during a rolling update, resolved as the DaemonSet controller
-// does: a percentage of desiredNumberScheduled rounded up, and 1 when both it
-// and maxSurge come to 0 on a DaemonSet that wants pods. ok is false when
-// there is no such bound: an OnDelete DaemonSet, or a value that does not
-// resolve.
+// MaxUnavailable is how many desired nodes may lack an available pod during a
+// rolling update, resolved as the DaemonSet controller does: percentages round
+// up, and it is 1 when it and maxSurge both come to 0 on a DaemonSet that
+// wants pods. ok is false for OnDelete, or a value that does not resolve.
 func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		return 0, false
@@ -196,8 +169,8 @@ func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	return int32(unavailable), true
 }
 
-// scaled resolves v against total, rounding up; unset is 0 (the API server
-// defaults maxUnavailable to 1, which the fallback above gives too).
+// scaled resolves v against total, rounding up; unset is 0, and the fallback
+// to 1 above matches the API server's default maxUnavailable.
 func scaled(v *intstr.IntOrString, total int) (int, error) {
 	if v == nil {
 		return 0, nil

@@ -11,11 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Delete deletes the DaemonSet and returns the UID of the object it removed,
-// "" when there was none (NotFound is success). It deletes only the object it
-// means: the one the cache shows, or else the one this manager wrote that the
-// cache may not show yet, with a UID precondition. When the server holds
-// another object of that name (recreated behind the cache), one live read
+// Delete deletes the DaemonSet and returns the UID it removed ("" for none).
+// A UID precondition deletes only the object meant: the cached one, else
+// this manager's write the cache may not show yet; if the server holds another
+// object of that name (recreated behind the cache), one live read
 // names it and that one is deleted. When the cache shows nothing and the
 // manager wrote nothing, no request is sent.
 func (m *Manager) Delete(ctx context.Context) (types.UID, error) {

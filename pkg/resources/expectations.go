@@ -8,13 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The manager's expectations: the own writes it awaits in the informer cache,
-// and what it remembers of the objects it wrote, so that a cache that lags
-// behind its own write is not mistaken for someone else's change.
-
-// ExpectationTimeout bounds how long an own write may stay unseen by the
-// cache before the manager stops trusting it and reads the server again. A
-// healthy watch shows a write within milliseconds.
+// ExpectationTimeout bounds how long an own write may stay unseen by the cache
+// (a healthy watch shows it within milliseconds) before the server is read.
 const ExpectationTimeout = 5 * time.Second
 
 // ownedObject identifies one incarnation of the DaemonSet: a generation is
@@ -32,16 +27,13 @@ type ownedObject struct {
 	versions []string
 }
 
-// maxOwnedVersions bounds the write history kept per object, maxPast the
-// objects kept after the manager moved on from them.
 const (
-	maxOwnedVersions = 8
-	maxPast          = 4
+	maxOwnedVersions = 8 // the write history kept per object
+	maxPast          = 4 // the objects kept after the manager moved on from them
 )
 
-// expectedGeneration returns the generation ApplyDaemonSet should expect
-// of existing, and whether existing is an object this manager did not write,
-// to be adopted by a write the server may find unchanged (see Apply).
+// expectedGeneration returns the generation ApplyDaemonSet should expect of
+// existing, and whether existing is not this manager's, to adopt (see Apply).
 func (m *Manager) expectedGeneration(existing *appsv1.DaemonSet) (int64, bool) {
 	if existing == nil {
 		return 0, false // library-go creates; the value is unused.
@@ -62,9 +54,8 @@ func (m *Manager) expect(ds *appsv1.DaemonSet) {
 	m.expected, m.expectedUntil = ds.DeepCopy(), m.clock.Now().Add(ExpectationTimeout)
 }
 
-// expectation returns (a copy of) the expected own write while the cache,
-// showing cached (nil: nothing), has not caught up with it, and forgets it
-// once the cache shows it or it timed out.
+// expectation returns a copy of the expected own write while the cache (cached,
+// nil: nothing) lags behind it, and forgets it once shown or timed out.
 func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -85,21 +76,17 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	}
 }
 
-// AwaitsOwnWrite reports whether an own write is still awaited in the
-// cache: a list the informer finds without it may predate it. Unlike
-// Expecting, it never ends an expectation.
+// AwaitsOwnWrite reports whether an own write is still awaited in the cache (a
+// list without it may predate it); unlike Expecting, it ends no expectation.
 func (m *Manager) AwaitsOwnWrite() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
 }
 
-// Expecting reports how long an own write may still be awaited in the cache
-// (false when none is). The caller re-asserts after it, so a write the cache
-// never shows is re-read from the server. An expectation ends when it times
-// out, even with no apply to consult it (the DaemonSet is being deleted): it
-// is reported due (0, true) once, then never again, so the caller's
-// re-assert cannot repeat without a pause.
+// Expecting reports how long an own write may still be awaited in the cache,
+// for the caller to re-assert after. A timed-out one is reported due (0, true)
+// once and ended, so the re-assert cannot repeat without a pause.
 func (m *Manager) Expecting() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -115,8 +102,7 @@ func (m *Manager) Expecting() (time.Duration, bool) {
 }
 
 // ObservedDeletion tells the manager that the informer saw object uid
-// deleted, or ("") that a live read found no DaemonSet: a write of it is no
-// longer expected, and the cache is to be believed.
+// deleted, or ("") that a live read found none: the cache is to be believed.
 func (m *Manager) ObservedDeletion(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -125,16 +111,14 @@ func (m *Manager) ObservedDeletion(uid types.UID) {
 	}
 }
 
-// cacheBehind reports whether cached is an older generation of the object
-// this manager last wrote.
+// cacheBehind reports whether cached predates this manager's last write to it.
 func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.owned.uid != "" && m.owned.uid == cached.UID && cached.Generation < m.owned.generation
 }
 
-// own records ds as written (or adopted) by this manager; replaced is what
-// the write replaced (nil for a create).
+// own records ds as written or adopted; replaced is what it replaced (nil: none).
 func (m *Manager) own(ds, replaced *appsv1.DaemonSet) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -8,25 +8,18 @@ import (
 	"github.com/distribution/reference"
 )
 
-// Environment variables that carry the images, following the
-// cluster-version-operator convention: the release payload rewrites the
-// operator's RELATED_IMAGE_* variables to the digests of the release.
+// Environment variables that carry the images: the release payload rewrites
+// an operator's RELATED_IMAGE_* variables to its digests (the
+// cluster-version-operator convention).
 const (
 	EnvExtractorImage     = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXTRACTOR"
 	EnvExporterImage      = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXPORTER"
 	EnvKubeRBACProxyImage = "RELATED_IMAGE_KUBE_RBAC_PROXY"
 )
 
-// Default images, used when the matching environment variable is unset or
-// empty and ImagesFromEnv may fall back to them. They are the OKD (origin) builds of
-// the same components, the images the insights operator itself falls back to
-// outside a release payload: mutable tags, so never what a cluster should run
-// without someone choosing them.
-//
-//	container        environment variable                        default
-//	extractor        RELATED_IMAGE_INSIGHTS_RUNTIME_EXTRACTOR    quay.io/openshift/origin-insights-runtime-extractor:latest
-//	exporter         RELATED_IMAGE_INSIGHTS_RUNTIME_EXPORTER     quay.io/openshift/origin-insights-runtime-exporter:latest
-//	kube-rbac-proxy  RELATED_IMAGE_KUBE_RBAC_PROXY               quay.io/openshift/origin-kube-rbac-proxy:latest
+// Default images: the OKD (origin) builds the insights operator itself falls
+// back to outside a release payload. Mutable tags, so never what a cluster
+// should run without someone choosing them.
 const (
 	DefaultExtractorImage     = "quay.io/openshift/origin-insights-runtime-extractor:latest"
 	DefaultExporterImage      = "quay.io/openshift/origin-insights-runtime-exporter:latest"
@@ -40,8 +33,7 @@ type Images struct {
 	KubeRBACProxy string
 }
 
-// DefaultImages returns the default images (see DefaultExtractorImage and
-// its siblings for the table of variables and defaults).
+// DefaultImages returns the default images.
 func DefaultImages() Images {
 	return Images{
 		Extractor:     DefaultExtractorImage,
@@ -50,23 +42,17 @@ func DefaultImages() Images {
 	}
 }
 
-// ErrImagesUnset is wrapped by the error of ImagesFromEnv when a variable is
-// unset or empty and defaults are not allowed.
+// ErrImagesUnset is wrapped when a variable is unset and defaults are not allowed.
 var ErrImagesUnset = errors.New("image not set")
 
-// ErrInvalidImage is wrapped by every error of ValidateImage: a reference
-// that is empty, malformed or not fully qualified.
+// ErrInvalidImage is wrapped by every error of ValidateImage.
 var ErrInvalidImage = errors.New("invalid image reference")
 
-// ImagesFromEnv reads the images from the RELATED_IMAGE_* variables through
-// getenv (os.Getenv in production). An unset or empty variable selects the
-// default if allowDefaults, and is an error naming every such variable
-// otherwise: a library caller allows them (an operator embedding the
-// controller gets its RELATED_IMAGE_* variables from the release payload);
-// the binary does only with --allow-default-images, so a standalone install
-// never runs the privileged extractor from a :latest tag nobody chose. A value that is not a fully qualified image reference is an
-// error naming the variable. No partial result is returned with an error, so
-// an invalid or unchosen image can never reach the cluster.
+// ImagesFromEnv reads the images through getenv. An unset or empty variable
+// selects the default if allowDefaults, else is an error: the binary allows
+// defaults only with --allow-default-images, so a standalone install never
+// runs the privileged extractor from a :latest tag nobody chose. An error
+// returns no images, so an invalid or unchosen one never reaches the cluster.
 func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, error) {
 	images := DefaultImages()
 	var errs []error
@@ -103,10 +89,9 @@ func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, erro
 	return images, nil
 }
 
-// ValidateImage accepts a fully qualified image reference
-// (registry/repository with an optional :tag and/or @digest). Short names
-// such as "busybox" are refused: the node would resolve them through its own
-// registry search list, so the image run would depend on node configuration.
+// ValidateImage accepts only a fully qualified image reference: the node
+// resolves a short name such as "busybox" through its own registry search
+// list, so the image run would depend on node configuration.
 func ValidateImage(image string) error {
 	if image == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidImage)
@@ -120,7 +105,6 @@ func ValidateImage(image string) error {
 	return nil
 }
 
-// validate checks every image of i, naming the container of a bad one.
 func (i Images) validate() error {
 	var errs []error
 	for _, c := range []struct{ container, image string }{

@@ -15,23 +15,16 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Lost races: a write based on a stale cache ran into someone else's change
-// (Conflict, NotFound, AlreadyExists), or into an object that cannot be
-// updated into the desired one.
-
-// ErrLostToAnotherWriter: an apply lost a race to another writer's change of
-// the DaemonSet (its spec or owned metadata, a deletion, a new object), and
-// did not write over it: that write would undo the change, a repair the
-// caller's repair gate must decide on when the change reaches it as drift.
+// ErrLostToAnotherWriter is returned by an apply that lost a race to another
+// writer's change (spec, owned metadata, deletion, new object) and did not
+// write over it: undoing it is a repair for the caller's repair gate.
 var ErrLostToAnotherWriter = errors.New("lost a race to another writer's change, left to the repair gate")
 
-// lostToAnotherWriter: after a lost race, now (the object as read again)
-// shows a change since before (what the last attempt found) that is not this
-// manager's own: someone else's write, which the caller has not seen. A
-// status update (the DaemonSet controller's) changes neither the generation
-// nor the owned metadata. An attempt that found no object (a create that
-// met AlreadyExists) has no change to compare with, and one being deleted
-// is written to by no one: both go on as before.
+// lostToAnotherWriter reports whether now (read again after a lost race) shows
+// a change since before (the last attempt's read) that is not this manager's.
+// A status update changes neither generation nor owned metadata. Without
+// before (a create met AlreadyExists) there is nothing to compare, and an
+// object being deleted is written to by no one: both go on as before.
 func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 	switch {
 	case before == nil || now != nil && now.DeletionTimestamp != nil:
@@ -45,32 +38,23 @@ func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 	return !maps.Equal(OwnedMetadata(before), meta) && !m.IsOwnMetadata(now.UID, now.ResourceVersion, meta)
 }
 
-// cacheCatchUp bounds the wait for the cache to show what a lost race ran
-// into (usually another writer's change, such as the DaemonSet controller's
-// status update, delivered within milliseconds) before reading the server.
-const cacheCatchUp = time.Second
+// cacheCatchUp bounds the wait, polling every catchUpPoll, for the cache to
+// show what a lost race ran into (usually within milliseconds) before the
+// server is read.
+const cacheCatchUp, catchUpPoll = time.Second, 5 * time.Millisecond
 
-// catchUpPoll is how often that wait looks at the cache.
-const catchUpPoll = 5 * time.Millisecond
+const applyAttempts = 5
 
-// applyBackoff bounds the in-call retries of an apply that lost a race
-// (Conflict, or AlreadyExists after a stale cache): 5 attempts, 10 ms
-// doubling. Anything longer is the executor's rate-limited retry, which
-// re-computes the desired state first. No jitter: one leader writes, and
-// the race it loses is with the DaemonSet controller, which jitter would
-// not spread; without it the model replays a run exactly.
-const (
-	applyAttempts     = 5
-	applyFirstBackoff = 10 * time.Millisecond
-)
-
+// applyBackoff bounds an apply's in-call retries after lost races; longer is
+// the executor's rate-limited retry, which recomputes the desired state. No
+// jitter: one leader writes, its race is with the DaemonSet controller, which
+// jitter would not spread, and without it the model replays a run exactly.
 func applyBackoff() wait.Backoff {
-	return wait.Backoff{Steps: applyAttempts, Duration: applyFirstBackoff, Factor: 2}
+	return wait.Backoff{Steps: applyAttempts, Duration: 10 * time.Millisecond, Factor: 2}
 }
 
 // retryLostRaces runs attempt until it succeeds, fails other than by a lost
-// race (isLostRace), or has lost m.backoff.Steps times, sleeping the
-// backoff's step between attempts on the manager's clock.
+// race, or has lost m.backoff.Steps times, sleeping on the manager's clock.
 func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) error {
 	b := m.backoff
 	for {
@@ -82,9 +66,8 @@ func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) erro
 	}
 }
 
-// readAfterLostRace returns the DaemonSet after a write based on tried lost
-// a race: from the cache once it shows something else than tried (another
-// resourceVersion, another object, or none), else from the server.
+// readAfterLostRace returns the DaemonSet after a write based on tried lost a
+// race: from the cache once it shows other than tried, else from the server.
 func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
 	var fresh *appsv1.DaemonSet
 	moved := func(context.Context) (bool, error) {
@@ -112,11 +95,10 @@ func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet
 	return m.read(ctx, true)
 }
 
-// deleteReplaced deletes ds, an object someone else created that cannot be
-// updated into the desired one, and only it: by UID precondition (a Conflict
-// means another object holds the name, a lost race that the retry re-reads),
-// letting the garbage collector delete its pods in the background. NotFound
-// means it is gone already.
+// deleteReplaced deletes ds, someone else's object no update makes the desired
+// one, by UID precondition (a Conflict is a lost race the retry re-reads). Its
+// pods go in the background: the garbage collector removes them, as the new
+// selector would not match them.
 func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) error {
 	uid := ds.UID
 	err := m.client.AppsV1().DaemonSets(Namespace).Delete(ctx, DaemonSetName, metav1.DeleteOptions{
@@ -133,9 +115,8 @@ func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) erro
 	return nil
 }
 
-// isImmutableSelector reports whether err is the API server's 422 Invalid
-// for an update that changes spec.selector, and for nothing else: only then
-// does a replace cure it.
+// isImmutableSelector reports whether err is a 422 Invalid for spec.selector
+// and nothing else: only then does a replace cure it.
 func isImmutableSelector(err error) bool {
 	var status apierrors.APIStatus
 	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
@@ -153,9 +134,7 @@ func isImmutableSelector(err error) bool {
 	return true
 }
 
-// isLostRace reports the errors a fresh read fixes: Conflict (the object
-// changed since it was read), AlreadyExists (the cache had not seen it) and
-// NotFound (the cache had not seen it deleted).
+// isLostRace reports the errors of a stale read, which a fresh one fixes.
 func isLostRace(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 }

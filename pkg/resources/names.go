@@ -2,73 +2,48 @@ package resources
 
 import "github.com/insights-runtime-extractor/controller/pkg/config"
 
-// Names shared by the whole controller. They are the contract with the
-// platform (the namespace, the objects the platform provides) and with the
-// insights operator (labels, annotations), so they live in one place.
+// Names shared by the whole controller: its contract with the platform and
+// with the insights operator, kept in one place.
 const (
-	// Namespace is where the runtime extractor runs (defined with the config,
-	// which this package imports and so cannot be imported by).
-	Namespace = config.Namespace
-	// DaemonSetName is the name of the managed DaemonSet.
+	// Namespace is defined with the config, which this package imports.
+	Namespace     = config.Namespace
 	DaemonSetName = "insights-runtime-extractor"
 
-	// ConfigMapName is the insights operator's configuration ConfigMap.
-	ConfigMapName = config.ConfigMapName
-	// ConfigMapKey is the key of ConfigMapName that holds config.yaml.
-	ConfigMapKey = config.ConfigKey
+	ConfigMapName = config.ConfigMapName // the insights operator's configuration
+	ConfigMapKey  = config.ConfigKey     // holds config.yaml
 
-	// LabelManagedBy marks the DaemonSet as owned by the insights operator.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
-	// ManagedByValue is the value of LabelManagedBy.
 	ManagedByValue = "insights-operator"
-	// LabelName identifies the runtime extractor's objects and pods; it is
-	// also the DaemonSet's (immutable) pod selector.
+	// LabelName is also the DaemonSet's (immutable) pod selector.
 	LabelName = "app.kubernetes.io/name"
-	// NameValue is the value of LabelName.
 	NameValue = "insights-runtime-extractor"
 
-	// VersionAnnotation records the target release version on the DaemonSet's
-	// metadata only (not its pod template), so an upgrade is visible without
-	// rolling the pods for a version number.
+	// VersionAnnotation is on the DaemonSet's metadata only, not its pod
+	// template, so an upgrade is visible without rolling the pods.
 	VersionAnnotation = "insights.openshift.io/runtime-extractor-version"
 
-	// ServiceAccountName is the pods' service account (provided by the platform).
-	ServiceAccountName = "insights-runtime-extractor-sa"
-	// PriorityClassName is the default priority class (provided by the platform).
-	PriorityClassName = "openshift-user-critical"
-	// KubeRBACProxyConfigMapName holds kube-rbac-proxy's authorization config.
-	KubeRBACProxyConfigMapName = "kube-rbac-proxy"
-	// TLSSecretName holds the serving certificate of kube-rbac-proxy.
-	TLSSecretName = "insights-runtime-extractor-tls"
+	ServiceAccountName         = "insights-runtime-extractor-sa"  // provided by the platform
+	PriorityClassName          = "openshift-user-critical"        // the default; provided by the platform
+	KubeRBACProxyConfigMapName = "kube-rbac-proxy"                // kube-rbac-proxy's authorization config
+	TLSSecretName              = "insights-runtime-extractor-tls" // kube-rbac-proxy's serving certificate
 
-	// FieldManager is the field manager of every write this controller makes.
-	FieldManager = "runtime-extractor-controller"
+	FieldManager = "runtime-extractor-controller" // of every write this controller makes
 
-	// ContainerExtractor is the privileged container that inspects the
-	// node's containers through the CRI-O socket.
-	ContainerExtractor = "extractor"
-	// ContainerExporter serves the extracted data over HTTP on localhost.
-	ContainerExporter = "exporter"
-	// ContainerKubeRBACProxy authenticates and authorizes access to the exporter.
-	ContainerKubeRBACProxy = "kube-rbac-proxy"
+	ContainerExtractor     = "extractor"       // privileged: inspects the node's containers through the CRI-O socket
+	ContainerExporter      = "exporter"        // serves the extracted data over HTTP on localhost
+	ContainerKubeRBACProxy = "kube-rbac-proxy" // authenticates and authorizes access to the exporter
 
-	// OSNodeSelectorKey restricts the pods to Linux nodes; it cannot be
-	// overridden by configuration.
-	OSNodeSelectorKey = "kubernetes.io/os"
-	// OSNodeSelectorValue is the only operating system the extractor supports.
+	// OSNodeSelectorKey=OSNodeSelectorValue keeps the pods on Linux, the only
+	// OS the extractor supports; configuration cannot override it.
+	OSNodeSelectorKey   = "kubernetes.io/os"
 	OSNodeSelectorValue = "linux"
 )
 
-// Event reasons the manager emits through library-go's events.Recorder.
-// library-go's resourceapply names them after the kind; they are restated
-// here so that callers and tests do not depend on a format string.
+// Event reasons of the manager, restated from library-go's resourceapply
+// (which names them after the kind) so callers do not depend on its format.
 const (
-	// EventReasonCreated: the DaemonSet was missing and has been created.
 	EventReasonCreated = "DaemonSetCreated"
-	// EventReasonUpdated: the DaemonSet differed from the desired state and
-	// has been updated.
 	EventReasonUpdated = "DaemonSetUpdated"
-	// EventReasonDeleted: the DaemonSet existed and has been deleted.
 	EventReasonDeleted = "DaemonSetDeleted"
 )
 

@@ -9,12 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// IsOwnWrite reports whether the object uid at generation is (an older view of)
-// what this manager wrote or adopted: the same object at a generation not newer
-// than its last write there. Drift detection uses it to ignore the controller's
-// own writes, including late events of objects it has since deleted or
-// replaced; a recreated object has a new UID, so someone else's recreate is
-// never "own".
+// IsOwnWrite reports whether object uid at generation is (an older view of)
+// what this manager wrote or adopted, also on objects since deleted or
+// replaced; someone else's recreate has a new UID, so is never "own".
 func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -22,8 +19,7 @@ func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
 	return ok && generation <= o.generation
 }
 
-// written returns what this manager wrote to object uid, now or before; the
-// caller holds m.mu.
+// written returns what this manager wrote to uid, now or before; caller holds m.mu.
 func (m *Manager) written(uid types.UID) (ownedObject, bool) {
 	if uid == "" {
 		return ownedObject{}, false
@@ -39,14 +35,11 @@ func (m *Manager) written(uid types.UID) (ownedObject, bool) {
 	return ownedObject{}, false
 }
 
-// SpecHashAnnotation is the annotation library-go's resourceapply records the
-// desired spec's hash in.
+// SpecHashAnnotation is where library-go's resourceapply records the spec's hash.
 const SpecHashAnnotation = "operator.openshift.io/spec-hash"
 
-// OwnedAnnotations are the annotations every write of the controller sets on
-// the DaemonSet's metadata, sorted: the version, the spec hash, and the
-// manifest's own (the capability it belongs to, the cluster profiles that
-// include it). The apply puts back any of them that is missing or changed.
+// OwnedAnnotations are the annotations every write sets, sorted: the version,
+// the spec hash, and the manifest's own (capability, cluster profiles).
 var OwnedAnnotations = sync.OnceValue(func() []string {
 	keys := []string{VersionAnnotation, SpecHashAnnotation}
 	if ds, err := parsedManifest(); err == nil {
@@ -56,10 +49,9 @@ var OwnedAnnotations = sync.OnceValue(func() []string {
 	return keys
 })
 
-// OwnedMetadata returns the values of the labels and annotations the manager
-// owns on ds (an absent key maps to ""): the ownership labels and
-// OwnedAnnotations. Someone else changing any of them is drift even though
-// the generation does not move.
+// OwnedMetadata maps ds's OwnedLabels and OwnedAnnotations to their values
+// ("" when absent): a change of one by someone else is drift, though the
+// generation does not move.
 func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	out := map[string]string{}
 	for k := range OwnedLabels() {
@@ -71,14 +63,11 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	return out
 }
 
-// IsOwnMetadata reports whether an update of object uid to resourceVersion
-// rv, carrying owned metadata meta (from OwnedMetadata), needs no repair as
-// drift: the object this manager wrote (now or before), either carrying
-// exactly the owned metadata of its latest write there, or at a
-// resourceVersion that one of its writes returned or overwrote (a re-list can
-// show an older own write only after a later status update, and the event
-// reaches the controller after its next write). Older owned values written
-// back by someone else (a restore, a GitOps sync of an old version) are drift.
+// IsOwnMetadata reports whether an update of object uid to resourceVersion rv
+// with OwnedMetadata meta is not drift: meta is that of this manager's latest
+// write there, or rv one its writes returned or overwrote (see
+// ownedObject.versions). Older owned values written back by someone else (a
+// restore, a GitOps sync) are drift.
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -87,15 +76,13 @@ func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string
 }
 
 // Owns reports whether uid is the object this manager last wrote or adopted
-// and has not deleted since; uid "" (an object not known by name) asks
-// whether it owns one at all.
+// and has not deleted since; uid "" asks whether it owns one at all.
 func (m *Manager) Owns(uid types.UID) bool {
 	owned := m.ownedUID()
 	return owned != "" && (uid == "" || uid == owned)
 }
 
-// ownedUID returns the UID of the object this manager last wrote or adopted,
-// "" when none (before any write, and after a delete).
+// ownedUID is "" before any write and after a delete.
 func (m *Manager) ownedUID() types.UID {
 	m.mu.Lock()
 	defer m.mu.Unlock()

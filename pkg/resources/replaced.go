@@ -11,11 +11,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 )
 
-// restoredFields names what a write put back, from the DaemonSet it replaced
-// (before) to the one it wrote (after): "container extractor image",
-// "removed container sidecar", "tolerations"... It compares the fields
-// people change; any other difference of the spec is "spec". nil when either
-// is missing or they are different objects (a create).
+// restoredFields names what a write put back, from before to after: the
+// fields people change, else "spec"; nil unless both are the same object.
 func restoredFields(before, after *appsv1.DaemonSet) []string {
 	if before == nil || after == nil || before.UID != after.UID {
 		return nil
@@ -70,8 +67,7 @@ func restoredFields(before, after *appsv1.DaemonSet) []string {
 const MaxNameBytes = 64
 
 // PrintableName makes a name someone else chose safe to print: non-printable
-// runes (control characters, bidi overrides, invalid bytes) become '?', and
-// it is cut to MaxNameBytes.
+// runes (control characters, bidi overrides, invalid bytes) become '?'.
 func PrintableName(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -89,9 +85,8 @@ func PrintableName(s string) string {
 	return b.String()
 }
 
-// tlsMove names the TLS profile d moves kube-rbac-proxy to from what ds has,
-// with the minimum version when d sets one: "Modern, --tls-min-version=
-// VersionTLS13". "" without ds, or when the arguments stay (in any order).
+// tlsMove names the TLS profile d moves kube-rbac-proxy to from ds, with its
+// minimum version if any; "" without ds, or when the arguments stay (in any order).
 func tlsMove(ds *appsv1.DaemonSet, d *Desired) string {
 	have, ok := KubeRBACProxyTLSArgsOf(ds)
 	want := d.TLSArgs()

@@ -12,17 +12,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 )
 
-// KubeRBACProxyTLSArgs returns kube-rbac-proxy's --tls-min-version and
-// --tls-cipher-suites arguments for the cluster TLS security profile.
-//
-// nil, an unknown type and a Custom type without its custom spec all mean
-// Intermediate (the platform default). Ciphers are converted from the
-// profile's OpenSSL names to the IANA names Go understands; ciphers Go cannot
-// configure are dropped, and TLS 1.3 suites are left out because Go does not
-// let them be configured (with a TLS 1.3 minimum only the version is passed).
-// When a profile leaves no usable cipher, or names an unknown TLS version,
-// the Intermediate profile is used instead: kube-rbac-proxy must never start
-// with an empty cipher list.
+// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for the cluster
+// TLS profile; nil, unknown and Custom-without-spec mean Intermediate, the
+// platform default. Go cannot configure TLS 1.3 suites, so they and ciphers
+// Go lacks are dropped (a TLS 1.3 minimum passes only the version). A profile
+// left with no cipher, or with an unknown version, falls back to
+// Intermediate: kube-rbac-proxy must never start with an empty cipher list.
 func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
 	if args, ok := tlsArgsForSpec(tlsProfileSpec(p)); ok {
 		return args
@@ -31,7 +26,6 @@ func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
 	return args
 }
 
-// tlsProfileSpec resolves a profile to its spec; nil when it has none.
 func tlsProfileSpec(p *configv1.TLSSecurityProfile) *configv1.TLSProfileSpec {
 	if p == nil {
 		return nil
@@ -46,7 +40,6 @@ func tlsProfileSpec(p *configv1.TLSSecurityProfile) *configv1.TLSProfileSpec {
 	return configv1.TLSProfiles[p.Type]
 }
 
-// tlsArgsForSpec builds the arguments for spec; false when spec is unusable.
 func tlsArgsForSpec(spec *configv1.TLSProfileSpec) ([]string, bool) {
 	if spec == nil {
 		return nil, false
@@ -66,9 +59,9 @@ func tlsArgsForSpec(spec *configv1.TLSProfileSpec) ([]string, bool) {
 	return append(args, "--tls-cipher-suites="+strings.Join(suites, ",")), true
 }
 
-// configurableCipherSuites converts OpenSSL cipher names to the IANA names
-// of the suites Go can use below TLS 1.3 at or above minVersion, keeping the
-// profile's order (it is the server's preference) and dropping duplicates.
+// configurableCipherSuites converts OpenSSL cipher names to the IANA names of
+// the suites Go can use in [minVersion, TLS 1.3), in the profile's order (the
+// server's preference), without duplicates.
 func configurableCipherSuites(openSSLNames []string, minVersion uint16) []string {
 	var out []string
 	for _, name := range crypto.OpenSSLToIANACipherSuites(openSSLNames) {
@@ -85,8 +78,6 @@ func configurableCipherSuites(openSSLNames []string, minVersion uint16) []string
 	return out
 }
 
-// negotiableBelowTLS13 reports whether Go implements suite id for some
-// protocol version in [minVersion, TLS 1.3).
 func negotiableBelowTLS13(id, minVersion uint16) bool {
 	for _, suite := range slices.Concat(tls.CipherSuites(), tls.InsecureCipherSuites()) {
 		if suite.ID != id {
@@ -99,8 +90,7 @@ func negotiableBelowTLS13(id, minVersion uint16) bool {
 	return false
 }
 
-// TLSArgs returns kube-rbac-proxy's TLS arguments for d: KubeRBACProxyTLSArgs
-// when set, else those of TLSProfile.
+// TLSArgs returns kube-rbac-proxy's TLS arguments for d.
 func (d Desired) TLSArgs() []string {
 	if d.KubeRBACProxyTLSArgs != nil {
 		return slices.Clone(d.KubeRBACProxyTLSArgs)
@@ -108,18 +98,14 @@ func (d Desired) TLSArgs() []string {
 	return KubeRBACProxyTLSArgs(d.TLSProfile)
 }
 
-// The kube-rbac-proxy flags that carry a TLS profile.
 const (
 	flagTLSMinVersion   = "--tls-min-version"
 	flagTLSCipherSuites = "--tls-cipher-suites"
 )
 
-// KubeRBACProxyTLSArgsOf returns the TLS profile arguments (--tls-min-version,
-// --tls-cipher-suites) of ds's kube-rbac-proxy container as they are, in
-// their order; none is an empty, non-nil slice. ok is false when there is
-// nothing to keep: no DaemonSet or no such container, or an argument
-// kube-rbac-proxy would refuse (a version or cipher suite Go does not know, a
-// value not given as --flag=value).
+// KubeRBACProxyTLSArgsOf returns the TLS arguments of ds's kube-rbac-proxy as
+// they are, in order (none: empty, not nil). ok is false when there is nothing
+// to keep: no such container, or an argument kube-rbac-proxy would refuse.
 func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 	if ds == nil {
 		return nil, false
@@ -153,17 +139,13 @@ func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 	return args, true
 }
 
-// predefinedTLSProfiles are the profiles whose arguments a DaemonSet may keep
-// while the cluster's profile is unknown, whoever wrote them.
 var predefinedTLSProfiles = []configv1.TLSProfileType{
 	configv1.TLSProfileOldType, configv1.TLSProfileIntermediateType, configv1.TLSProfileModernType,
 }
 
-// PredefinedTLSArgs reports whether args are kube-rbac-proxy's arguments for
-// a predefined TLS profile (Old, Intermediate or Modern) as
-// KubeRBACProxyTLSArgs renders them, the flags in any order. Arguments that
-// library-go's crypto accepts but no profile has (TLS 1.0 with RC4 suites
-// only, say) are not.
+// PredefinedTLSArgs reports whether args, in any order, are KubeRBACProxyTLSArgs
+// of Old, Intermediate or Modern: a DaemonSet may keep these while the
+// cluster's profile is unknown, whoever wrote them.
 func PredefinedTLSArgs(args []string) bool {
 	have := slices.Sorted(slices.Values(args))
 	for _, t := range predefinedTLSProfiles {
@@ -175,11 +157,9 @@ func PredefinedTLSArgs(args []string) bool {
 	return false
 }
 
-// WroteTLSArgs reports whether ds is the DaemonSet this controller wrote for
-// d with kube-rbac-proxy's TLS arguments args: its spec-hash annotation
-// (library-go's, recorded with each write) is the hash of that desired spec.
-// Someone who edits the arguments leaves the hash of the spec before the
-// edit; one who restores them restores its match too.
+// WroteTLSArgs reports whether ds is what this controller wrote for d with
+// kube-rbac-proxy TLS arguments args, by its spec-hash annotation: an edit of
+// the arguments leaves the old spec's hash, and restoring them restores it.
 func WroteTLSArgs(ds *appsv1.DaemonSet, d Desired, args []string) (bool, error) {
 	have := ds.Annotations[SpecHashAnnotation]
 	if have == "" {

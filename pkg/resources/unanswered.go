@@ -12,21 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// A write whose answer is lost (the connection breaks after the request went
-// out, as when the API server restarts) may have been made. The manager then
-// cannot know the object it wrote by UID or generation, so its watch event
-// would look like someone else's change. The API server records who wrote:
-// an object whose newest managedFields entry (status aside) is this
-// manager's, from the time of that write, is the write's.
-
-// unansweredWrite is the span, to the second the API server records
-// managedFields times at, in which a write without an answer was sent; to
-// is zero while the write still awaits its answer (its watch event can come
-// first).
+// unansweredWrite is when a write without an answer was sent, to the second
+// (managedFields' precision); to is zero while the answer is awaited (its
+// watch event can come first).
 type unansweredWrite struct{ from, to time.Time }
 
-// writeAttempt is when the apply last sent a create or update (zero: none
-// since it was reset); sent tells the manager.
+// writeAttempt is when the apply last sent a write (zero: none since reset).
 type writeAttempt struct {
 	m  *Manager
 	at time.Time
@@ -39,11 +30,9 @@ func (w *writeAttempt) sent() {
 	w.m.unanswered = &unansweredWrite{from: w.at.Truncate(time.Second)}
 }
 
-// mayHaveWritten: err leaves open whether the request was carried out, as
-// no answer came: the connection was lost after the request went out, or
-// the request timed out (the API server's own timeout says it may still be
-// processing it). An answer of the server's (a refusal, a conflict, an
-// invalid object) or a request never sent changed nothing.
+// mayHaveWritten: no answer came, so the request may have been carried out
+// (the connection broke after it went out, or it timed out while the server
+// may still process it). A server's answer, or an unsent request, changed nothing.
 func mayHaveWritten(err error) bool {
 	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) {
 		return true
@@ -57,9 +46,8 @@ func mayHaveWritten(err error) bool {
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
 }
 
-// answered settles the write in flight: one that may have been made
-// (unanswered) is remembered until its object is seen, any other is
-// forgotten (a successful write's object is owned already).
+// answered settles the write in flight: one that may have been made is kept
+// until its object is seen, any other forgotten (a success's object is owned).
 func (m *Manager) answered(unanswered bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -73,9 +61,10 @@ func (m *Manager) answered(unanswered bool) {
 }
 
 // ClaimUnanswered reports whether ds is the object of this manager's write
-// whose answer was lost, or has yet to come: its newest managedFields entry
-// (status aside) is this manager's, timed within that write. The manager
-// then owns it, as if the write had answered, and forgets the lost answer.
+// whose answer was lost (as when the API server restarts) or is yet to come,
+// which by UID and generation would look like someone else's change: the
+// server records who wrote, and ds's newest managedFields entry (status
+// aside) is this manager's, timed within that write. The manager then owns it.
 func (m *Manager) ClaimUnanswered(ds *appsv1.DaemonSet) bool {
 	m.mu.Lock()
 	u := m.unanswered
