@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -13,13 +14,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// Where config.yaml lives: the key ConfigKey of ConfigMap Namespace/ConfigMapName.
 const (
-	// Namespace is the namespace of the insights-config ConfigMap.
-	Namespace = "openshift-insights"
-	// ConfigMapName is the name of the ConfigMap holding config.yaml.
+	Namespace     = "openshift-insights"
 	ConfigMapName = "insights-config"
-	// ConfigKey is the ConfigMap data key holding the configuration.
-	ConfigKey = "config.yaml"
+	ConfigKey     = "config.yaml"
 )
 
 // Field names of config.yaml. The runtimeExtractor section is decoded
@@ -46,9 +45,8 @@ var (
 	tolerationFields       = []string{"effect", "key", "operator", "tolerationSeconds", "value"}
 )
 
-// FromConfigMap reads the configuration from the insights-config ConfigMap.
-// A nil ConfigMap or a missing config.yaml key means the defaults. The error
-// names the ConfigMap and every offending field.
+// FromConfigMap reads the configuration from the insights-config ConfigMap; a
+// nil ConfigMap or a missing config.yaml key means the defaults.
 func FromConfigMap(cm *corev1.ConfigMap) (*InsightsConfiguration, error) {
 	if cm == nil {
 		return Default(), nil
@@ -64,15 +62,11 @@ func FromConfigMap(cm *corev1.ConfigMap) (*InsightsConfiguration, error) {
 	return cfg, nil
 }
 
-// Parse decodes and validates config.yaml. Empty input, or input without a
-// dataReporting section, yields Default(). Sections other than dataReporting,
-// and unknown keys of dataReporting itself, belong to the insights operator
-// and are ignored; unknown keys under dataReporting.runtimeExtractor are
-// errors. Field errors are returned together as a field.ErrorList aggregate,
-// each naming its full path (e.g. dataReporting.runtimeExtractor.tolerations[1].effect).
-//
-// YAML is read as Kubernetes tooling and the insights operator read it
-// (YAML 1.1 through sigs.k8s.io/yaml), so an unquoted yes/no/on/off is a bool.
+// Parse decodes and validates config.yaml; input without a dataReporting section
+// yields Default(). Other sections and unknown keys of dataReporting belong to the
+// insights operator and are ignored; unknown keys under runtimeExtractor are errors.
+// YAML is read as the insights operator reads it (YAML 1.1 through sigs.k8s.io/yaml),
+// so an unquoted yes/no/on/off is a bool.
 func Parse(data []byte) (*InsightsConfiguration, error) {
 	jsonData, err := yaml.YAMLToJSON(data)
 	if err != nil {
@@ -96,8 +90,7 @@ func Parse(data []byte) (*InsightsConfiguration, error) {
 	return cfg, nil
 }
 
-// decoder turns the generic JSON tree into typed values, collecting one field
-// error per offending value instead of stopping at the first.
+// decoder collects one field error per offending value instead of stopping at the first.
 type decoder struct {
 	errs field.ErrorList
 }
@@ -119,7 +112,7 @@ func decodeDocument(doc any) (*InsightsConfiguration, field.ErrorList) {
 	return cfg, d.errs
 }
 
-// flag accepts a bool or the strings "true"/"false" in any case; null is unset.
+// flag accepts a bool or "true"/"false" in any case, as the insights operator does; null is unset.
 func (d *decoder) flag(v any, p *field.Path) bool {
 	switch t := v.(type) {
 	case nil:
@@ -195,8 +188,7 @@ func (d *decoder) resources(v any, p *field.Path) ContainerResources {
 	return out
 }
 
-// requirements returns nil for an absent or null entry so that the
-// container keeps its defaults.
+// requirements returns nil for an absent or null entry: the container keeps its defaults.
 func (d *decoder) requirements(v any, p *field.Path) *corev1.ResourceRequirements {
 	m, ok := d.section(v, p, requirementsFields)
 	if !ok {
@@ -214,7 +206,7 @@ func (d *decoder) resourceList(v any, p *field.Path) corev1.ResourceList {
 		return nil
 	}
 	out := corev1.ResourceList{}
-	for _, name := range sortedKeys(m) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		qp := p.Key(name)
 		var text string
 		switch t := m[name].(type) {
@@ -247,7 +239,7 @@ func (d *decoder) stringMap(v any, p *field.Path) map[string]string {
 		return nil
 	}
 	out := make(map[string]string, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		switch t := m[k].(type) {
 		case nil:
 			out[k] = ""
@@ -263,8 +255,8 @@ func (d *decoder) stringMap(v any, p *field.Path) map[string]string {
 	return out
 }
 
-// section decodes a mapping whose keys must all be in known. ok is false when
-// there is nothing to decode: the value is absent, null or not a mapping.
+// section decodes a mapping whose keys must all be in known; ok is false when
+// the value is absent, null or not a mapping.
 func (d *decoder) section(v any, p *field.Path, known []string) (map[string]any, bool) {
 	m, ok := d.mapping(v, p)
 	if !ok || m == nil {
@@ -274,8 +266,7 @@ func (d *decoder) section(v any, p *field.Path, known []string) (map[string]any,
 	return m, true
 }
 
-// entry returns the value of key name in m with its path, in the argument
-// order of the decoder methods.
+// entry returns m[name] and its path, in the decoder methods' argument order.
 func entry(m map[string]any, p *field.Path, name string) (any, *field.Path) {
 	return m[name], p.Child(name)
 }
@@ -318,19 +309,10 @@ func (d *decoder) int64(v any, p *field.Path) *int64 {
 }
 
 func (d *decoder) unknownFields(m map[string]any, p *field.Path, known []string) {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(known, k) {
 			d.errs = append(d.errs, field.Forbidden(p.Child(k),
 				"unknown field, supported fields: "+strings.Join(known, ", ")))
 		}
 	}
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -19,18 +19,13 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// ReasonInvalidConfig is the reason of the Warning Event emitted when
-// config.yaml is rejected.
+// ReasonInvalidConfig is the reason of the Warning Event for a rejected config.yaml.
 const ReasonInvalidConfig = "InvalidConfig"
 
 // Source watches the insights-config ConfigMap and keeps the last good
-// configuration. It implements the runtime extractor controller's
-// ConfigNotifier.
-//
-// A config that cannot be read never replaces the last good one: the Source
-// emits one Warning Event per distinct bad content, exposes the error through
-// LastError and does not notify subscribers. A deleted ConfigMap means the
-// defaults (extractor enabled).
+// configuration; it implements the controller's ConfigNotifier. A config that
+// cannot be read never replaces the last good one; it gets one Warning Event per
+// distinct content and LastError. A deleted ConfigMap means the defaults.
 type Source struct {
 	recorder events.Recorder
 	informer cache.SharedIndexInformer
@@ -43,12 +38,10 @@ type Source struct {
 	badContent  *string                // config.yaml content that produced lastErr
 	subscribers map[chan struct{}]struct{}
 
-	// observed counts handled ConfigMap observations; tests wait on it.
-	observed atomic.Int64
+	observed atomic.Int64 // handled ConfigMap observations; tests wait on it
 }
 
-// NewSource returns a Source whose informer lists and watches only the
-// openshift-insights/insights-config ConfigMap. Start it with Run.
+// NewSource returns a Source watching only the insights-config ConfigMap; start it with Run.
 func NewSource(client kubernetes.Interface, recorder events.Recorder) *Source {
 	s := &Source{
 		recorder:    recorder,
@@ -70,8 +63,7 @@ func NewSource(client kubernetes.Interface, recorder events.Recorder) *Source {
 		// Only possible once the informer has stopped, which it cannot have yet.
 		panic("config: add event handler to a new informer: " + err.Error())
 	}
-	// The registration has synced once the handler has seen the initial list,
-	// so Config is meaningful from then on.
+	// Synced once the handler has seen the initial list: Config means something from then on.
 	s.synced = reg.HasSynced
 	return s
 }
@@ -81,17 +73,15 @@ func (s *Source) Run(ctx context.Context) {
 	s.informer.RunWithContext(ctx)
 }
 
-// HasSynced reports whether the initial state of the ConfigMap (present or
-// absent) has been observed.
+// HasSynced reports whether the ConfigMap's initial state (present or absent) was observed.
 func (s *Source) HasSynced() bool {
 	return s.synced()
 }
 
-// ConfigChanged returns a new subscription: a channel that receives a value
-// when the configuration changes, when a config is rejected (LastError tells;
-// Config keeps the last good one), or when a good config follows a rejected
-// one. Notifications coalesce and never block the Source. The returned
-// function ends the subscription and closes the channel; it is idempotent.
+// ConfigChanged subscribes: the channel receives a value when the configuration
+// changes, when a config is rejected (see LastError), or when a good config
+// follows a rejected one. Notifications coalesce and never block the Source. The
+// idempotent function returned ends the subscription and closes the channel.
 func (s *Source) ConfigChanged() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
@@ -108,8 +98,7 @@ func (s *Source) ConfigChanged() (<-chan struct{}, func()) {
 	}
 }
 
-// Config returns a copy of the last good configuration, Default() before any
-// ConfigMap has been seen.
+// Config returns a copy of the last good configuration (Default() until one is seen).
 func (s *Source) Config() *InsightsConfiguration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,22 +106,19 @@ func (s *Source) Config() *InsightsConfiguration {
 }
 
 // HasGoodConfig reports whether a good configuration, or the ConfigMap's
-// absence (the defaults), has been observed since the Source started. Before
-// that, after a rejected config, Config returns the defaults but nobody chose
-// them: the controller then holds whatever the cluster shows.
+// absence, has been observed. Until then (say, after a rejected config) Config
+// returns defaults nobody chose: the controller holds whatever the cluster shows.
 func (s *Source) HasGoodConfig() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.good && s.synced() && len(s.informer.GetStore().ListKeys()) == 0 {
-		// No ConfigMap in the initial list: no handler ran, and the defaults
-		// are the admin's (absent) choice.
+		// No ConfigMap in the initial list, so no handler ran: the admin chose the defaults.
 		s.good = true
 	}
 	return s.good
 }
 
-// LastError returns why the current config.yaml was rejected, or nil when
-// the configuration in use is the current one.
+// LastError returns why the current config.yaml was rejected, nil when it is in use.
 func (s *Source) LastError() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -144,8 +130,7 @@ func (s *Source) handle(obj any, deleted bool) {
 		obj = tombstone.Obj
 	}
 	cm, ok := obj.(*corev1.ConfigMap)
-	// The name check backs up the field selector, which not every client
-	// (the fake clientset, for one) enforces.
+	// Backs up the field selector, which not every client (the fake clientset) enforces.
 	if !ok || cm.Namespace != Namespace || cm.Name != ConfigMapName {
 		return
 	}
@@ -189,24 +174,21 @@ func (s *Source) reject(content string, err error) {
 	s.lastErr = err
 	s.badContent = &content
 	if !repeated {
-		// Subscribers learn of the rejection (to report it); Config() still
-		// returns the last good configuration, so nothing acts on the bad one.
+		// Subscribers learn of it to report it; Config still returns the last good one.
 		s.notifyLocked()
 	}
 	s.mu.Unlock()
 	if repeated {
 		return
 	}
-	// Capped, the log line as the Event: the rejected value is the admin's,
-	// of any size, and an Event must stay small.
+	// Capped, the log line as the Event: the admin's value may be any size; an Event must not.
 	klog.InfoS("Rejected runtime extractor configuration, keeping the last good one",
 		"configMap", klog.KRef(Namespace, ConfigMapName), "err", status.CapMessage(err.Error()))
 	s.recorder.Warning(ReasonInvalidConfig, status.CapMessage(fmt.Sprintf("%v; keeping the last good configuration", err)))
 }
 
-// notifyLocked signals every subscriber without blocking: a full buffer
-// already holds a pending notification. The caller holds s.mu, which also
-// keeps cancel from closing a channel mid-send.
+// notifyLocked never blocks: a full buffer already holds a notification. The
+// caller's s.mu keeps cancel from closing a channel mid-send.
 func (s *Source) notifyLocked() {
 	for ch := range s.subscribers {
 		select {

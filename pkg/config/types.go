@@ -1,64 +1,49 @@
-// Package config reads the insights operator's config.yaml (the `config.yaml`
-// key of the openshift-insights/insights-config ConfigMap): the switch that
-// turns the runtime extractor off and the scheduling settings of its
-// DaemonSet. It parses, validates and watches that ConfigMap.
+// Package config parses, validates and watches config.yaml of the
+// openshift-insights/insights-config ConfigMap: the switch that turns the
+// runtime extractor off and the scheduling settings of its DaemonSet.
 package config
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
-// InsightsConfiguration is the part of config.yaml this controller reads.
-// Every other section of the insights operator's config is ignored.
+// InsightsConfiguration is the part of config.yaml this controller reads; the
+// insights operator's other sections are ignored.
 type InsightsConfiguration struct {
 	DataReporting DataReporting `json:"dataReporting"`
 }
 
 // DataReporting is the dataReporting section of config.yaml.
 type DataReporting struct {
-	// DisableRuntimeExtractor turns the runtime extractor off. In YAML it is
-	// a bool, or the string "true"/"false" in any case (as the insights
-	// operator accepts).
-	DisableRuntimeExtractor bool `json:"disableRuntimeExtractor"`
-	// RuntimeExtractor holds the optional scheduling settings of the DaemonSet.
-	RuntimeExtractor RuntimeExtractor `json:"runtimeExtractor,omitempty"`
+	DisableRuntimeExtractor bool             `json:"disableRuntimeExtractor"`
+	RuntimeExtractor        RuntimeExtractor `json:"runtimeExtractor,omitempty"`
 }
 
-// RuntimeExtractor holds the scheduling settings of the runtime extractor
-// DaemonSet. Every field is optional; the zero value keeps the defaults.
+// RuntimeExtractor holds the DaemonSet's scheduling settings; zero values keep the defaults.
 type RuntimeExtractor struct {
-	// Tolerations are added to the pod template.
-	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
-	// NodeSelector is merged into the pod template's node selector. It may
-	// not move kubernetes.io/os away from linux.
-	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	// PriorityClassName replaces the default priority class when set.
-	PriorityClassName string `json:"priorityClassName,omitempty"`
-	// Resources overrides the resource requirements per container.
-	Resources ContainerResources `json:"resources,omitempty"`
+	Tolerations       []corev1.Toleration `json:"tolerations,omitempty"`       // added to the pod template's
+	NodeSelector      map[string]string   `json:"nodeSelector,omitempty"`      // merged into the pod template's; kubernetes.io/os must stay linux
+	PriorityClassName string              `json:"priorityClassName,omitempty"` // replaces the default when set
+	Resources         ContainerResources  `json:"resources,omitempty"`
 }
 
 // ContainerResources overrides the resource requirements of each container of
-// the DaemonSet. A nil entry keeps that container's defaults.
+// the DaemonSet; a nil entry keeps that container's defaults.
 type ContainerResources struct {
-	// Extractor is the extractor container's requirements.
-	Extractor *corev1.ResourceRequirements `json:"extractor,omitempty"`
-	// Exporter is the exporter container's requirements.
-	Exporter *corev1.ResourceRequirements `json:"exporter,omitempty"`
-	// KubeRBACProxy is the kube-rbac-proxy container's requirements.
+	Extractor     *corev1.ResourceRequirements `json:"extractor,omitempty"`
+	Exporter      *corev1.ResourceRequirements `json:"exporter,omitempty"`
 	KubeRBACProxy *corev1.ResourceRequirements `json:"kube-rbac-proxy,omitempty"`
 }
 
-// containerRequirements is one container's entry of ContainerResources.
+// containerRequirements is one entry of ContainerResources and its config.yaml key.
 type containerRequirements struct {
-	// field is the entry's key in config.yaml.
-	field string
-	// requirements points into the ContainerResources.
+	field        string
 	requirements **corev1.ResourceRequirements
 }
 
-// containers lists the entries of c in the order they are decoded and
-// validated, so each container is handled by one loop instead of once per field.
+// containers lists c's entries in decoding and validation order, for one loop over all.
 func (c *ContainerResources) containers() []containerRequirements {
 	return []containerRequirements{
 		{field: fieldExtractor, requirements: &c.Extractor},
@@ -68,8 +53,7 @@ func (c *ContainerResources) containers() []containerRequirements {
 }
 
 // Default returns the configuration used when the ConfigMap, its config.yaml
-// key or its dataReporting section is missing: the extractor is enabled with
-// default scheduling.
+// key or its dataReporting section is missing: extractor enabled, default scheduling.
 func Default() *InsightsConfiguration {
 	return &InsightsConfiguration{}
 }
@@ -94,12 +78,7 @@ func (r *RuntimeExtractor) DeepCopyInto(out *RuntimeExtractor) {
 			r.Tolerations[i].DeepCopyInto(&out.Tolerations[i])
 		}
 	}
-	if r.NodeSelector != nil {
-		out.NodeSelector = make(map[string]string, len(r.NodeSelector))
-		for k, v := range r.NodeSelector {
-			out.NodeSelector[k] = v
-		}
-	}
+	out.NodeSelector = maps.Clone(r.NodeSelector)
 	out.Resources = r.Resources
 	for _, c := range out.Resources.containers() {
 		*c.requirements = (*c.requirements).DeepCopy()

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +21,6 @@ var (
 	supportedEffects   = []corev1.TaintEffect{
 		corev1.TaintEffectNoExecute, corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule,
 	}
-	// supportedResources are the container resources the DaemonSet may set.
 	// Extended resources (GPUs and the like) have no use here, and rejecting
 	// them catches typos such as "memroy".
 	supportedResources = []corev1.ResourceName{
@@ -28,9 +28,8 @@ var (
 	}
 )
 
-// Validate checks the configuration with the Kubernetes validation rules that
-// the API server would apply to the same values in a pod spec, so that a bad
-// setting is refused here rather than by the DaemonSet update.
+// Validate applies the API server's pod-spec rules to the settings, so that a
+// bad one is refused here rather than by the DaemonSet update.
 func (c *InsightsConfiguration) Validate() field.ErrorList {
 	return c.DataReporting.RuntimeExtractor.Validate(field.NewPath(fieldDataReporting, fieldRuntimeExtractor))
 }
@@ -54,7 +53,6 @@ func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-// validateToleration applies the pod-spec rules for tolerations.
 func validateToleration(t *corev1.Toleration, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if t.Key != "" {
@@ -86,16 +84,11 @@ func validateToleration(t *corev1.Toleration, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// validateNodeSelector checks label syntax key by key, in sorted order so the
-// message is stable, and keeps the DaemonSet on Linux nodes.
+// validateNodeSelector goes in key order, for a stable message, and keeps the
+// DaemonSet on Linux nodes.
 func validateNodeSelector(selector map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	keys := make([]string, 0, len(selector))
-	for k := range selector {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(selector)) {
 		v := selector[k]
 		errs = append(errs, metav1validation.ValidateLabelName(k, p.Key(k))...)
 		for _, msg := range validation.IsValidLabelValue(v) {
@@ -116,11 +109,10 @@ func validateRequirements(req *corev1.ResourceRequirements, p *field.Path) field
 	var errs field.ErrorList
 	errs = append(errs, validateResourceList(req.Limits, p.Child(fieldLimits))...)
 	errs = append(errs, validateResourceList(req.Requests, p.Child(fieldRequests))...)
-	for _, name := range sortedResourceNames(req.Requests) {
+	for _, name := range slices.Sorted(maps.Keys(req.Requests)) {
 		limit, ok := req.Limits[name]
 		request := req.Requests[name]
-		// Unsupported or negative values are reported above; comparing
-		// them would only repeat the error.
+		// Unsupported or negative values are reported above; comparing them would repeat it.
 		if !ok || !slices.Contains(supportedResources, name) || limit.Sign() < 0 || request.Sign() < 0 {
 			continue
 		}
@@ -137,7 +129,7 @@ func validateRequirements(req *corev1.ResourceRequirements, p *field.Path) field
 
 func validateResourceList(list corev1.ResourceList, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, name := range sortedResourceNames(list) {
+	for _, name := range slices.Sorted(maps.Keys(list)) {
 		rp := p.Key(string(name))
 		if !slices.Contains(supportedResources, name) {
 			errs = append(errs, field.NotSupported(rp, string(name), supportedResources))
@@ -148,13 +140,4 @@ func validateResourceList(list corev1.ResourceList, p *field.Path) field.ErrorLi
 		}
 	}
 	return errs
-}
-
-func sortedResourceNames(list corev1.ResourceList) []corev1.ResourceName {
-	names := make([]corev1.ResourceName, 0, len(list))
-	for name := range list {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }
