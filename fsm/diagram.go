@@ -1,9 +1,10 @@
 package fsm
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -14,9 +15,8 @@ type edge struct {
 	events   []string
 }
 
-// edges returns the diagram's arrows: every row that changes state or asks for an
-// action. Rows that stay put and do nothing are in the Markdown table only; drawn,
-// they would bury the diagram in self-loops.
+// edges returns the rows that change state or ask for an action: drawn, the rest
+// would bury the diagram in self-loops (the Markdown table has them).
 func edges() []edge {
 	index := map[[3]string]int{}
 	var out []edge
@@ -37,14 +37,9 @@ func edges() []edge {
 	for i, s := range States() {
 		order[s] = i
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].from != out[j].from {
-			return order[out[i].from] < order[out[j].from]
-		}
-		if out[i].to != out[j].to {
-			return order[out[i].to] < order[out[j].to]
-		}
-		return out[i].action < out[j].action
+	slices.SortStableFunc(out, func(a, b edge) int {
+		return cmp.Or(cmp.Compare(order[a.from], order[b.from]),
+			cmp.Compare(order[a.to], order[b.to]), cmp.Compare(a.action, b.action))
 	})
 	return out
 }
@@ -85,8 +80,7 @@ func DOT() string {
 	return b.String()
 }
 
-// MarkdownTable renders the whole table, states down and events across; each cell is
-// "Next / Action", with "–" for no action.
+// MarkdownTable renders the whole table, states down and events across.
 func MarkdownTable() string {
 	cells := map[rowKey]Row{}
 	for _, r := range table {
@@ -117,9 +111,6 @@ func MarkdownTable() string {
 	return b.String()
 }
 
-// documentIntro is the prose of docs/state-machine.md above the diagram; it lives
-// in a Markdown file so that it is read and edited as Markdown.
-//
 //go:embed state-machine-intro.md
 var documentIntro string
 

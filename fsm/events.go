@@ -20,8 +20,7 @@ const (
 	EventDeleteFailed     EventName = "DeleteFailed"
 )
 
-// EventNames lists every event name in table column order (a new slice on
-// each call).
+// EventNames lists every event name in table column order (a new slice on each call).
 func EventNames() []EventName {
 	return []EventName{
 		EventEnabled, EventDisabled, EventVersionChanged, EventModified, EventDeleted,
@@ -35,55 +34,52 @@ type Event interface {
 	Name() EventName
 }
 
-// Enabled: the observed config enables the runtime extractor (also the level re-assert).
+// Enabled says the observed config enables the extractor; also the level re-assert.
 type Enabled struct{}
 
-// Disabled: the observed config disables the runtime extractor (also the level re-assert).
+// Disabled says the observed config disables the extractor; also the level re-assert.
 type Disabled struct{}
 
-// VersionChanged: the cluster's target release version changed.
+// VersionChanged says the cluster's target release version changed.
 type VersionChanged struct{ From, To string }
 
-// Modified: someone else changed the DaemonSet (spec, or owned labels/annotations),
-// or it appeared without the controller creating it.
+// Modified says someone else changed the DaemonSet (spec, or owned labels or
+// annotations), or it appeared without the controller creating it.
 type Modified struct{ Generation int64 }
 
-// Deleted: the DaemonSet disappeared.
+// Deleted says the DaemonSet disappeared.
 type Deleted struct{}
 
-// RolloutComplete: the DaemonSet object UID at Generation is observed, and every
-// node that should run its pod runs one of that generation's template
-// (updated == desired). Availability is not part of it: a pod that stays
-// unavailable leaves nothing to roll out, and the conditions report it. The machine accepts it only for the
-// object of the last successful apply (see Machine.Fire).
+// RolloutComplete says object UID at Generation is observed and every node that
+// should run its pod runs that generation's template (updated == desired).
+// Availability is not part of it: an unavailable pod leaves nothing to roll out,
+// and the conditions report it. Machine.Fire guards it.
 type RolloutComplete struct {
 	UID        string
 	Generation int64
 }
 
-// Applied: an apply created the DaemonSet, or changed its spec (the generation
-// moved), so its pods roll: the result is object UID at Generation.
+// Applied says an apply created the DaemonSet or changed its spec (the generation
+// moved), so its pods roll; the result is object UID at Generation.
 type Applied struct {
 	UID        string
 	Generation int64
 }
 
-// AppliedUnchanged: an apply left the pods as they were: it wrote nothing, or only
-// repaired metadata (the generation did not move). It is its own event, not a flag
-// on Applied, because the table treats the two differently: a rollout in Running
-// moves to Deploying, a no-op or a label repair does not.
+// AppliedUnchanged says an apply left the pods as they were: it wrote nothing, or
+// only repaired metadata (the generation did not move).
 type AppliedUnchanged struct {
 	UID        string
 	Generation int64
 }
 
-// ApplyFailed: the apply failed; Err says why.
+// ApplyFailed reports a failed apply; Err says why.
 type ApplyFailed struct{ Err error }
 
-// DeleteDone: the DaemonSet is gone (deleted now, or already absent).
+// DeleteDone says the DaemonSet is gone (deleted now, or already absent).
 type DeleteDone struct{}
 
-// DeleteFailed: the delete failed; Err says why.
+// DeleteFailed reports a failed delete; Err says why.
 type DeleteFailed struct{ Err error }
 
 // Name implements Event.
@@ -135,7 +131,6 @@ func Describe(e Event) string {
 	return string(e.Name())
 }
 
-// What an event carries besides its name.
 const (
 	payloadNone = iota
 	payloadVersions
@@ -143,9 +138,8 @@ const (
 	payloadError
 )
 
-// payload is what e carries besides its name, as text: the two versions of
-// a VersionChanged, the generation of a rollout or an apply, the error of a
-// failure. Describe and FormatEvent render it, each in its own syntax.
+// payload is what e carries besides its name, as text, for Describe and
+// FormatEvent to render each in its own syntax.
 func payload(e Event) (kind int, values []string) {
 	switch e := e.(type) {
 	case VersionChanged:
@@ -158,7 +152,6 @@ func payload(e Event) (kind int, values []string) {
 	return payloadNone, nil
 }
 
-// generationEvent is an event about one generation of the DaemonSet.
 type generationEvent interface{ generation() int64 }
 
 func (e Modified) generation() int64         { return e.Generation }
@@ -166,7 +159,6 @@ func (e RolloutComplete) generation() int64  { return e.Generation }
 func (e Applied) generation() int64          { return e.Generation }
 func (e AppliedUnchanged) generation() int64 { return e.Generation }
 
-// failureEvent is an event that reports a failed action.
 type failureEvent interface{ failure() error }
 
 func (e ApplyFailed) failure() error  { return e.Err }

@@ -1,11 +1,8 @@
 // Package fsm is the lifecycle state machine of the runtime extractor DaemonSet.
-//
-// It is pure: it imports no Kubernetes client and performs no I/O. Sources turn
-// cluster facts into typed events; Machine.Fire looks the (state, event) pair up in
-// the transition table and returns the transition, whose Action the caller carries
-// out and whose outcome comes back as another event. The table is data (Table), the
-// looplab/fsm machine is built from it, and the diagrams are rendered from it, so
-// the three can never disagree.
+// It does no I/O: Machine.Fire looks the (state, event) pair up in the transition
+// table and returns the transition, whose Action the caller carries out and whose
+// outcome comes back as another event. The looplab/fsm machine and the diagrams
+// are both built from the table (Table), so the three cannot disagree.
 package fsm
 
 // State is a lifecycle state of the managed DaemonSet.
@@ -13,22 +10,15 @@ type State string
 
 // The six states.
 const (
-	// StateDisabled: the runtime extractor is disabled and nothing is deployed.
-	StateDisabled State = "Disabled"
-	// StateDeploying: the DaemonSet was (re)applied and its rollout is not complete.
-	StateDeploying State = "Deploying"
-	// StateRunning: the DaemonSet matches the desired state and is rolled out.
-	StateRunning State = "Running"
-	// StateUpgrading: a new release version is being rolled out.
-	StateUpgrading State = "Upgrading"
-	// StateDrifted: someone else changed or deleted the DaemonSet; it is being restored.
-	StateDrifted State = "Drifted"
-	// StateDeleting: the DaemonSet is being removed because the extractor was disabled.
-	StateDeleting State = "Deleting"
+	StateDisabled  State = "Disabled"  // extractor disabled, nothing deployed
+	StateDeploying State = "Deploying" // (re)applied, rollout not complete
+	StateRunning   State = "Running"   // matches the desired state and is rolled out
+	StateUpgrading State = "Upgrading" // a new release version is rolling out
+	StateDrifted   State = "Drifted"   // changed or deleted by someone else; being restored
+	StateDeleting  State = "Deleting"  // being removed because the extractor was disabled
 )
 
-// Enabled reports whether s is a state of an enabled runtime extractor: one
-// that wants the DaemonSet to exist (Deploying, Running, Upgrading, Drifted).
+// Enabled reports whether s wants the DaemonSet to exist.
 func (s State) Enabled() bool {
 	return s != StateDisabled && s != StateDeleting && s != ""
 }
@@ -43,14 +33,11 @@ type Action string
 
 // The actions.
 const (
-	// ActionNone: nothing to do.
-	ActionNone Action = "None"
-	// ActionApply: compute the desired DaemonSet from the current inputs and apply it.
-	ActionApply Action = "Apply"
-	// ActionDelete: delete the DaemonSet if the cache shows it present.
-	ActionDelete Action = "Delete"
-	// ActionRetry: after a backoff, re-assert the level: re-fire the observed config as
-	// Enabled or Disabled, so the retry runs what the state then wants, never a stale action.
+	ActionNone   Action = "None"
+	ActionApply  Action = "Apply"  // apply the DaemonSet computed from the current inputs
+	ActionDelete Action = "Delete" // delete the DaemonSet if the cache shows it present
+	// ActionRetry re-asserts the level after a backoff (the observed config re-fired
+	// as Enabled or Disabled): a retry runs what the state then wants, never a stale action.
 	ActionRetry Action = "Retry"
 )
 
@@ -63,8 +50,7 @@ type Transition struct {
 	To     State
 	Event  Event
 	Action Action
-	// Note explains a guarded decision, e.g. a stale RolloutComplete that was ignored.
-	Note string
+	Note   string // explains a guarded decision, e.g. an ignored stale RolloutComplete
 }
 
 // Changed reports whether the state moved.

@@ -24,9 +24,8 @@ type rowKey struct {
 	event EventName
 }
 
-// Machine is the lifecycle state machine. It is driven by one goroutine (Fire is
-// serialised by a mutex, so a concurrent caller cannot corrupt it, but the design
-// has a single owner); State may be read from any goroutine.
+// Machine is the lifecycle state machine. One goroutine drives it (a mutex only
+// keeps a concurrent Fire from corrupting it); State may be read from any goroutine.
 type Machine struct {
 	mu        sync.Mutex
 	engine    *looplab.FSM
@@ -35,8 +34,8 @@ type Machine struct {
 	listeners []func(Transition)
 }
 
-// appliedObject is the object the last successful apply left in place. ok is false
-// before any apply, after a failed apply (what is out there is not what is desired)
+// appliedObject is what the last successful apply left in place; ok is false
+// before any apply, after a failed one (what is out there is not what is desired)
 // and once the object is gone.
 type appliedObject struct {
 	ok         bool
@@ -58,9 +57,8 @@ func New(initial State) *Machine {
 	}
 }
 
-// OnTransition registers a listener called synchronously after every Fire,
-// including self-transitions, so logs, metrics and status can follow the machine
-// without it knowing about them. Listeners must not call Fire.
+// OnTransition registers a listener called synchronously after every Fire, self-transitions
+// too, so logs, metrics and status can follow the machine. Listeners must not call Fire.
 func (m *Machine) OnTransition(fn func(Transition)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -72,16 +70,11 @@ func (m *Machine) State() State {
 	return State(m.engine.Current())
 }
 
-// Fire feeds one event and returns the transition taken. Self-transitions are
-// normal.
-//
-// A RolloutComplete counts only for the object of the last successful apply: the
-// same UID and generation. Any other (an older generation, a replaced object, or
-// any rollout after a failed apply, when the desired state is not out there) is
-// ignored: the state stays, the action is None, and Note says why.
-//
-// Fire takes no context: the machine does no I/O, and looplab/fsm v1.0.3 leaves
-// itself "in transition" for good when handed a cancelled one.
+// Fire feeds one event and returns the transition taken. A RolloutComplete counts
+// only for the UID and generation of the last successful apply; any other (older,
+// of a replaced object, or after a failed apply) is ignored: the state stays, the
+// action is None, and Note says why. Fire takes no context: the machine does no
+// I/O, and looplab/fsm v1.0.3 stays "in transition" for good after a cancelled one.
 func (m *Machine) Fire(ev Event) (Transition, error) {
 	m.mu.Lock()
 	from := State(m.engine.Current())
@@ -128,11 +121,10 @@ func (m *Machine) Fire(ev Event) (Transition, error) {
 	return t, nil
 }
 
-// Moves reports whether firing ev now would change anything: a new state or
-// an action. A RolloutComplete in Running, or one the guard ignores, moves
-// nothing, so a caller need not fire (and log, and count) it. Events that
-// also record what was applied (Applied, ApplyFailed, ...) must be fired
-// whatever this says.
+// Moves reports whether firing ev now would change the state or ask for an
+// action, so a caller need not fire (and log, and count) a RolloutComplete that
+// moves nothing. Events that record what was applied (Applied, ApplyFailed, ...)
+// must be fired whatever this says.
 func (m *Machine) Moves(ev Event) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -147,8 +139,7 @@ func (m *Machine) Moves(ev Event) bool {
 	return row.To != from || row.Action != ActionNone
 }
 
-// rejects returns why rollout r does not complete the last successful apply, or ""
-// when it does.
+// rejects returns why r does not complete the last successful apply, or "".
 func (a appliedObject) rejects(r RolloutComplete) string {
 	switch {
 	case !a.ok:

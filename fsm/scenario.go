@@ -10,17 +10,10 @@ import (
 	"strings"
 )
 
-// Scenario is a readable event sequence: an initial state and steps, each an event
-// with, optionally, the transition expected from it. The text format is
-//
-//	# comment
-//	initial Disabled
-//	Enabled                 -> Deploying Apply
-//	Applied 1               -> Deploying None
-//	RolloutComplete 1       -> Running None
-//
-// Event arguments: VersionChanged FROM TO; Modified, RolloutComplete, Applied and
-// AppliedUnchanged GENERATION; ApplyFailed and DeleteFailed MESSAGE...
+// Scenario is a readable event sequence. Its text has an "initial STATE" line and
+// one step a line, "EVENT ARGS... [-> STATE ACTION]", with # comments. Arguments:
+// VersionChanged FROM TO; Modified, RolloutComplete, Applied and AppliedUnchanged
+// GENERATION; ApplyFailed and DeleteFailed MESSAGE...
 type Scenario struct {
 	Initial State
 	Steps   []Step
@@ -123,7 +116,6 @@ func ParseEvent(f []string) (Event, error) {
 	return nil, fmt.Errorf("unknown event %q", f[0])
 }
 
-// parseGeneration parses the one argument of an event of eventsWithGeneration.
 func parseGeneration(name EventName, args []string) (int64, error) {
 	if len(args) != 1 {
 		return 0, fmt.Errorf("%s takes one generation argument", name)
@@ -164,7 +156,6 @@ func ParseState(s string) (State, error) { return parseName("state", s, States()
 // ParseAction parses an action name.
 func ParseAction(s string) (Action, error) { return parseName("action", s, Actions()) }
 
-// parseName returns s as one of names, or an error naming the kind of name.
 func parseName[T ~string](kind, s string, names []T) (T, error) {
 	if !slices.Contains(names, T(s)) {
 		return "", fmt.Errorf("unknown %s %q", kind, s)
@@ -186,9 +177,8 @@ func (sc *Scenario) Run() ([]Transition, error) {
 	return out, nil
 }
 
-// Transcript renders a scenario run in the scenario format itself, with every
-// expectation filled in from what the machine did, so it can be diffed against, or
-// written over, the scenario file.
+// Transcript renders a run in the scenario format, every expectation filled in
+// from what the machine did, to diff against or write over the scenario file.
 func Transcript(initial State, ts []Transition) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "initial %s\n", initial)

@@ -1,7 +1,6 @@
 package fsm
 
-// Row is one entry of the transition table: in state From, event Event moves the
-// machine to To and asks for Action.
+// Row is one entry of the transition table: in state From, Event leads to To and Action.
 type Row struct {
 	From   State
 	Event  EventName
@@ -9,16 +8,15 @@ type Row struct {
 	Action Action
 }
 
-// table is total: one row for every (state, event) pair, including rows that do
-// nothing. TestTableIsTotal proves it. Deviations from the design proposal, and why:
+// table has one row per (state, event) pair, do-nothing rows included
+// (TestTableIsTotal). Departures from the design proposal, and why:
 //   - AppliedUnchanged is split from Applied: in Running a write starts a rollout
 //     (Deploying) while a no-op keeps Running, so a resync does not churn states.
-//   - Disabled+DeleteFailed goes to Deleting/Retry: a failed delete means something
-//     is still there, and it must be retried rather than forgotten.
-//   - Applied or AppliedUnchanged in Disabled or Deleting asks for Delete: an apply
-//     outcome there means a DaemonSet exists that must not, whatever caused it.
+//   - Disabled+DeleteFailed goes to Deleting/Retry: something is still there, and
+//     must be retried rather than forgotten.
+//   - An apply outcome in Disabled or Deleting asks for Delete: a DaemonSet exists
+//     that must not, whatever caused it.
 var table = []Row{
-	// Disabled
 	{StateDisabled, EventEnabled, StateDeploying, ActionApply},
 	{StateDisabled, EventDisabled, StateDisabled, ActionDelete}, // the executor deletes only what the cache shows
 	{StateDisabled, EventVersionChanged, StateDisabled, ActionNone},
@@ -31,7 +29,6 @@ var table = []Row{
 	{StateDisabled, EventDeleteDone, StateDisabled, ActionNone},
 	{StateDisabled, EventDeleteFailed, StateDeleting, ActionRetry},
 
-	// Deploying
 	{StateDeploying, EventEnabled, StateDeploying, ActionApply},
 	{StateDeploying, EventDisabled, StateDeleting, ActionDelete},
 	{StateDeploying, EventVersionChanged, StateDeploying, ActionApply},
@@ -44,7 +41,6 @@ var table = []Row{
 	{StateDeploying, EventDeleteDone, StateDeploying, ActionNone},
 	{StateDeploying, EventDeleteFailed, StateDeploying, ActionNone},
 
-	// Running
 	{StateRunning, EventEnabled, StateRunning, ActionApply},
 	{StateRunning, EventDisabled, StateDeleting, ActionDelete},
 	{StateRunning, EventVersionChanged, StateUpgrading, ActionApply},
@@ -57,7 +53,6 @@ var table = []Row{
 	{StateRunning, EventDeleteDone, StateRunning, ActionNone},
 	{StateRunning, EventDeleteFailed, StateRunning, ActionNone},
 
-	// Upgrading
 	{StateUpgrading, EventEnabled, StateUpgrading, ActionApply},
 	{StateUpgrading, EventDisabled, StateDeleting, ActionDelete},
 	{StateUpgrading, EventVersionChanged, StateUpgrading, ActionApply},
@@ -70,7 +65,6 @@ var table = []Row{
 	{StateUpgrading, EventDeleteDone, StateUpgrading, ActionNone},
 	{StateUpgrading, EventDeleteFailed, StateUpgrading, ActionNone},
 
-	// Drifted
 	{StateDrifted, EventEnabled, StateDrifted, ActionApply},
 	{StateDrifted, EventDisabled, StateDeleting, ActionDelete},
 	{StateDrifted, EventVersionChanged, StateUpgrading, ActionApply},
@@ -83,7 +77,6 @@ var table = []Row{
 	{StateDrifted, EventDeleteDone, StateDrifted, ActionNone},
 	{StateDrifted, EventDeleteFailed, StateDrifted, ActionNone},
 
-	// Deleting
 	{StateDeleting, EventEnabled, StateDeploying, ActionApply},
 	{StateDeleting, EventDisabled, StateDeleting, ActionDelete},
 	{StateDeleting, EventVersionChanged, StateDeleting, ActionNone},
