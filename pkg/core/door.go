@@ -2,13 +2,11 @@ package core
 
 import "time"
 
-// The front door coalesces level signals (config, version and TLS
-// notifications). The first signal after a quiet spell is acted on at once;
-// signals that arrive within LevelQuiet of the last action, or of each
-// other, merge into one action on the latest level once they stop, and a
-// storm that never stops is still acted on every LevelMaxDelay. 200 config
-// toggles thus cost a handful of writes instead of 200, and the end state
-// follows the last toggle within LevelQuiet plus one action.
+// The front door coalesces level signals (config, version and TLS notifications): the first
+// after a quiet spell is acted on at once; those within LevelQuiet of the last action or of
+// each other merge into one action on the latest level once they stop, or every
+// LevelMaxDelay in a storm that never stops. So 200 config toggles cost a handful of writes,
+// and the end state follows the last toggle within LevelQuiet plus one action.
 const (
 	LevelQuiet    = 200 * time.Millisecond
 	LevelMaxDelay = time.Second
@@ -30,9 +28,8 @@ type door struct {
 	lastSignal  time.Time // the latest queued signal
 }
 
-// Admit reports whether a signal of kind k is acted on now (the leading
-// edge); otherwise it is queued, and the door's deadline is when its
-// trailing edge may be due.
+// Admit reports whether a signal of kind k is acted on now (the leading edge); else it is
+// queued for the door's deadline (the trailing edge).
 func (s *State) Admit(k Signal, now time.Time) bool {
 	d := &s.door
 	if d.queued == 0 && now.Sub(d.lastAct) >= LevelQuiet {
@@ -50,10 +47,8 @@ func (s *State) Admit(k Signal, now time.Time) bool {
 // Queued is what the door holds for its trailing edge.
 func (s *State) Queued() Signal { return s.door.queued }
 
-// Take, when the door's deadline comes, returns the queued signals and
-// forgets them if they are due: once quiet for LevelQuiet, and no later
-// than LevelMaxDelay after the first. Otherwise it re-arms the deadline for
-// when they are and returns 0.
+// Take, at the door's deadline, returns and forgets the queued signals once due (quiet for
+// LevelQuiet, or LevelMaxDelay after the first); else it re-arms the deadline and returns 0.
 func (s *State) Take(now time.Time) Signal {
 	d := &s.door
 	if d.queued == 0 {
@@ -73,6 +68,5 @@ func (s *State) Take(now time.Time) Signal {
 	return k
 }
 
-// Acted records the end of a level action; signals within LevelQuiet of it
-// are queued.
+// Acted records the end of a level action; signals within LevelQuiet of it are queued.
 func (s *State) Acted(now time.Time) { s.door.lastAct = now }

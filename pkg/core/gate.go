@@ -1,22 +1,17 @@
 package core
 
-import (
-	"time"
-)
+import "time"
 
-// The repair gate's state: its log (policy.go has the rules), whether a
-// repair waits or was allowed, and its deadline: the deferred repair, or the
-// first fight's end.
+// gate is the repair gate's state; policy.go has its rules.
 type gate struct {
 	log      Log
-	granted  bool // the gate allowed the outstanding repair: its write (or the retry of it) may be made
-	deferred bool // a repair waits for the gate: its deadline makes it
+	granted  bool // the gate allowed the outstanding repair: its write (or its retry) may be made
+	deferred bool // a repair waits for the gate's deadline
 	lostRace bool // the level's last apply lost a race to another writer and wrote nothing
 }
 
-// The outstanding repair's standing with the gate: granted (its write, or
-// the retry of it, may be made), held (its deadline makes it), or settled
-// (made, found nothing to undo, dropped or forgotten).
+// The outstanding repair is granted, held for the deadline, or settled (made, found nothing
+// to undo, dropped or forgotten).
 func (g *gate) grant()  { g.granted, g.deferred = true, false }
 func (g *gate) hold()   { g.granted, g.deferred = false, true }
 func (g *gate) settle() { g.granted, g.deferred = false, false }
@@ -24,8 +19,7 @@ func (g *gate) settle() { g.granted, g.deferred = false, false }
 // FightChange is how one of the gate's steps moved the fight verdict.
 type FightChange struct{ Started, Ended bool }
 
-// step runs one of the gate's functions and reports how it moved the
-// verdict.
+// step runs one of the gate's functions and reports how it moved the verdict.
 func (s *State) step(f func(Log) Log) FightChange {
 	was := s.gate.log.Fighting()
 	s.gate.log = f(s.gate.log)
@@ -39,9 +33,8 @@ func (s *State) Policy() Policy { return s.policy }
 // Log is the repair gate's log, for what status and the log lines say.
 func (s *State) Log() Log { return s.gate.log }
 
-// Outstanding: someone else changed the DaemonSet, and no write of the
-// controller has undone it yet. The next write that changes the DaemonSet
-// is its repair, whatever led to it.
+// Outstanding: someone else changed the DaemonSet and no controller write has undone it
+// yet. The next write that changes the DaemonSet is its repair, whatever led to it.
 func (s *State) Outstanding() bool { return s.gate.log.Outstanding() }
 
 // Fighting: some writer is in a tug-of-war with the controller.
@@ -68,9 +61,8 @@ const (
 	DriftDeleted                     // the controller's delete went through, though its call failed: fire Deleted
 )
 
-// OnDrift decides what the loop does about a drain. Only repairs wait for
-// the gate: drift of a DaemonSet the level disables is deleted at once.
-// wait is how long a held repair waits.
+// OnDrift decides what the loop does about a drain, and how long a held repair waits. Only
+// repairs wait for the gate: drift of a DaemonSet the level disables is deleted at once.
 func (s *State) OnDrift(d Drift, now time.Time) (a DriftAction, wait time.Duration, fc FightChange) {
 	switch {
 	case d.Changed && d.Enabled:
@@ -102,27 +94,21 @@ func (s *State) OnDrift(d Drift, now time.Time) (a DriftAction, wait time.Durati
 // Deferring: a repair waits for the gate's deadline.
 func (s *State) Deferring() bool { return s.gate.deferred }
 
-// RolloutCounts: what the DaemonSet rolls out is what the level wants. It
-// is not while a repair waits for the gate, nor after the level's apply lost
-// a race to another writer (the other writer's change is the gate's to
-// repair): an upgrade not written yet is not complete.
+// RolloutCounts: the DaemonSet rolls out what the level wants; not while a repair waits,
+// nor after the level's apply lost a race: an upgrade not written yet is not complete.
 func (s *State) RolloutCounts() bool { return !s.gate.deferred && !s.gate.lostRace }
 
 // Write is the core's verdict on an apply of the level.
 type Write struct {
-	// Allowed: the apply may be made now. One the gate holds back waits for
-	// its deadline, which makes it when due.
-	Allowed bool
-	// Repair: the apply would undo someone else's outstanding change. It is
-	// gated, and counted against the budget and its writers if it writes.
+	Allowed bool // the apply may be made now; one held back waits for the gate's deadline
+	// Repair: the apply would undo someone else's outstanding change, so it is gated and,
+	// if it writes, counted against the budget and its writers.
 	Repair bool
 }
 
-// AskWrite decides an apply of the level, whatever asked for it: drift, a
-// retry, a re-assert, a version or TLS change. A write made while someone
-// else's change is outstanding undoes it, so it is a repair, and no other
-// write is. A repair is allowed when the gate allowed it, or its budget
-// and quiet allow it now.
+// AskWrite decides an apply of the level, whatever asked for it. A write while someone
+// else's change is outstanding undoes it, so it is a repair, and no other write is; a
+// repair is allowed once the gate granted it, or when its budget and quiet allow it now.
 func (s *State) AskWrite(now time.Time) Write {
 	if !s.Outstanding() {
 		return Write{Allowed: true}
@@ -148,13 +134,10 @@ const (
 	ApplyLost                           // it lost a race to another writer's change, and wrote nothing
 )
 
-// Wrote records what an apply that AskWrite allowed (w) did. counted is
-// true for a repair the budget paid for: one that wrote, or may have
-// written (its answer was lost; the retry then undoes no outstanding
-// change, so it is paid once). A repair that found nothing to undo records
-// that the other writers put back what the controller wants. After a lost
-// race the other writer's change is the gate's to repair, when it reaches
-// it as drift.
+// Wrote records what an apply AskWrite allowed (w) did. counted: the budget paid for a
+// repair that wrote, or may have (its answer was lost; the retry then undoes nothing
+// outstanding, so it is paid once). After a lost race, the other writer's change is the
+// gate's to repair when it arrives as drift.
 func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 	s.gate.lostRace = o == ApplyLost
 	switch {
@@ -170,10 +153,9 @@ func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 	return false
 }
 
-// GateDue answers the gate's deadline: repair is true when the deferred
-// repair is due now and the level still wants it (enabled): the gate
-// allows it, and the loop fires the drift. A level that does not want it drops
-// the deadline's claim; a write it allows later asks AskWrite.
+// GateDue answers the gate's deadline: repair when the deferred repair is due and the level
+// still wants it (enabled). A level that does not want it drops the claim; a later write
+// asks AskWrite.
 func (s *State) GateDue(enabled bool, now time.Time) (repair bool, fc FightChange) {
 	var dec Decision
 	fc = s.step(func(l Log) Log {
@@ -193,9 +175,8 @@ func (s *State) GateDue(enabled bool, now time.Time) (repair bool, fc FightChang
 	return true, fc
 }
 
-// ForgetWriters forgets the writers and the outstanding changes (Run ends,
-// or the DaemonSet is deleted); it reports whether that ended a fight. The
-// budget stays: repairs it paid for were made.
+// ForgetWriters forgets the gate's writers (Run ends, or the DaemonSet is deleted) and
+// reports whether that ended a fight.
 func (s *State) ForgetWriters() (ended bool) {
 	ended = s.Fighting()
 	s.gate.log = ForgetWriters(s.gate.log)
@@ -204,9 +185,8 @@ func (s *State) ForgetWriters() (ended bool) {
 	return ended
 }
 
-// FollowGate arms the gate's deadline for its next instant, or clears it:
-// when the deferred repair may be due, else when the first fight may end.
-// A repair under way (an action's retry carries it on) needs no deadline.
+// FollowGate arms the gate's deadline for when the deferred repair may be due, else the
+// first fight may end. A repair under way needs none: an action's retry carries it on.
 func (s *State) FollowGate(now time.Time) {
 	next := s.policy.FightEnds(s.gate.log)
 	if s.gate.deferred {

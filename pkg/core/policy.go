@@ -1,51 +1,42 @@
-// The repair gate's rules: when the controller repairs someone else's
-// change of the DaemonSet. Every function takes the gate's log, what
-// happened and the current time, and returns the new log and a decision.
+// The repair gate's rules: when the controller repairs someone else's change of the
+// DaemonSet. Each is a pure function from the gate's log, what happened and the time to the
+// new log and a decision.
 //
-// A repair rolls a privileged pod on every node, and so does the change it
-// undoes. One repair of a human's edit must be immediate; a writer that
-// undoes every repair (another copy of the controller with another manifest,
-// a GitOps tool that self-heals the same object) must not make the
-// controller roll the fleet without bound. Two rules do that.
+// A repair rolls a privileged pod on every node, and so does the change it undoes. One
+// repair of a human's edit must be immediate; a writer that undoes every repair (another
+// copy of the controller with another manifest, a GitOps tool self-healing the same object)
+// must not make the controller roll the fleet without bound. Two rules do that.
 //
-// The budget. Repairs draw on one budget shared by every writer: Burst
-// repairs at once, and one more per Every. It is a token bucket (the
-// generic cell rate algorithm: one instant, no counters), so in any window
-// of length T the repairs made are at most Burst + ⌈T / Every⌉ — the bound
-// Policy.Bound states and the tests check on random writer patterns. No
-// writer adds to it: not a new manager name, not a change no managedFields
-// entry names, not a drain that carries many names. The controller's own
+// The budget. Repairs draw on one token bucket shared by every writer (the generic cell rate
+// algorithm: one instant, no counters): Burst at once, one more per Every, so any window of
+// length T holds at most B(T) = Burst + ⌈T / Every⌉ repairs (Policy.Bound; the tests check
+// it on random writer patterns). No writer adds to it: not a new manager name, not a change
+// no managedFields entry names, not a drain that carries many names. The controller's own
 // config, version and TLS writes are not repairs and do not draw on it.
 //
-// The order inside it. A change by a writer that has undone none of the
-// controller's repairs (a first edit, a human's correction) is repaired at
-// once while any of the budget is left. A change by a writer that has
-// undone a repair of its own earlier change waits until the writers have
-// been quiet for Settle, or at most MaxDefer since the first change the
-// repair would undo: so a writer still writing is not chased write by
-// write, and its last change is undone within seconds of its stopping.
-// Nothing else holds a repair back: the budget is spent as fast as B(T)
-// allows, whoever the writers are. The verdict below reports; it does not
-// delay.
+// The order inside it. A change by a writer that has undone none of the controller's repairs
+// (a first edit, a human's correction) is repaired at once while any budget is left. One by
+// a writer that has undone a repair of its own earlier change waits until the writers have
+// been quiet for Settle, at most MaxDefer after the first change the repair would undo: a
+// writer still writing is not chased write by write, and its last change is undone within
+// seconds of its stopping. Nothing else holds a repair back: the budget is spent as fast as
+// B(T) allows, whoever the writers are; the fight verdict reports, it does not delay.
 //
-// The fight. A writer is in a tug-of-war with the controller when, by any
-// rhythm:
-//   - it undid FightUndos repairs within FightWindow (a controller or a
-//     GitOps tool that writes back at once, or every few minutes);
-//   - named writers, whoever they are, undid SlowUndos repairs within
-//     SlowWindow, and it is one of them (a writer that rotates its
-//     manager name, or a job that writes back every ten minutes);
-//   - its change finds the budget spent: repairs have reached B(T),
-//     whoever the writers are (a loop that deletes the DaemonSet).
+// The fight. A writer is in a tug-of-war with the controller when, by any rhythm:
+//   - it undid FightUndos repairs within FightWindow (a controller or GitOps tool that
+//     writes back at once, or every few minutes);
+//   - named writers, whoever they are, undid SlowUndos repairs within SlowWindow, and it is
+//     one of them (a writer that rotates its manager name, a job writing back every ten
+//     minutes);
+//   - its change finds the budget spent, at B(T) whoever the writers are (a loop that
+//     deletes the DaemonSet).
 //
-// A change no managedFields entry names (a deletion) is nobody in
-// particular: unrelated deletions minutes apart are not one writer's undos,
-// so they make a fight only by reaching the budget. The fight ends when
-// its writer has undone nothing for twice its slowest rhythm (the longest
-// gap between its recent undos), at least FightClearMin and at most
-// FightWindow, and no change of its is outstanding: a periodic writer stays
-// reported between its syncs, and a writer that stopped is cleared a few
-// minutes later.
+// A change no managedFields entry names (a deletion) is nobody in particular: unrelated
+// deletions minutes apart are not one writer's undos, so they make a fight only through the
+// budget. A fight ends once its writer has no change outstanding and has undone nothing for
+// twice its slowest rhythm (the longest gap between its recent undos), at least
+// FightClearMin and at most FightWindow: a periodic writer stays reported between its
+// syncs, and one that stopped is cleared a few minutes later.
 
 package core
 
@@ -54,57 +45,44 @@ import (
 	"time"
 )
 
-// Policy is the gate's rules; DefaultPolicy gives the numbers and the
-// reasons for them.
+// Policy is the gate's rules; DefaultPolicy gives the numbers and their reasons.
 type Policy struct {
-	// Burst is how many repairs the budget allows at once.
-	Burst int
-	// Every is how often the budget allows one more repair.
-	Every time.Duration
-	// Settle is how long the writers of an outstanding change must have been
-	// quiet for its deferred repair.
-	Settle time.Duration
-	// MaxDefer bounds the wait for quiet after the first outstanding change.
-	MaxDefer time.Duration
-	// FightUndos undos within FightWindow make a writer a fight.
-	FightUndos  int
-	FightWindow time.Duration
-	// SlowUndos undos by named writers within SlowWindow make each of
-	// them a fight.
-	SlowUndos  int
-	SlowWindow time.Duration
-	// FightClearMin is the least time a fight's writer must have undone
-	// nothing for the fight to end.
-	FightClearMin time.Duration
+	Burst    int           // repairs the budget allows at once
+	Every    time.Duration // how often the budget allows one more
+	Settle   time.Duration // how long the writers must be quiet for a deferred repair
+	MaxDefer time.Duration // the longest wait for quiet after the first outstanding change
+	// FightUndos undos within FightWindow make a writer a fight; SlowUndos by named writers
+	// within SlowWindow make each of them one.
+	FightUndos    int
+	FightWindow   time.Duration
+	SlowUndos     int
+	SlowWindow    time.Duration
+	FightClearMin time.Duration // the least undo-free time that ends a fight
 }
 
 // DefaultPolicy is the policy the controller runs with. Why these numbers:
-//   - Burst 6, one more a minute: an isolated edit, a correction and
-//     another writer's edit during a fight are all undone at once; a writer
-//     that undoes every repair gets one a minute, about 10 template writes
-//     in a 5-minute fight, against 150 with a writer every 2 s and no gate.
-//   - Settle 2 s: the clients that write in storms (a script of kubectl
-//     patch, a controller's retries) write within a second of each other;
-//     a storm's last change is undone about 2 s after it ends, so within 5 s
-//     while the budget allows.
-//   - MaxDefer 25 s: a writer that never pauses for Settle is still
-//     repaired while the budget allows, and its undos counted: a script's
-//     storm (20 s of kubectl patch) is over within it, so it costs one
-//     repair, not two; a writer that goes on longer is likely a controller
-//     that writes on a timer, and its third undo, which reports it, comes
-//     within a minute of its first write (two MaxDefers and a write).
-//   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's
-//     second try, two can be a retry; three is a writer that will go on. 15
-//     minutes catches a GitOps tool's periodic sync (Argo CD's self-heal
-//     every 3 minutes by default; 5 is common) by its third sync.
-//   - SlowUndos 6 within SlowWindow 1 hour: a writer that escapes the
-//     15-minute window by its period (a 10-minute CronJob) or by rotating
-//     its name is reported within the hour; 6 rolls an hour is the most
-//     such writers get unreported, and an admin's run of edits (a few
-//     undos in minutes) stays well below it.
-//   - FightClearMin 2 minutes: longer than the budget's one-a-minute repair
-//     of a writer that reacts at once, so a fight is not cleared between two
-//     of its undos; it clears about 2 minutes after such a writer stops.
+//   - Burst 6, one more a minute: an isolated edit, a correction and another writer's edit
+//     during a fight are all undone at once; a writer that undoes every repair gets one a
+//     minute, about 10 template writes in a 5-minute fight against 150 with a writer every
+//     2 s and no gate.
+//   - Settle 2 s: clients that write in storms (a script of kubectl patch, a controller's
+//     retries) write within a second of each other, so a storm's last change is undone
+//     about 2 s after it ends (within 5 s while the budget allows).
+//   - MaxDefer 25 s: a writer that never pauses for Settle is still repaired while the
+//     budget allows, and its undos counted. A script's storm (20 s of kubectl patch) is over
+//     within it and costs one repair, not two; a writer that goes on longer is likely a
+//     controller on a timer, and its third undo, which reports it, comes within a minute of
+//     its first write (two MaxDefers and a write).
+//   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's second try, two can
+//     be a retry, three is a writer that will go on; 15 minutes catches a GitOps tool's
+//     periodic sync (Argo CD self-heals every 3 minutes by default, 5 is common) by its third.
+//   - SlowUndos 6 within SlowWindow 1 hour: a writer that escapes the 15-minute window by
+//     its period (a 10-minute CronJob) or by rotating its name is reported within the hour;
+//     6 rolls an hour is the most such writers get unreported, and an admin's run of edits
+//     (a few undos in minutes) stays well below it.
+//   - FightClearMin 2 minutes: longer than the budget's one-a-minute repair of a writer that
+//     reacts at once, so a fight does not clear between two of its undos; it clears about 2
+//     minutes after such a writer stops.
 func DefaultPolicy() Policy {
 	return Policy{
 		Burst:         6,
@@ -119,81 +97,56 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// Valid reports whether p's numbers make a gate: a budget of at least one
-// repair, replenished; windows that hold the undos they count.
+// Valid reports whether p's numbers make a gate: a replenished budget of at least one
+// repair, and windows that hold the undos they count.
 func (p Policy) Valid() bool {
 	return p.Burst >= 1 && p.Every > 0 && p.Settle >= 0 &&
 		p.MaxDefer >= p.Settle && p.FightUndos >= 2 && p.FightUndos <= undoTimes && p.FightWindow > 0 && p.FightClearMin > 0 &&
 		p.SlowUndos >= 1 && p.SlowUndos <= slowTimes && p.SlowWindow >= p.FightWindow
 }
 
-// Bound is the most repairs the budget allows in any window of length d
-// (closed at both ends): Burst + ⌈d / Every⌉.
-func (p Policy) Bound(d time.Duration) int {
-	return p.Burst + int((d+p.Every-1)/p.Every)
-}
+// Bound is B(d): the most repairs the budget allows in any closed window of length d.
+func (p Policy) Bound(d time.Duration) int { return p.Burst + int((d+p.Every-1)/p.Every) }
 
-// Bounds on what the log holds, whatever the writers do: a client chooses
-// its manager name, so one that churns names must not grow the log.
+// Bounds on the log: a client chooses its manager name, so churning names must not grow it.
 const (
-	// MaxNamedWriters is how many writers the log keeps apart; the changes
-	// of any further ones count as those of OtherWriters.
+	// MaxNamedWriters is how many writers the log keeps apart; the rest count as OtherWriters.
 	MaxNamedWriters = 5
-	// OtherWriters is the writer that stands for all writers beyond
-	// MaxNamedWriters.
+	// OtherWriters is the writer that stands for all writers beyond MaxNamedWriters.
 	OtherWriters = "other writers"
-	// Unnamed is the writer of a change no managedFields entry names (a
-	// deletion, an update that cleared managedFields).
-	Unnamed = "a writer managedFields does not name"
-	// undoTimes is how many undo times a writer keeps: enough to tell a fight
-	// (FightUndos) and its rhythm.
-	undoTimes = 4
-	// slowTimes is how many undo times of named writers the log keeps for
-	// SlowUndos.
-	slowTimes = 8
+	// Unnamed is the writer of a change no managedFields entry names (a deletion, an update
+	// that cleared managedFields).
+	Unnamed   = "a writer managedFields does not name"
+	undoTimes = 4 // per writer: enough to tell a fight (FightUndos) and its rhythm
+	slowTimes = 8 // named writers' undo times, for SlowUndos
 )
 
-// Log is what the gate remembers: the budget and a bounded record of recent
-// writers. The zero Log is a gate with its whole budget and no writers.
-// Values are independent: the functions below never modify their argument.
+// Log is what the gate remembers: the budget and a bounded record of recent writers. The zero
+// Log has its whole budget and no writers; the functions here never modify their argument.
 type Log struct {
-	// budgetAt is the budget's theoretical arrival time: k repairs are
-	// available at t when t ≥ budgetAt - (Burst-k)·Every (all of them once
-	// t ≥ budgetAt). Each repair moves it Every later, from now at the
-	// earliest.
-	budgetAt time.Time
-	// writers, sorted by name; at most MaxNamedWriters named ones, plus
-	// OtherWriters and Unnamed.
-	writers []Writer
-	// since and last are the first and latest outstanding change; zero
-	// when nothing is outstanding.
-	since, last time.Time
-	// undos are the latest undo times of named writers, whoever they
-	// were, oldest first (at most slowTimes).
-	undos []time.Time
+	// budgetAt is the budget's theoretical arrival time: it is full from then on. Each
+	// repair moves it Every later, from now at the earliest.
+	budgetAt    time.Time
+	writers     []Writer    // by name; at most MaxNamedWriters named, plus OtherWriters and Unnamed
+	since, last time.Time   // the first and latest outstanding change; zero when none is
+	undos       []time.Time // named writers' latest undo times, oldest first (at most slowTimes)
 }
 
 // Writer is the gate's record of one writer.
 type Writer struct {
-	Name string
-	// Outstanding: it changed the DaemonSet and no repair undid it yet.
-	Outstanding bool
-	// Repaired: the controller's latest repair undid its change and, as far
-	// as the gate knows, stands: its next change is an undo.
-	Repaired bool
-	// LastChange is its latest change.
+	Name        string
+	Outstanding bool // it changed the DaemonSet and no repair undid that yet
+	// Repaired: the latest repair undid its change and, as far as the gate knows, stands:
+	// its next change is an undo.
+	Repaired   bool
 	LastChange time.Time
-	// Undos are its latest undo times, oldest first (at most undoTimes).
-	Undos []time.Time
-	// Fight: it is in a tug-of-war with the controller since FightSince.
-	Fight      bool
+	Undos      []time.Time // its latest undo times, oldest first (at most undoTimes)
+	Fight      bool        // in a tug-of-war with the controller since FightSince
 	FightSince time.Time
-	// FightUndos counts its undos since the fight began.
-	FightUndos int
+	FightUndos int // its undos since the fight began
 }
 
-// Decision is the gate's answer: repair now, or not before At (zero At:
-// nothing to repair).
+// Decision is the gate's answer: repair now, or not before At (zero At: nothing to repair).
 type Decision struct {
 	Repair bool
 	At     time.Time
@@ -203,23 +156,16 @@ type Decision struct {
 func (l Log) Outstanding() bool { return !l.since.IsZero() }
 
 // Writers are the writers the log keeps, sorted by name (copies).
-func (l Log) Writers() []Writer {
-	out := slices.Clone(l.writers)
-	for i := range out {
-		out[i].Undos = slices.Clone(out[i].Undos)
-	}
-	return out
-}
+func (l Log) Writers() []Writer { return l.clone().writers }
 
 // Fighting reports whether some writer is in a tug-of-war.
 func (l Log) Fighting() bool {
 	return slices.ContainsFunc(l.writers, func(w Writer) bool { return w.Fight })
 }
 
-// Available is how many repairs the budget allows at now: k while now is
-// after budgetAt - (Burst-k+1)·Every. That is B(T) exactly: Burst repairs
-// at one instant, and one more within any instant after them and every
-// Every after that.
+// Available is how many repairs the budget allows at now: k once now is after
+// budgetAt - (Burst-k+1)·Every. That is B(T) exactly: Burst repairs at one instant, one
+// more any instant after them, and one per Every after that.
 func (p Policy) Available(l Log, now time.Time) int {
 	if !l.budgetAt.After(now) {
 		return p.Burst
@@ -228,8 +174,7 @@ func (p Policy) Available(l Log, now time.Time) int {
 	return max(0, p.Burst-owed)
 }
 
-// BudgetAllows is when the budget holds k repairs (in the past when it
-// does now): the first instant after budgetAt - (Burst-k+1)·Every.
+// BudgetAllows is when the budget holds k repairs (in the past if it does now).
 func (p Policy) BudgetAllows(l Log, k int) time.Time {
 	return l.budgetAt.Add(-time.Duration(p.Burst-k+1)*p.Every + 1)
 }
@@ -244,10 +189,9 @@ func (l Log) clone() Log {
 	return l
 }
 
-// Changed records a change by names (empty, or "": Unnamed) at now, and
-// decides its repair. The decision is this change's: a writer that has
-// undone nothing gets an immediate repair while the budget allows one,
-// even while another writer's repair waits (that repair undoes both).
+// Changed records a change by names (none or "": Unnamed) at now and decides its repair.
+// A writer that has undone nothing is repaired at once while the budget allows, even
+// while another writer's repair waits (the one repair undoes both).
 func (p Policy) Changed(l Log, names []string, now time.Time) (Log, Decision) {
 	l = p.expire(l.clone(), now)
 	if len(names) == 0 {
@@ -290,8 +234,7 @@ func (p Policy) Changed(l Log, names []string, now time.Time) (Log, Decision) {
 	return l, p.decide(l, contested, now)
 }
 
-// fight marks w in a tug-of-war since since, unless it already is; its
-// undos since then count as the fight's.
+// fight marks w fighting from since, unless it already is; its undos since then count.
 func (p Policy) fight(w *Writer, since time.Time) {
 	if w.Fight {
 		return
@@ -304,8 +247,8 @@ func (p Policy) fight(w *Writer, since time.Time) {
 	}
 }
 
-// Due decides, at now, whether the outstanding repair may be made: the
-// loop asks when a decision's At has come.
+// Due decides whether the outstanding repair may be made at now; the loop asks when a
+// Decision's At comes.
 func (p Policy) Due(l Log, now time.Time) (Log, Decision) {
 	l = p.expire(l.clone(), now)
 	if !l.Outstanding() {
@@ -335,8 +278,8 @@ func (p Policy) decide(l Log, contested bool, now time.Time) Decision {
 	return Decision{At: at}
 }
 
-// Repaired records a repair made at now: a write that undid every
-// outstanding change. It draws one repair from the budget.
+// Repaired records a repair at now, a write that undid every outstanding change, and
+// draws it from the budget.
 func (p Policy) Repaired(l Log, now time.Time) Log {
 	l = l.clone()
 	if l.budgetAt.Before(now) {
@@ -352,9 +295,8 @@ func (p Policy) Repaired(l Log, now time.Time) Log {
 	return l
 }
 
-// Stood records that at now a repair found nothing to undo: the writers
-// put back what the controller wants themselves. Their next change undoes
-// nothing of the controller's.
+// Stood records that at now a repair found nothing to undo: the writers put back what the
+// controller wants themselves, so their next change undoes nothing of the controller's.
 func (p Policy) Stood(l Log, now time.Time) Log {
 	l = p.expire(l.clone(), now)
 	for i := range l.writers {
@@ -364,6 +306,6 @@ func (p Policy) Stood(l Log, now time.Time) Log {
 	return l
 }
 
-// Settled ends, at now, the fights whose writers have stopped (see the
-// package comment), and forgets writers with nothing left to tell.
+// Settled ends, at now, the fights whose writers have stopped, and forgets writers with
+// nothing left to tell.
 func (p Policy) Settled(l Log, now time.Time) Log { return p.expire(l.clone(), now) }

@@ -2,11 +2,10 @@ package core
 
 import "time"
 
-// retry is the failures of the controller's actions: a failed apply or
-// delete is never dropped, it is re-asserted when the retry's deadline
-// comes. The backoff's curve is the loop's limiter's (an embedder may
-// replace it); when the failures persist, and when the retry comes
-// relative to that, are decided here.
+// retry is the failures of the controller's actions: a failed apply or delete is never
+// dropped but re-asserted at the retry's deadline. The backoff curve is the loop's limiter's
+// (an embedder may replace it); when failures persist, and when the retry comes relative to
+// that, are decided here.
 type retry struct {
 	failures int           // consecutive failed actions
 	since    time.Time     // the first of them
@@ -15,9 +14,8 @@ type retry struct {
 	retryIn  time.Duration // the backoff of the pending retry, 0 for none
 }
 
-// Failed records a failed action that took took and ended at now.
-// ownInput: it failed on the controller's own input (an unset or invalid
-// image), not on an answer of the cluster.
+// Failed records a failed action that took took and ended at now. ownInput: it failed on the
+// controller's own input (an unset or invalid image), not on an answer of the cluster.
 func (s *State) Failed(err error, ownInput bool, took time.Duration, now time.Time) {
 	if s.retry.failures == 0 {
 		s.retry.since = now.Add(-took)
@@ -26,17 +24,14 @@ func (s *State) Failed(err error, ownInput bool, took time.Duration, now time.Ti
 	s.retry.lastErr, s.retry.ownInput = err, ownInput
 }
 
-// Succeeded records an action that succeeded: the failures end, and a
-// pending retry, which would only re-assert, is cancelled.
+// Succeeded ends the failures and cancels a pending retry, which would only re-assert.
 func (s *State) Succeeded() {
 	s.retry = retry{}
 	s.timers[PartRetry].stop()
 }
 
-// ScheduleRetry arms the retry after backoff, or when the failures reach
-// the inertia if that comes first: that retry decides whether they persist,
-// so Degraded turns True on time, on an attempt that failed. It returns the
-// delay armed.
+// ScheduleRetry arms the retry after backoff, or sooner when the failures reach the inertia,
+// so that Degraded turns True on time, on an attempt that failed. It returns the delay armed.
 func (s *State) ScheduleRetry(backoff time.Duration, now time.Time) time.Duration {
 	if until := s.retry.since.Add(s.inertia).Sub(now); until > 0 && until < backoff {
 		backoff = until
@@ -49,19 +44,15 @@ func (s *State) ScheduleRetry(backoff time.Duration, now time.Time) time.Duratio
 // RetryPending: a retry is armed.
 func (s *State) RetryPending() bool { return s.timers[PartRetry].set }
 
-// Failures are the consecutive failures and the backoff of the pending
-// retry (0 for none).
+// Failures are the consecutive failures and the pending retry's backoff (0 for none).
 func (s *State) Failures() (n int, retryIn time.Duration) { return s.retry.failures, s.retry.retryIn }
 
-// LastError is the latest failure's error, nil when the last action
-// succeeded.
+// LastError is the latest failure's error, nil when the last action succeeded.
 func (s *State) LastError() error { return s.retry.lastErr }
 
-// Persists: the failures have lasted the inertia, or the latest is of the
-// controller's own input, which no retry changes. Everything the cluster
-// answers (an outage, a conflict, a refusal by RBAC or an admission policy)
-// can end without the controller, as a refused upgrade does once the policy
-// is lifted, so it persists only after the inertia.
+// Persists: the failures have lasted the inertia, or the latest is of the controller's own
+// input, which no retry changes. What the cluster answers (an outage, a conflict, an RBAC or
+// admission refusal) can end without the controller, so it persists only after the inertia.
 func (s *State) Persists(now time.Time) bool {
 	r := s.retry
 	if r.failures == 0 || r.lastErr == nil {

@@ -2,9 +2,8 @@ package core
 
 import "time"
 
-// Rollout is the progress of a rollout the loop waits for: which object and
-// generation, and how many pods are updated and available. Any change of it
-// is progress. The zero Rollout is none.
+// Rollout is the progress of the rollout the loop waits for: object, generation, and pods
+// updated and available. Any change of it is progress. The zero Rollout is none.
 type Rollout struct {
 	UID                string
 	Generation         int64
@@ -16,13 +15,10 @@ type rollout struct {
 	since    time.Time // the last progress
 }
 
-// FollowRollout follows the rollout the loop waits for now (the zero
-// Rollout: none). held: a diagnosis of the rollout followed is under way, or
-// its verdict stands. A new rollout, or progress, gets a deadline of
-// deadline from now; a rollout without progress keeps its deadline,
-// diagnosis or verdict, and one whose diagnosis found nothing starts
-// another deadline. It reports whether the diagnosis and verdict of the
-// rollout followed until now are void.
+// FollowRollout follows the rollout the loop waits for now (zero: none); held: a diagnosis
+// of it is under way, or its verdict stands. A new rollout, progress, or a diagnosis that
+// found nothing starts a deadline from now; otherwise the deadline, diagnosis or verdict
+// stays. void: the diagnosis and verdict so far no longer apply.
 func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now time.Time) (void bool) {
 	t := &s.timers[PartRollout]
 	switch {
@@ -38,13 +34,11 @@ func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now 
 	return true
 }
 
-// FollowedRollout is the rollout followed, and the time of its last
-// progress.
+// FollowedRollout is the rollout followed and the time of its last progress.
 func (s *State) FollowedRollout() (Rollout, time.Time) { return s.rollout.progress, s.rollout.since }
 
-// FollowExpect follows an own write the cache has yet to show (pending): its
-// deadline comes timeout after the write was first awaited, and goes when
-// nothing is awaited.
+// FollowExpect follows an own write the cache has yet to show (pending): its deadline comes
+// timeout after the write was first awaited, and goes when nothing is awaited.
 func (s *State) FollowExpect(pending bool, timeout time.Duration, now time.Time) {
 	t := &s.timers[PartExpect]
 	switch {

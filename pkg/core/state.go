@@ -1,13 +1,8 @@
-// Package core is the control loop's decisions, as one value: when level
-// signals are acted on (the front door), what a drain of someone else's
-// drift leads to, whether each apply may be made now and whether it is a
-// repair the budget pays for (the repair gate), when a failed action is
-// retried, and when each part of the loop next needs it. It is pure: every
-// method that decides takes the current time, and nothing here reads a
-// clock, arms a timer, starts a goroutine or does I/O. The control loop (package
-// runtimeextractor) feeds it what happened, carries out what it answers,
-// arms its one timer at State.Deadline and, when that fires, runs the parts
-// State.Due names.
+// Package core is the control loop's decisions as one pure value: the front door for level
+// signals, the repair gate for drift and applies, failed actions' retries, and each part's
+// deadline. Deciding methods take the current time; nothing here reads a clock, arms a timer,
+// starts a goroutine or does I/O. The loop (package runtimeextractor) feeds it what happened,
+// carries out its answers, arms one timer at State.Deadline and runs the parts State.Due names.
 package core
 
 import (
@@ -17,8 +12,7 @@ import (
 	"time"
 )
 
-// Part names a part of the loop that has a deadline. Parts whose deadlines
-// come at the same instant run in this order.
+// Part names a part of the loop with a deadline; parts due at one instant run in this order.
 type Part int
 
 const (
@@ -34,20 +28,17 @@ var partNames = [numParts]string{"door", "retry", "expect", "gate", "rollout"}
 
 func (p Part) String() string { return partNames[p] }
 
-// deadline is when a part next needs the loop: only a time.
+// deadline is when a part next needs the loop.
 type deadline struct {
 	at  time.Time // meaningful while set
 	set bool
 }
 
-func (d *deadline) armAt(at time.Time) { d.at, d.set = at, true }
-
-func (d *deadline) stop() { d.set = false }
-
+func (d *deadline) armAt(at time.Time)     { d.at, d.set = at, true }
+func (d *deadline) stop()                  { d.set = false }
 func (d *deadline) due(now time.Time) bool { return d.set && !now.Before(d.at) }
 
-// State is the loop's timing and repair decisions. Its zero value is not
-// usable: New sets the rules.
+// State is the loop's timing and repair decisions. Its zero value is unusable: New sets the rules.
 type State struct {
 	policy  Policy
 	inertia time.Duration // how long failures last before they persist
@@ -58,8 +49,7 @@ type State struct {
 	rollout rollout
 }
 
-// New returns the state of a loop that has done nothing yet, with the repair
-// gate's rules and the failures' inertia.
+// New returns the state of a loop that has done nothing yet.
 func New(policy Policy, inertia time.Duration) *State {
 	return &State{policy: policy, inertia: inertia}
 }
@@ -67,8 +57,7 @@ func New(policy Policy, inertia time.Duration) *State {
 // At is part p's deadline, if it has one.
 func (s *State) At(p Part) (time.Time, bool) { return s.timers[p].at, s.timers[p].set }
 
-// Fire clears part p's deadline if it has come at now, and reports whether
-// it had: the loop then runs the part.
+// Fire clears p's deadline and reports true if it has come at now; the loop then runs p.
 func (s *State) Fire(p Part, now time.Time) bool {
 	if !s.timers[p].due(now) {
 		return false
@@ -77,8 +66,7 @@ func (s *State) Fire(p Part, now time.Time) bool {
 	return true
 }
 
-// Deadline is the earliest deadline of the parts: when the loop's one timer
-// fires.
+// Deadline is the parts' earliest deadline, when the loop's one timer fires.
 func (s *State) Deadline() (time.Time, bool) {
 	var at time.Time
 	for i := range s.timers {
@@ -89,10 +77,8 @@ func (s *State) Deadline() (time.Time, bool) {
 	return at, !at.IsZero()
 }
 
-// Due returns the parts whose deadlines have come at now, earliest first
-// (in Part order on a tie). The loop stops each deadline that is still due
-// when its turn comes (Fire), and runs the part: an earlier part's action
-// may have moved a later one's.
+// Due returns the parts due at now, earliest first (Part order on a tie). The loop runs each
+// only if Fire still finds it due: an earlier part's action may have moved a later one's.
 func (s *State) Due(now time.Time) []Part {
 	var due []Part
 	for p := range numParts {
@@ -104,32 +90,33 @@ func (s *State) Due(now time.Time) []Part {
 	return due
 }
 
-// Key is the state as a canonical string, every time relative to now: two
-// states with one key decide the same from now on, whatever brought them
-// there. The convergence model merges states by it.
+// Key is the state as a canonical string, times relative to now: states with one key decide
+// alike from now on; the convergence model merges states by it.
 func (s *State) Key(now time.Time) string {
-	rel := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return t.Sub(now).String()
-	}
 	var b strings.Builder
 	for p := range numParts {
 		if t := s.timers[p]; t.set {
-			fmt.Fprintf(&b, "%s@%s ", p, rel(t.at))
+			fmt.Fprintf(&b, "%s@%s ", p, rel(t.at, now))
 		}
 	}
-	fmt.Fprintf(&b, "door=%b since=%s last=%s act=%s ", s.door.queued, rel(s.door.queuedSince), rel(s.door.lastSignal), rel(s.door.lastAct))
-	fmt.Fprintf(&b, "rollout=%+v since=%s ", s.rollout.progress, rel(s.rollout.since))
+	fmt.Fprintf(&b, "door=%b since=%s last=%s act=%s ", s.door.queued,
+		rel(s.door.queuedSince, now), rel(s.door.lastSignal, now), rel(s.door.lastAct, now))
+	fmt.Fprintf(&b, "rollout=%+v since=%s ", s.rollout.progress, rel(s.rollout.since, now))
 	fmt.Fprintf(&b, "deferred=%v granted=%v lost=%v failures=%d own=%v failing since=%s gate: %s",
-		s.gate.deferred, s.gate.granted, s.gate.lostRace, s.retry.failures, s.retry.ownInput, rel(s.retry.since), s.gate.log.Key(now))
+		s.gate.deferred, s.gate.granted, s.gate.lostRace, s.retry.failures, s.retry.ownInput, rel(s.retry.since, now), s.gate.log.Key(now))
 	return b.String()
 }
 
-// Stopped is Run's end: nothing is queued, armed or lost for a later Run.
-// The budget and the failures stay: the repairs it paid for were made, and
-// the failures were the cluster's answers.
+// rel renders t relative to now for the keys; "-" for the zero time.
+func rel(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Sub(now).String()
+}
+
+// Stopped is Run's end: nothing stays queued, armed or lost for a later Run. The budget and
+// failures stay: its repairs were made, and the failures were the cluster's answers.
 func (s *State) Stopped() {
 	s.door.queued = 0
 	s.gate.lostRace = false

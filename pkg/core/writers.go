@@ -8,12 +8,8 @@ import (
 	"time"
 )
 
-// The gate's record of writers: who counts as whom, their undos, and when
-// their fights end.
-
-// FightEnds is when the first fight ends if its writer undoes nothing
-// more; zero when there is no fight, or every fight's writer has a change
-// outstanding (its repair comes first).
+// FightEnds is when the first fight ends if its writer undoes nothing more; zero when there
+// is no fight, or every fight's writer has a change outstanding (its repair comes first).
 func (p Policy) FightEnds(l Log) time.Time {
 	var next time.Time
 	for _, w := range l.writers {
@@ -27,20 +23,15 @@ func (p Policy) FightEnds(l Log) time.Time {
 	return next
 }
 
-// ForgetWriters is l without its writers and outstanding changes (the
-// DaemonSet is gone, or the controller stops). The budget stays: the
-// repairs it paid for were made.
+// ForgetWriters is l with only its budget kept: the repairs the budget paid for were made.
 func ForgetWriters(l Log) Log { return Log{budgetAt: l.budgetAt} }
 
-// undosWithin counts w's undos within FightWindow of now.
 func (p Policy) undosWithin(w Writer, now time.Time) int { return p.undosIn(w, now, p.FightWindow) }
 
-// undosIn counts w's undos within window of now.
 func (p Policy) undosIn(w Writer, now time.Time, window time.Duration) int {
 	return countWithin(w.Undos, now, window)
 }
 
-// slowUndos counts the named writers' undos within SlowWindow of now.
 func (p Policy) slowUndos(l Log, now time.Time) int { return countWithin(l.undos, now, p.SlowWindow) }
 
 func countWithin(ts []time.Time, now time.Time, window time.Duration) int {
@@ -56,9 +47,7 @@ func countWithin(ts []time.Time, now time.Time, window time.Duration) int {
 // keepLast is the newest n of ts (oldest first).
 func keepLast(ts []time.Time, n int) []time.Time { return ts[max(0, len(ts)-n):] }
 
-// fightEnds is when w's fight ends if it undoes nothing more: twice the
-// longest gap between its recent undos after its latest, within
-// [FightClearMin, FightWindow].
+// fightEnds is when w's fight ends if it undoes nothing more (rule: top of policy.go).
 func (p Policy) fightEnds(w Writer) time.Time {
 	var gap time.Duration
 	for i := 1; i < len(w.Undos); i++ {
@@ -71,10 +60,8 @@ func (p Policy) fightEnds(w Writer) time.Time {
 	return last.Add(min(max(2*gap, p.FightClearMin), p.FightWindow))
 }
 
-// expire ends the fights that are over by now and drops the writers with
-// nothing left to tell: no outstanding change, no fight, no undo and no
-// change within SlowWindow (a writer that rotates its name comes back to
-// each name after a while).
+// expire ends the fights over by now and drops writers with nothing left to tell. A writer
+// is kept a SlowWindow after its last change or undo: one that rotates names comes back.
 func (p Policy) expire(l Log, now time.Time) Log {
 	for i := range l.writers {
 		if w := &l.writers[i]; w.Fight && !w.Outstanding && !now.Before(p.fightEnds(*w)) {
@@ -88,9 +75,8 @@ func (p Policy) expire(l Log, now time.Time) Log {
 	return l
 }
 
-// writerIndex is the index of the record name's changes count in, added
-// if need be: name's own while fewer than MaxNamedWriters are kept and no
-// other writers' record lasts, else OtherWriters'.
+// writerIndex is the index of the record name's changes count in, added if need be: name's
+// own while fewer than MaxNamedWriters are kept and no OtherWriters record lasts, else that.
 func (l *Log) writerIndex(name string) int {
 	if name == "" {
 		name = Unnamed
@@ -127,31 +113,23 @@ func (l *Log) find(name string) (int, bool) {
 	return slices.BinarySearchFunc(l.writers, name, func(w Writer, n string) int { return cmp.Compare(w.Name, n) })
 }
 
-// Key renders everything in l that decides the gate's future answers,
-// its instants relative to now: two logs with the same key at their own
-// nows answer every sequence of changes alike (a model checker prunes
-// states by it).
+// Key renders what in l decides the gate's future answers, instants relative to now: logs
+// with one key answer every sequence of changes alike (a model checker prunes states by it).
 func (l Log) Key(now time.Time) string {
-	rel := func(t time.Time) string {
-		if t.IsZero() {
-			return "-"
-		}
-		return t.Sub(now).String()
-	}
 	budget := "full" // a budget refilled long ago is the same as one just refilled
 	if l.budgetAt.After(now) {
-		budget = rel(l.budgetAt)
+		budget = rel(l.budgetAt, now)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "budget=%s since=%s last=%s undos=", budget, rel(l.since), rel(l.last))
+	fmt.Fprintf(&b, "budget=%s since=%s last=%s undos=", budget, rel(l.since, now), rel(l.last, now))
 	for _, u := range l.undos {
-		b.WriteString(rel(u) + ",")
+		b.WriteString(rel(u, now) + ",")
 	}
 	for _, w := range l.writers {
 		fmt.Fprintf(&b, " %s{out=%t rep=%t change=%s fight=%t since=%s n=%d undos=", w.Name, w.Outstanding, w.Repaired,
-			rel(w.LastChange), w.Fight, rel(w.FightSince), w.FightUndos)
+			rel(w.LastChange, now), w.Fight, rel(w.FightSince, now), w.FightUndos)
 		for _, u := range w.Undos {
-			b.WriteString(rel(u) + ",")
+			b.WriteString(rel(u, now) + ",")
 		}
 		b.WriteString("}")
 	}
