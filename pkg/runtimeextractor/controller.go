@@ -23,27 +23,22 @@ import (
 )
 
 // Controller keeps the runtime extractor DaemonSet in its desired state. One
-// goroutine (Run) owns the state machine: sources only signal it, it turns the
-// signals into typed events from what the caches show, fires them, and carries
-// out the action each transition names, feeding the outcome back as an event.
-// Its decisions about time (the front door for level signals, the repair
-// gate, the retries of failed actions, every deadline) are one pure value,
-// the core (package core); the rollout watch notices stuck rollouts.
+// goroutine (Run) owns the state machine, sources only signal it, and its
+// decisions about time are one pure value, the core.
 type Controller struct {
 	cfg      settings     // the seed's arguments and the options, as given
 	config   configSource // insights-config
 	informer *daemonSetInformer
-	own      ownInformer // when the controller runs an informer of its own
+	own      ownInformer
 	manager  *resources.Manager
 	machine  *fsm.Machine
 	events   changeEvents
 	status   *statusWriter // nil without a status reporter
 
-	// What the Run goroutine owns: the core (the front door, the repair
-	// gate, retries and every deadline), the rollout watch, the one timer.
+	// Owned by the Run goroutine.
 	core     *core.State
 	rollouts *rolloutWatch
-	alarm    alarm // the loop's one timer, at the core's deadline
+	alarm    alarm
 	known    loopMemory
 
 	pub publication // the latest snapshot, for Status
@@ -53,32 +48,28 @@ type Controller struct {
 // controller then runs one of its own, and the caller's one only hints.
 type ownInformer struct {
 	run   func(ctx context.Context)
-	hints <-chan struct{} // drift hints from a caller-supplied ResourceInformer
+	hints <-chan struct{}
 }
 
-// loopMemory is what the loop remembers between wake-ups.
 type loopMemory struct {
 	version     string      // the target version last read
 	upgradeFrom string      // the version before the current upgrade, for its Event
 	tlsKept     *keptTLS    // while tls cannot tell the profile: what the DaemonSet had
 	tlsUnknown  string      // while tls cannot tell the profile: why, and what kube-rbac-proxy gets
-	deleted     []types.UID // objects this controller deleted, newest last
+	deleted     []types.UID // own deletes, newest last
 	deletedAny  bool        // this controller has deleted the DaemonSet before
-	next        nextRepair  // what the next repair undoes, and whose change it was
+	next        nextRepair
 }
 
-// publication is the latest snapshot, for Status, and the signal of a new one.
 type publication struct {
 	mu       sync.Mutex
 	snapshot status.Snapshot
 	changed  chan struct{}
 }
 
-// NewRuntimeExtractorController is a constructor for the controller that is in
-// charge of the runtime-extractor deployment lifecycle: the seed's arguments,
-// then Options for what the original did not have. It has the seed's
-// signature, so it cannot return New's error: a controller that could not be
-// built logs it and its Run returns at once.
+// NewRuntimeExtractorController has the seed's signature (then Options), so it
+// cannot return New's error: a controller that could not be built logs it and
+// its Run returns at once.
 func NewRuntimeExtractorController(
 	configNotifier ConfigNotifier,
 	updateCh chan struct{},
@@ -96,8 +87,7 @@ func NewRuntimeExtractorController(
 	return c
 }
 
-// Args are NewRuntimeExtractorController's arguments, the seed's, in its
-// order.
+// Args are NewRuntimeExtractorController's arguments, in the seed's order.
 type Args struct {
 	ConfigNotifier   ConfigNotifier
 	UpdateCh         chan struct{}
@@ -107,11 +97,9 @@ type Args struct {
 	ResourceInformer ResourceInformer
 }
 
-// New is NewRuntimeExtractorController with its error: it builds each part
-// once, from the seed's arguments and the options. A host that can fail its
-// start (the Insights Operator's Operator.Run) calls it, so that a
-// controller that cannot be built fails the host's start instead of staying
-// silent.
+// New is NewRuntimeExtractorController with its error, for a host that can
+// fail its start (the Insights Operator's Operator.Run): a controller that
+// cannot be built then fails the start instead of staying silent.
 func New(a Args, opts ...Option) (*Controller, error) {
 	kubeClient, recorder, resourceInformer := a.KubeClient, a.Recorder, a.ResourceInformer
 	switch {
@@ -127,8 +115,8 @@ func New(a Args, opts ...Option) (*Controller, error) {
 	}
 	if cfg.images == nil {
 		images, err := resources.ImagesFromEnv(os.Getenv, cfg.defaultImages)
-		// An invalid image is never applied: every Apply fails with this error
-		// (visible as Degraded and a Warning) until the environment is fixed.
+		// An invalid image is never applied: every Apply fails with err
+		// (Degraded, a Warning) until the environment is fixed.
 		cfg.images, cfg.imagesErr = &images, err
 	}
 	state := core.New(cfg.repairPolicy, cfg.degradedInertia)
@@ -147,8 +135,7 @@ func New(a Args, opts ...Option) (*Controller, error) {
 
 	ri, ok := resourceInformer.(*daemonSetInformer)
 	if !ok {
-		// A caller-supplied ResourceInformer only says "something changed"; the
-		// controller still needs a cache of the DaemonSet, so it keeps its own.
+		// A caller's ResourceInformer only says "something changed": keep a cache of our own.
 		factory := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithNamespace(resources.Namespace))
 		own, err := NewResourceInformer(recorder, factory)
 		if err != nil {
@@ -168,14 +155,12 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		ri.watch.setClock(cfg.clock)
 	}
 	c.events.recorder = cfg.eventRecorder
-	// library-go's generic DaemonSetCreated/Updated Events are dropped: the
-	// controller records its own, saying why (events.go), and logging them
-	// dumped a raw Event struct per write.
+	// library-go's generic DaemonSet Events are dropped: the controller records
+	// its own, saying why, and logging them dumped a raw Event struct per write.
 	c.manager = resources.NewManager(kubeClient, ri.lister, discardRecorder{component: c.component()}, resources.Desired{
 		Images: *cfg.images, TLSProfile: a.TLSProfile,
 	}, resources.WithClock(cfg.clock))
-	// An object of a write whose answer was lost is told by its
-	// managedFields (resources.Manager.ClaimUnanswered).
+	// A write whose answer was lost is told by its managedFields (ClaimUnanswered).
 	ownWrite := func(ds *appsv1.DaemonSet) bool {
 		return c.manager.IsOwnWrite(ds.UID, ds.Generation) || c.manager.ClaimUnanswered(ds)
 	}
@@ -187,7 +172,7 @@ func New(a Args, opts ...Option) (*Controller, error) {
 	return c, nil
 }
 
-// component is the source of our Events: the host's component name.
+// component names our Events' source after the host.
 func (c *Controller) component() string {
 	if c.cfg.recorder != nil && c.cfg.recorder.ComponentName() != "" {
 		return c.cfg.recorder.ComponentName()
@@ -198,9 +183,8 @@ func (c *Controller) component() string {
 // State returns the machine's current state (safe from any goroutine).
 func (c *Controller) State() fsm.State { return c.machine.State() }
 
-// relay drains in into a coalescing notification channel until ctx is done or
-// in is closed, so that no sender ever waits for the control loop. A nil in
-// gives a nil channel (never ready).
+// relay drains in into a coalescing channel so that no sender ever waits for
+// the control loop. A nil in gives a nil channel (never ready).
 func relay(ctx context.Context, wg *sync.WaitGroup, in <-chan struct{}) <-chan struct{} {
 	if in == nil {
 		return nil
@@ -228,9 +212,7 @@ func relay(ctx context.Context, wg *sync.WaitGroup, in <-chan struct{}) <-chan s
 // Manager returns the resource manager (the seed's ResourceManager).
 func (c *Controller) Manager() *resources.Manager { return c.manager }
 
-// Run runs the controller until ctx is done. It waits for the caches, derives
-// the first events from what it observes, then reacts to every source. Cancelling
-// ctx stops it once any in-flight action has returned.
+// Run runs the controller until ctx is done and any in-flight action has returned.
 func (c *Controller) Run(ctx context.Context) {
 	if c.manager == nil {
 		return // New failed, and NewRuntimeExtractorController logged why
@@ -238,9 +220,8 @@ func (c *Controller) Run(ctx context.Context) {
 	if c.own.run != nil {
 		c.own.run(ctx)
 	}
-	// The host's goroutines send on updateCh and on its config channel, some
-	// with blocking sends: both are drained from the start, even while an
-	// action runs, and their notifications coalesce.
+	// The host sends on updateCh and its config channel, some sends blocking:
+	// both are drained from the start, even while an action runs.
 	configCh, stopConfig := c.config.ConfigChanged()
 	defer stopConfig()
 	relayCtx, stopRelays := context.WithCancel(ctx)
@@ -276,8 +257,7 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// wakeUp handles one wake-up of the control loop; a panic in it ends the
-// wake-up, not the loop.
+// wakeUp recovers a panic so that it ends the wake-up, not the loop.
 func (c *Controller) wakeUp(ctx context.Context, w wake, payload any) {
 	defer recovered("the control loop")
 	c.handle(ctx, w, payload)

@@ -14,10 +14,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// fire feeds ev to the machine and carries out the chain of actions and
-// outcomes it leads to. An apply that changed nothing produces no watch
-// event, so the rollout of what was applied is then read from the cache: the
-// machine decides whether a RolloutComplete counts.
+// fire carries out the chain of actions and outcomes ev leads to. An apply that
+// changed nothing produces no watch event, so its rollout is read from the cache.
 func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 	if ev == nil || c.holding() {
 		return
@@ -38,9 +36,8 @@ func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 	}
 }
 
-// execute carries out the action of t and returns its outcome event (nil for
-// none), and whether an apply succeeded. The write comes first; its Event is
-// recorded after it, asynchronously.
+// execute returns the outcome event of t's action (nil for none) and whether
+// an apply succeeded. The write comes first, its Event after, asynchronously.
 func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
 	switch t.Action {
 	case fsm.ActionApply:
@@ -74,8 +71,7 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 		c.cfg.metrics.ObserveRepair(repairManagers(c.known.next.writers)...) // one repair: "other" once
 	}
 	if outcome == core.ApplyLost {
-		// No failure: the other writer's change reaches the repair gate as
-		// drift, and the gate decides its repair.
+		// No failure: the other writer's change reaches the repair gate as drift.
 		klog.V(2).Infof("%s on %s: %v", t.From, fsm.Describe(t.Event), err)
 		return nil, false
 	}
@@ -105,7 +101,6 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	return fsm.AppliedUnchanged{UID: uid, Generation: res.Generation}, true
 }
 
-// applyOutcome is what an apply did, for the core.
 func applyOutcome(res resources.Result, err error) core.ApplyOutcome {
 	switch {
 	case errors.Is(err, resources.ErrLostToAnotherWriter):
@@ -139,13 +134,11 @@ func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Ev
 	return fsm.DeleteDone{}
 }
 
-// maxDeleted bounds the memory of own deletes; their events arrive within
-// moments, so a few suffice.
+// maxDeleted: own deletes' events arrive within moments, so a few suffice.
 const maxDeleted = 4
 
-// rememberDeleted records an own delete: the view hides the object until the
-// cache drops it (a quick re-enable must create, not adopt it), and its delete
-// event is never drift.
+// rememberDeleted: the view hides an own delete's object until the cache drops
+// it (a quick re-enable must create, not adopt it); its event is never drift.
 func (c *Controller) rememberDeleted(uid types.UID) {
 	c.informer.markGone(uid)
 	c.known.deleted = append(c.known.deleted, uid)
@@ -154,7 +147,6 @@ func (c *Controller) rememberDeleted(uid types.UID) {
 	}
 }
 
-// deletedByUs reports whether this controller deleted object uid.
 func (c *Controller) deletedByUs(uid types.UID) bool { return slices.Contains(c.known.deleted, uid) }
 
 func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
@@ -170,11 +162,9 @@ func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
 	return c.manager.Apply(ctx, d)
 }
 
-// onRollout fires RolloutComplete for the DaemonSet the view shows when its
-// rollout is done and the machine has a use for it (fsm.Machine.Moves). While
-// an apply waits for the repair gate, or lost a race to another writer, what
-// is rolled out is not what the level wants (an upgrade not written yet):
-// nothing is complete.
+// onRollout fires RolloutComplete when the machine has a use for it. While an
+// apply waits for the repair gate, or lost a race to another writer, what is
+// rolled out is not what the level wants: nothing is complete.
 func (c *Controller) onRollout(ctx context.Context) {
 	ds, ok := c.informer.current()
 	if !ok || !resources.RolloutOf(ds).Complete() || !c.core.RolloutCounts() {
@@ -185,8 +175,6 @@ func (c *Controller) onRollout(ctx context.Context) {
 	}
 }
 
-// transitioned logs a transition and counts it; entering Running or
-// Disabled ends an upgrade.
 func (c *Controller) transitioned(t fsm.Transition) {
 	if c.cfg.metrics != nil {
 		c.cfg.metrics.ObserveTransition(t)
@@ -203,8 +191,7 @@ func (c *Controller) transitioned(t fsm.Transition) {
 		c.known.upgradeFrom = ""
 	}
 	if t.To == fsm.StateDisabled {
-		// Gone, however it went (its delete, or someone else's while the
-		// controller's failed): no change of anyone's is left to repair.
+		// Gone, however it went: no change of anyone's is left to repair.
 		c.endFight("insights-config disables the runtime extractor")
 	}
 }

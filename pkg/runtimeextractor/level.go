@@ -7,8 +7,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/core"
 )
 
-// level is the observed config as an event: the level re-assert. It is nil
-// while the controller holds (see holding).
+// level is the observed config as an event, nil while holding.
 func (c *Controller) level() fsm.Event {
 	if c.holding() {
 		return nil
@@ -19,15 +18,12 @@ func (c *Controller) level() fsm.Event {
 	return fsm.Enabled{}
 }
 
-// reassert fires the level. An enabled level's apply, while someone else's
-// change waits for the repair gate, is a repair: the executor asks the gate
-// (executeApply), and the gate's timer applies the level as it is when due.
-// A disabled level is no repair, and acts at once.
+// reassert fires the level. While another's change waits for the repair gate,
+// an enabled level's apply is a repair the gate times; a disabled one acts at once.
 func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
 
-// reassertOnTimer re-asserts the level for a timer (the resync, an own write
-// the cache never showed), unless a repair is the repair gate's to make: one
-// waits for its backoff (the gate's timer makes it when due), or the
+// reassertOnTimer re-asserts for a timer (the resync, an own write the cache
+// never showed) unless the repair is the gate's: it waits for its backoff, or the
 // informer has queued drift the gate has yet to hear of (its notification
 // wakes the loop next). No timer may make a repair early.
 func (c *Controller) reassertOnTimer(ctx context.Context) {
@@ -37,33 +33,28 @@ func (c *Controller) reassertOnTimer(ctx context.Context) {
 }
 
 // holding: the notifier has rejected the configuration and has seen no good
-// one since this process started, so the admin's choice is unknown. The
-// controller then changes nothing (a present DaemonSet stays as it is, an
-// absent one absent) and only reports the config error, until a valid config
-// (or the ConfigMap's removal, which means the defaults) arrives.
+// one since this process started, so the admin's choice is unknown: the
+// controller changes nothing and only reports the error until a valid config
+// (or the ConfigMap's removal, meaning the defaults) arrives.
 func (c *Controller) holding() bool {
 	return !c.config.HasGoodConfig()
 }
 
-// levelSignal acts on a config, version or TLS signal now, or queues it for
-// the front door's trailing edge (core.State.Admit).
+// levelSignal acts on k now, or the front door queues it for its trailing edge.
 func (c *Controller) levelSignal(ctx context.Context, k core.Signal) {
 	if c.core.Admit(k, c.cfg.clock.Now()) {
 		c.actOnLevel(ctx, k)
 	}
 }
 
-// onDoorDue acts on the signals the front door queued, once they are due.
 func (c *Controller) onDoorDue(ctx context.Context) {
 	if k := c.core.Take(c.cfg.clock.Now()); k != 0 {
 		c.actOnLevel(ctx, k)
 	}
 }
 
-// actOnLevel acts on the signals k: a version signal fires VersionChanged
-// when the version moved; anything else re-asserts the level. The door
-// merges signals, so a version signal may carry a config change with it:
-// VersionChanged does nothing in Disabled, and the config's level must still
+// actOnLevel: the door merges signals, so a version signal may carry a config
+// change; VersionChanged does nothing in Disabled, so the level must still
 // be acted on.
 func (c *Controller) actOnLevel(ctx context.Context, k core.Signal) {
 	moved := k&core.SignalVersion != 0 && c.onVersion(ctx)
@@ -75,8 +66,7 @@ func (c *Controller) actOnLevel(ctx context.Context, k core.Signal) {
 	c.core.Acted(c.cfg.clock.Now())
 }
 
-// onVersion reads the version and fires VersionChanged when it moved; it
-// reports whether it did.
+// onVersion fires VersionChanged if the version moved, and reports whether it did.
 func (c *Controller) onVersion(ctx context.Context) bool {
 	v := c.cfg.versions.Version()
 	if v == c.known.version {

@@ -9,11 +9,9 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// What the loop does for each wake-up. Run (controller.go) only receives;
-// everything else is here, so the convergence model, which drives these
-// methods on a fake clock, checks the loop that ships.
+// Run only receives; the rest of a wake-up is here, so the convergence model,
+// driving these methods on a fake clock, checks the loop that ships.
 
-// wake names what woke the loop.
 type wake int
 
 const (
@@ -38,14 +36,11 @@ var wakeNames = [...]string{
 
 func (w wake) String() string { return wakeNames[w] }
 
-// handle is the loop's answer to one wake-up, with what its channel carried
-// (only the background reads' results carry something); afterWake follows it.
 func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	switch w {
 	case wakeConfig:
-		// Always acted on, even when the newest content was rejected: the
-		// level comes from the last good config, which may have changed in
-		// the same (coalesced) notification.
+		// Acted on even when the newest content was rejected: the last good
+		// config may have changed in the same coalesced notification.
 		c.levelSignal(ctx, core.SignalConfig)
 	case wakeVersion:
 		c.levelSignal(ctx, core.SignalVersion)
@@ -73,7 +68,6 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	}
 }
 
-// onDeadline runs part p, whose deadline has come.
 func (c *Controller) onDeadline(ctx context.Context, p core.Part) {
 	switch p {
 	case core.PartDoor:
@@ -91,9 +85,8 @@ func (c *Controller) onDeadline(ctx context.Context, p core.Part) {
 	}
 }
 
-// onDeadlines runs, earliest first, each part whose deadline had come when
-// the alarm woke the loop and still has (an earlier part's action may have
-// moved it). A deadline that comes meanwhile waits for the next alarm.
+// onDeadlines runs, earliest first, the parts due when the alarm woke the loop
+// and still due after earlier ones acted; later ones wait for the next alarm.
 func (c *Controller) onDeadlines(ctx context.Context) {
 	now := c.cfg.clock.Now()
 	for _, p := range c.core.Due(now) {
@@ -103,16 +96,12 @@ func (c *Controller) onDeadlines(ctx context.Context) {
 	}
 }
 
-// onRolloutDeadline: the rollout made no progress for the deadline.
 func (c *Controller) onRolloutDeadline(ctx context.Context) {
 	if ds, ok := c.informer.current(); ok {
 		c.rollouts.expired(ctx, c.cfg.kubeClient, ds, c.cfg.clock.Now())
 	}
 }
 
-// afterWake follows every wake-up: the rollout watch, the expectation and
-// repair deadlines follow what is now awaited, the alarm follows the
-// earliest deadline, and status is reported.
 func (c *Controller) afterWake(ctx context.Context) {
 	ds, _ := c.informer.current()
 	if c.rollouts.track(ctx, c.cfg.kubeClient, c.machine.State(), ds, c.cfg.clock.Now()) {
@@ -126,9 +115,8 @@ func (c *Controller) afterWake(ctx context.Context) {
 	c.report()
 }
 
-// start is what Run does once the caches are synced: read the version, and
-// act on the observed level. Enabled applies (adopting or correcting what
-// exists), Disabled deletes what the cache shows.
+// start acts on the observed level once the caches are synced: Enabled adopts
+// or corrects what exists, Disabled deletes what the cache shows.
 func (c *Controller) start(ctx context.Context) {
 	c.known.version = c.cfg.versions.Version()
 	if ds, ok := c.informer.current(); ok {
@@ -139,8 +127,7 @@ func (c *Controller) start(ctx context.Context) {
 	c.afterWake(ctx)
 }
 
-// stop leaves nothing armed or remembered for a later Run: it has no memory
-// of this one's repairs, queued signals, rollouts or TLS arguments.
+// stop leaves nothing armed or remembered for a later Run.
 func (c *Controller) stop() {
 	c.endFight("the controller stopped")
 	c.known.tlsKept, c.known.tlsUnknown = nil, ""

@@ -12,13 +12,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// The loop's side of drift and repairs: it classifies a drain (drift.go),
-// asks the repair gate (package core) when to repair, and logs, records and
-// sets gauges on the answers.
-
-// onDrift acts on the drift the informer observed (hint: a caller's
-// informer said something changed, with no observations). One log line
-// reports the whole drain.
+// onDrift acts on the drift the informer observed (hint: a caller's informer
+// said something changed, unobserved), with one log line for the drain.
 func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	obs := c.informer.drainDrift()
 	if c.holding() {
@@ -67,8 +62,6 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	}
 }
 
-// fireDrift fires the drift of the DaemonSet the view shows now: Deleted
-// when it is gone, else Modified.
 func (c *Controller) fireDrift(ctx context.Context) {
 	if ds, ok := c.informer.current(); ok {
 		c.fire(ctx, fsm.Modified{Generation: ds.Generation})
@@ -77,8 +70,6 @@ func (c *Controller) fireDrift(ctx context.Context) {
 	c.fire(ctx, fsm.Deleted{})
 }
 
-// onGateDue acts on the repair gate's timer: the deferred repair, if the
-// level still wants it, and the end of a fight.
 func (c *Controller) onGateDue(ctx context.Context) {
 	repair, fc := c.core.GateDue(c.level() == (fsm.Enabled{}), c.cfg.clock.Now())
 	c.fightMoved(fc)
@@ -87,8 +78,6 @@ func (c *Controller) onGateDue(ctx context.Context) {
 	}
 }
 
-// fightMoved reports a fight the gate declared (log, Warning Event, gauge)
-// or ended.
 func (c *Controller) fightMoved(fc core.FightChange) {
 	if fc.Ended {
 		c.fightOver("the writers stopped undoing repairs")
@@ -108,8 +97,7 @@ func (c *Controller) fightMoved(fc core.FightChange) {
 	}
 }
 
-// endFight forgets the writers: Run ends, or there is nothing left to
-// fight over.
+// endFight forgets the writers when Run ends or nothing is left to fight over.
 func (c *Controller) endFight(why string) {
 	c.known.next = nextRepair{}
 	if c.core.ForgetWriters() {

@@ -10,33 +10,25 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// The description of the repair gate's decisions (package core): the repair
-// to come, and what the gate holds back, for the log, the Events and status.
-
 // RepairPolicy is the repair gate's rules (core.Policy).
 type RepairPolicy = core.Policy
 
-// DefaultRepairPolicy is the repair gate's default: 6 repairs at once, one
-// more a minute (core.DefaultPolicy gives the reasons).
+// DefaultRepairPolicy is core.DefaultPolicy: 6 repairs at once, one more a minute.
 func DefaultRepairPolicy() RepairPolicy { return core.DefaultPolicy() }
 
-// nextRepair describes the drift a repair undoes: what changed and who
-// changed it, for the repair's Event, log line and repairs_total.
+// nextRepair is the drift the next repair undoes, for its Event, log and repairs_total.
 type nextRepair struct {
 	kinds   []DriftKind
 	writers []writer // at most maxRepairWriters
 	unnamed bool     // some of it no managedFields entry names
 }
 
-// maxRepairWriters bounds the writers one repair names: a client chooses
-// its manager name, so a writer that churns names while a repair waits must
-// not grow the description (nor repairs_total's labels, which the metrics
-// cap as well).
+// maxRepairWriters: a client chooses its manager name, so one that churns
+// names while a repair waits must not grow the description or repairs_total.
 const maxRepairWriters = core.MaxNamedWriters
 
-// describeRepair adds a drain's drift to the description of the repair to
-// come: what is outstanding adds up, so its repair's Event names it all;
-// otherwise the drain's drift replaces what an earlier repair undid.
+// describeRepair: outstanding drift adds up, so its repair's Event names it
+// all; otherwise the drain's drift replaces what an earlier repair undid.
 func (c *Controller) describeRepair(d drain) {
 	next := &c.known.next
 	switch {
@@ -54,14 +46,12 @@ func (c *Controller) describeRepair(d drain) {
 	}
 }
 
-// capWriters keeps the newest maxRepairWriters (mergeWriters sorts newest
-// first).
+// capWriters keeps the newest: mergeWriters sorts newest first.
 func capWriters(ws []writer) []writer { return ws[:min(len(ws), maxRepairWriters)] }
 
-// writersOf names the writers of d for the gate: each one managedFields
-// names, and for a change no entry records the object's newest other
-// manager, the likely writer (a writer's second write within a second
-// leaves its entry as it was), else the unnamed writer.
+// writersOf names d's writers for the gate. A change no managedFields entry
+// records is the newest other manager's, the likely writer (a second write
+// within a second leaves its entry as it was), else the unnamed writer's.
 func writersOf(d drain) []string {
 	var names []string
 	for _, e := range d.writers {
@@ -82,8 +72,7 @@ func writersOf(d drain) []string {
 	return names
 }
 
-// backoffNote says, for the log, why a repair waits: what the budget holds
-// and who undid the controller's repairs.
+// backoffNote says, for the log, why a repair waits.
 func (c *Controller) backoffNote() string {
 	now, p, log := c.cfg.clock.Now(), c.core.Policy(), c.core.Log()
 	var undid []string
@@ -99,10 +88,9 @@ func (c *Controller) backoffNote() string {
 	return note
 }
 
-// waiting is the repair the budget holds back, for status: whose change
-// waits and until when; nil when none does, only quiet, or the wait ends
-// within the status writer's spacing (StatusMaxDelay): it could not be shown
-// before it ended, and would cost two status writes for nothing.
+// waiting is the repair the budget holds back, for status; nil when none is,
+// it waits only for quiet, or its wait ends within StatusMaxDelay: it could
+// not be shown before it ended, and would cost two status writes for nothing.
 func (c *Controller) waiting() *status.RepairWait {
 	now, p, log := c.cfg.clock.Now(), c.core.Policy(), c.core.Log()
 	if !c.core.Deferring() || !p.BudgetAllows(log, 1).After(now) {
@@ -121,8 +109,7 @@ func (c *Controller) waiting() *status.RepairWait {
 	return w
 }
 
-// conflict is the fights for status, nil when there is none: every
-// fighting writer with its undos, over the longest of their fights.
+// conflict is the fights for status (nil for none), over the longest of them.
 func (c *Controller) conflict() *status.ConflictingWriter {
 	now := c.cfg.clock.Now()
 	var out *status.ConflictingWriter

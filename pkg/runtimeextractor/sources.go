@@ -6,45 +6,30 @@ import (
 	"time"
 )
 
-// The loop's inputs. Run receives them in one typed select (receive), the
-// first rank first; the convergence model takes the same channels from
-// loopSources and chooses among the ready ones by pick, the same rule.
-
-// loopSource is one input of the loop, as the model sees it: the wake it
-// means, its rank (lower ranks are taken first when several are ready), and
-// its channel's readiness and receive.
+// loopSource is one input of the loop, as the model sees it.
 type loopSource struct {
-	wake wake
-	rank int
-	// pending reports whether a value waits; take receives it without
-	// waiting (false when none does). A nil channel is never pending.
+	wake    wake
+	rank    int // lower ranks are taken first when several are ready
 	pending func() bool
-	take    func() (any, bool)
-	// result: the channel carries the result of a read made off the loop
-	// (a stuck rollout's diagnosis, the unavailable nodes' names). The
-	// convergence model has no API latency to time those reads by, so it
-	// leaves these sources out; their handlers have tests of their own.
+	take    func() (any, bool) // without waiting; false when nothing waits
+	// result: the channel carries a read made off the loop. The model has no
+	// API latency to time such reads by, so it leaves these sources out.
 	result bool
 }
 
 const (
-	// rankDrift: a pending drift goes first. Its repair's latency is what an
-	// admin sees, and the rollout wake-up that comes with every change of
-	// the DaemonSet can wait for it.
+	// Drift goes first: its repair's latency is what an admin sees, and the
+	// rollout wake-up that comes with every change of the DaemonSet can wait.
 	rankDrift = iota
 	rankOther
 )
 
-// loopInputs are the channels Run makes for itself: the relays that drain
-// the host's config and version channels, and the resync ticker. The model
-// passes its own.
+// loopInputs are the channels Run makes for itself; the model passes its own.
 type loopInputs struct {
 	config, version <-chan struct{}
 	resync          <-chan time.Time
 }
 
-// tlsChanged is the TLS profile's notification channel, nil (never ready)
-// without a profile source.
 func (c *Controller) tlsChanged() <-chan struct{} {
 	if c.cfg.tls == nil {
 		return nil
@@ -52,11 +37,9 @@ func (c *Controller) tlsChanged() <-chan struct{} {
 	return c.cfg.tls.Changed()
 }
 
-// receive waits for the loop's next input. A ready source of the first rank
-// (drift) is taken before anything else that is ready, by the rank
-// loopSources gives it, as the model's pick does: the Go runtime chooses at
-// random among the ready cases of one select. It reports false once ctx is
-// done. Its cases are loopSources' rows.
+// receive waits for the loop's next input. A select chooses at random among
+// ready cases, so ready drift (rankDrift) is taken first, as the model's pick
+// does. Its cases are loopSources' rows.
 func (c *Controller) receive(ctx context.Context, in loopInputs) (wake, any, bool) {
 	if ctx.Err() != nil {
 		return 0, nil, false
@@ -96,8 +79,8 @@ func (c *Controller) receive(ctx context.Context, in loopInputs) (wake, any, boo
 	}
 }
 
-// loopSources is the table of what receive selects on, as the parts are now
-// (the alarm's channel changes when it is re-armed), ctx.Done aside.
+// loopSources is what receive selects on, ctx.Done aside, as the parts are now
+// (the alarm's channel changes when it is re-armed).
 func (c *Controller) loopSources(in loopInputs) []loopSource {
 	return []loopSource{
 		source(wakeConfig, rankOther, in.config),
@@ -133,9 +116,8 @@ func resultOf[T any](w wake, ch <-chan T) loopSource {
 	return s
 }
 
-// pick chooses among ready sources: the lowest rank, and among those,
-// choose(n) of the n. Run's choice among equals is the Go runtime's; the
-// model's is its seed's.
+// pick takes the lowest ready rank, and among equals choose(n) of the n: the
+// model's seed stands in for the Go runtime's choice in Run.
 func pick(ready []loopSource, choose func(n int) int) loopSource {
 	best := slices.MinFunc(ready, func(a, b loopSource) int { return a.rank - b.rank }).rank
 	var equal []loopSource

@@ -6,9 +6,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// alarm is the loop's one timer: armed for the core's deadline, the
-// earliest of its parts', as a raft node's tick drives every timeout of the
-// node.
+// alarm is the loop's one timer, armed for the core's deadline (its parts' earliest).
 type alarm struct {
 	clock clock.Clock
 	t     clock.Timer
@@ -23,8 +21,7 @@ func (a *alarm) C() <-chan time.Time {
 	return a.t.C()
 }
 
-// follow arms the alarm for at (at once when at has passed), or disarms it
-// when !ok. An alarm armed for at already keeps its timer.
+// follow arms the alarm for at, or disarms it when !ok; one armed for at keeps its timer.
 func (a *alarm) follow(at time.Time, ok bool) {
 	if ok && a.t != nil && at.Equal(a.at) {
 		return
@@ -35,7 +32,7 @@ func (a *alarm) follow(at time.Time, ok bool) {
 	}
 }
 
-// fired records that C delivered: the alarm is disarmed.
+// fired: C has delivered, so the timer is spent.
 func (a *alarm) fired() { a.t = nil }
 
 func (a *alarm) stop() {
