@@ -12,30 +12,25 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// A read that RBAC denied is not asked again for deniedRecheckFirst, then
-// twice as long after each further denial, up to deniedRecheckMax. At
-// install, the RBAC is often bound seconds after the controller's first
-// request, so the first recheck comes soon; the RBAC a host ships changes
-// with a release, which restarts it, so the longest only bounds how long a
-// grant made by hand goes unseen, at one 403 an hour.
+// A read RBAC denied is asked again after deniedRecheckFirst, then twice as
+// long after each denial, up to deniedRecheckMax. At install RBAC is often
+// bound seconds late; a host's shipped RBAC changes only with a release, which
+// restarts it, so the longest wait only delays seeing a grant made by hand.
 const (
 	deniedRecheckFirst = 30 * time.Second
 	deniedRecheckMax   = time.Hour
 )
 
-// deniedWhat says what each read of the diagnosis tells, for the log line of
-// its denial.
+// deniedWhat says what a denial of each read costs, for its log line.
 var deniedWhat = map[string]string{
 	status.DeniedPodsList:   "RolloutStuck and PodsUnavailable go without node names",
 	status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
 }
 
-// denials remembers the reads of the rollout diagnosis that RBAC denied.
-// Embedded in a host whose RBAC lacks them (the Insights Operator's, as it
-// ships: docs/embedding.md), the diagnosis then costs one 403 and one log
-// line per read, instead of one per diagnosis and per lookup of names, and
-// the messages say what is missing. Safe for concurrent use: the diagnosis
-// and the lookups run on goroutines of their own.
+// denials remembers the diagnosis's reads RBAC denied, so a host lacking them
+// (the Insights Operator, as shipped) pays one 403 and one log line per read,
+// not per diagnosis, and the messages say what is missing. Safe for
+// concurrent use.
 type denials struct {
 	clock clock.PassiveClock
 
@@ -43,7 +38,6 @@ type denials struct {
 	denied map[string]denial // by read
 }
 
-// denial is what is remembered of a read RBAC denied.
 type denial struct {
 	at    time.Time     // when RBAC last denied it
 	after time.Duration // when it is asked again, after at

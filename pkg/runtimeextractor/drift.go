@@ -28,33 +28,28 @@ const (
 	DriftMetadata DriftKind = "metadata"
 )
 
-// observation is one candidate drift. The event-time own-write check can lose a
-// race (the watch event may arrive before the writer recorded its write), so the
-// controller checks UID and generation again when it drains, after its own
-// apply has returned. expected marks the deletion of an object already known to
-// be gone: it was counted (or was the controller's own) when it became known.
+// observation is one candidate drift. The event-time own-write check can lose
+// a race (the event may arrive before the writer recorded its write), so the
+// drain checks again, after the controller's own apply has returned.
 type observation struct {
 	kind       DriftKind
 	uid        types.UID
 	generation int64
-	expected   bool
-	meta       map[string]string // owned metadata seen, for DriftMetadata
-	version    string            // the resourceVersion seen, for DriftMetadata
-	// writers made the change, from the event's managedFields (changedBy);
-	// none for a deletion, which leaves nothing to read.
-	writers []writer
-	// likely is the object's newest manager other than the controller
-	// (newestOtherManager), for a change no entry records: the API server
-	// keeps managedFields times to the second, so a writer's second write
-	// within a second leaves its entry as it was.
+	// expected: the deletion of an object already known gone, counted (or
+	// the controller's own) when that became known.
+	expected bool
+	meta     map[string]string // owned metadata seen, for DriftMetadata
+	version  string            // the resourceVersion seen, for DriftMetadata
+	writers  []writer          // from the event's managedFields; none for a deletion
+	// likely is the newest other manager (newestOtherManager), for a change
+	// no entry records: the API server keeps managedFields times to the
+	// second, so a second write within a second leaves the entry as it was.
 	likely string
 }
 
-// classifyUpdate decides whether an update is someone else's change. Status-only
-// updates keep the generation and the owned metadata, and are ignored; so is
-// a spec at a generation the controller wrote (own is true for it). One
-// update can fold the controller's spec write and someone's metadata change
-// at the same generation (a re-list, a live read while the watch is broken),
+// classifyUpdate decides whether an update is someone else's change: not a
+// status update, nor a spec the controller wrote (own). One update can fold an
+// own spec write and someone's metadata change (a re-list, a live read),
 // so the owned metadata is checked on that path too; the drain tells an own
 // write's new metadata apart (Manager.IsOwnMetadata).
 func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
@@ -67,10 +62,8 @@ func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
 	return "", false
 }
 
-// ownedMetadataDamaged: an ownership label that is no longer right, or an owned
-// annotation that was there and is now gone or different. The controller's own
-// writes (a new version, a new spec's hash) look the same here; it tells them apart when
-// it drains (Manager.IsOwnMetadata).
+// ownedMetadataDamaged: an ownership label no longer right, or an owned
+// annotation gone or changed (by an own write's new version or hash too).
 func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 	for k, v := range resources.OwnedLabels() {
 		if old.Labels[k] == v && cur.Labels[k] != v {
@@ -85,8 +78,7 @@ func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 	return false
 }
 
-// ownedMetadataMissing: ds lacks an ownership label, or an owned annotation,
-// that the controller writes on every object it writes.
+// ownedMetadataMissing: ds lacks owned metadata the controller always writes.
 func ownedMetadataMissing(ds *appsv1.DaemonSet) bool {
 	for k, v := range resources.OwnedLabels() {
 		if ds.Labels[k] != v {
@@ -96,8 +88,7 @@ func ownedMetadataMissing(ds *appsv1.DaemonSet) bool {
 	return slices.ContainsFunc(resources.OwnedAnnotations(), func(k string) bool { return ds.Annotations[k] == "" })
 }
 
-// writer is a field manager that changed the DaemonSet, as the object's
-// metadata.managedFields says: its name (sanitized), operation and time.
+// writer is a field manager that changed the DaemonSet, from managedFields.
 type writer struct {
 	manager   string
 	operation string
@@ -108,17 +99,13 @@ func (w writer) String() string {
 	return fmt.Sprintf("%s (%s at %s)", w.manager, w.operation, w.time.UTC().Format(time.RFC3339))
 }
 
-// maxTiedWriters bounds the writers one change names when their entries tie
-// on time: a client may write managedFields itself, and thousands of entries
-// with one crafted time would otherwise all be named, each an writer of the
-// streak and of repairs_total. The first ones, in managedFields order, are
-// kept.
+// maxTiedWriters bounds the writers named when entries tie on time: a client
+// may write managedFields itself, and thousands of entries with one crafted
+// time would all be named (in the streak and repairs_total).
 const maxTiedWriters = 3
 
-// entryKey is what tells two managedFields entries apart, as comparable
-// values: an entry of old with the same key is the same entry. The raw
-// FieldsV1 bytes stand for the fields; hasTime and hasFields tell a missing
-// time or field set from a zero one.
+// entryKey makes a managedFields entry comparable; hasTime and hasFields tell
+// a missing time or field set from a zero one.
 type entryKey struct {
 	manager, operation, subresource, apiVersion, fieldsType string
 	hasTime                                                 bool
@@ -139,15 +126,11 @@ func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
 	return k
 }
 
-// changedBy returns who made the change from old to cur: among cur's
-// managedFields entries that are not ours and not on the status subresource
-// (the DaemonSet controller's counters), the newest, the first
-// maxTiedWriters of them on a tie. An entry old already had as it is did not
-// record this change (a removal under Update leaves the remover no entry), so
-// it names no one: better unnamed than a wrong name. old is nil for an object
-// seen for the first time. It reads only the watch event's objects, on the
-// informer's goroutine, for objects that may carry some 10,000 entries: old's
-// entries are looked up in a set, not searched.
+// changedBy names who changed old (nil: first sight) to cur: the newest of
+// cur's other writers' entries, the first maxTiedWriters on a tie. An entry
+// old already had did not record this change (a removal under Update leaves
+// the remover none): better unnamed than wrongly named. It runs on the
+// informer's goroutine for up to some 10,000 entries, hence the set.
 func changedBy(old, cur *appsv1.DaemonSet) []writer {
 	var had map[entryKey]struct{}
 	if old != nil && old.UID == cur.UID {
@@ -180,15 +163,14 @@ func changedBy(old, cur *appsv1.DaemonSet) []writer {
 	return newest
 }
 
-// byOtherWriter: e is an entry of someone other than the controller, not on
-// the status subresource (the DaemonSet controller's counters), with a time.
+// byOtherWriter: not the controller's, nor on the status subresource (the
+// DaemonSet controller's counters), and timed.
 func byOtherWriter(e *metav1.ManagedFieldsEntry) bool {
 	return e.Manager != resources.FieldManager && e.Subresource != "status" && e.Time != nil
 }
 
-// newestOtherManager is the manager of ds's newest managedFields entry that
-// is not the controller's nor on the status subresource (the first on a
-// tie), printable; "" when none.
+// newestOtherManager: the manager of ds's newest byOtherWriter entry (the
+// first on a tie), or "".
 func newestOtherManager(ds *appsv1.DaemonSet) string {
 	var newest *metav1.ManagedFieldsEntry
 	for i := range ds.ManagedFields {
@@ -222,8 +204,7 @@ func mergeWriters(into, ws []writer) []writer {
 	return into
 }
 
-// repairManagers are the repairs_total label values of one repair: each
-// writer named, or one unknown.
+// repairManagers are the repairs_total label values of one repair.
 func repairManagers(ws []writer) []string {
 	if len(ws) == 0 {
 		return []string{metrics.UnknownManager}
@@ -242,9 +223,8 @@ type drain struct {
 	kinds   []DriftKind // someone else's drift, each kind once, in order seen
 	writers []writer    // who made it, from managedFields
 	unnamed bool        // some of it no managedFields entry names
-	// likely are, for the unnamed part, the newest other manager of each
-	// object changed ("" for none, and for a deletion): the repair gate's
-	// guess of whose streak it continues, never a name shown.
+	// likely: for the unnamed part, the newest other manager of each object
+	// changed: the repair gate's guess of whose streak it continues, never shown.
 	likely []string
 	gone   bool // an expected deletion (own, or in a state without the DaemonSet)
 }
@@ -256,19 +236,10 @@ type ownership interface {
 	IsOwnMetadata(uid types.UID, resourceVersion string, meta map[string]string) bool
 }
 
-// classifyDrain decides which observations are someone else's drift, now,
-// after the controller's own writes have returned: an own write whose watch
-// event beat its bookkeeping is not drift. ds is the DaemonSet the view
-// shows (nil: none); deletedByUs tells the controller's own deletes.
-//   - a spec change is drift unless it is an own generation;
-//   - a metadata change is drift unless it carries exactly the owned
-//     metadata last written (a removed label never does), or the object
-//     the view shows carries the controller's own again;
-//   - a change of an object since gone, or being deleted, is not: its
-//     deletion is the drift;
-//   - a deletion is drift unless expected, own, of an object the
-//     controller no longer owns (replaced, deleted), or the state wants
-//     none.
+// classifyDrain decides which observations are someone else's drift, now that
+// the controller's own writes have returned (an own write's event may beat its
+// bookkeeping). ds is the DaemonSet the view shows (nil: none); a change of an
+// object since gone or being deleted is not drift: its deletion is.
 func classifyDrain(obs []observation, ds *appsv1.DaemonSet, own ownership, state fsm.State, deletedByUs func(types.UID) bool) drain {
 	var d drain
 	for _, o := range obs {
@@ -287,9 +258,8 @@ func classifyDrain(obs []observation, ds *appsv1.DaemonSet, own ownership, state
 				continue
 			}
 		case DriftDeleted:
-			// Only the deletion of the object the controller owns is
-			// outstanding: one it has since replaced, deleted or given up
-			// (a later own write or delete) needs no repair.
+			// Only the object the controller still owns needs repair, not
+			// one it has since replaced, deleted or given up.
 			if o.expected || deletedByUs(o.uid) || !state.Enabled() || !own.Owns(o.uid) {
 				d.gone = true
 				continue

@@ -20,18 +20,14 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Reasons of the Kubernetes Events the controller records: one per change it
-// makes to the DaemonSet, saying what and why, and one Warning per distinct
-// failure. They go on the DaemonSet itself, so `kubectl describe daemonset
-// insights-runtime-extractor` shows its history; the delete Event goes on the
-// Namespace, as the DaemonSet is gone.
+// Reasons of the controller's Events: one per change it makes to the
+// DaemonSet, saying what and why, and one Warning per distinct failure. They
+// go on the DaemonSet, so `kubectl describe` shows its history; once it is
+// gone, on the Namespace.
 const (
-	// ReasonCreated: the DaemonSet was created: first deploy, re-enabled,
-	// recreated after someone deleted it, or in place of someone else's with
-	// another (immutable) selector (Normal).
+	// ReasonCreated: the DaemonSet was created (Normal).
 	ReasonCreated = "RuntimeExtractorCreated"
-	// ReasonUpdated: the DaemonSet was updated: a drift repaired, the version
-	// moved, or insights-config changed (Normal).
+	// ReasonUpdated: the DaemonSet was updated (Normal).
 	ReasonUpdated = "RuntimeExtractorUpdated"
 	// ReasonDeleted: the DaemonSet was deleted as insights-config disables it (Normal).
 	ReasonDeleted = "RuntimeExtractorDeleted"
@@ -40,42 +36,33 @@ const (
 	// ReasonDeleteFailed: deleting the DaemonSet failed; it will be retried (Warning).
 	ReasonDeleteFailed = "RuntimeExtractorDeleteFailed"
 	// ReasonRolloutStuck: the rollout made no progress for the rollout
-	// deadline; the message names the nodes and the DaemonSet's newest
-	// warning (Warning).
+	// deadline (Warning).
 	ReasonRolloutStuck = "RuntimeExtractorRolloutStuck"
-	// ReasonTLSProfileUnknown: an apply could not read the cluster TLS
-	// profile, and kube-rbac-proxy keeps the TLS arguments the DaemonSet has
-	// (Warning). Recorded on each apply while it lasts, so the aggregated
-	// Event's count and last time show it persists.
+	// ReasonTLSProfileUnknown: an apply could not read the cluster TLS profile
+	// (Warning); recorded per apply, so the aggregated Event's count shows it lasts.
 	ReasonTLSProfileUnknown = "RuntimeExtractorTLSProfileUnknown"
 	// ReasonConflictingWriter: another writer keeps undoing the controller's
-	// repairs of the DaemonSet, and repairs back off (Warning). Recorded when
-	// the streak of repairs becomes a fight; the message is Degraded's.
+	// repairs, which back off (Warning).
 	ReasonConflictingWriter = "RuntimeExtractorConflictingWriter"
 )
 
-// newEventRecorder returns client-go's asynchronous recorder writing to the
-// API server as component, and the function that stops it. Recording never
-// waits for the API server, so Events stay off the repair path.
+// newEventRecorder returns client-go's asynchronous recorder and its stop:
+// recording never waits for the API server, so Events stay off the repair path.
 func newEventRecorder(ctx context.Context, client kubernetes.Interface, component string) (record.EventRecorder, func()) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), broadcaster.Shutdown
 }
 
-// changeEvents words the controller's Events from what it did and why.
 type changeEvents struct {
 	recorder record.EventRecorder
-	// warned is the last failure recorded; the same failure again is not.
-	warned string
+	warned   string // the last failure recorded; the same again is not
 }
 
-// namespaceRef is the involved object of Events about a DaemonSet that no
-// longer exists. Its namespace is set so the Event is stored there (where the
-// controller may write Events), not in "default".
+// namespaceRef stands for a DaemonSet that is gone. Its namespace stores the
+// Event there, where the controller may write Events, not in "default".
 var namespaceRef = &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: resources.Namespace, Namespace: resources.Namespace}
 
-// applied records what an apply that wrote did, on the object it wrote.
 func (e *changeEvents) applied(ds *appsv1.DaemonSet, created bool, why string) {
 	e.warned = ""
 	ref := daemonSetRef(ds)
@@ -86,16 +73,13 @@ func (e *changeEvents) applied(ds *appsv1.DaemonSet, created bool, why string) {
 	e.record(ref, corev1.EventTypeNormal, ReasonUpdated, "updated DaemonSet: "+why)
 }
 
-// deleted records an own delete, on the Namespace.
 func (e *changeEvents) deleted() {
 	e.warned = ""
 	e.record(namespaceRef, corev1.EventTypeNormal, ReasonDeleted,
 		fmt.Sprintf("deleted DaemonSet %s: runtime extractor disabled by insights-config", resources.DaemonSetName))
 }
 
-// failed records a failure once: the same failure again, until something
-// succeeds, adds nothing. It goes on the DaemonSet, or on the Namespace when
-// there is none.
+// failed records a failure once, until something succeeds.
 func (e *changeEvents) failed(on *appsv1.DaemonSet, reason, msg string) {
 	if e.warned == reason+msg {
 		return
@@ -104,22 +88,16 @@ func (e *changeEvents) failed(on *appsv1.DaemonSet, reason, msg string) {
 	e.record(onOrNamespace(on), corev1.EventTypeWarning, reason, msg)
 }
 
-// tlsUnknown records that the TLS profile is unknown, on the DaemonSet, or
-// on the Namespace when there is none. It leaves the failure memory alone:
-// an apply failing meanwhile is still reported.
+// tlsUnknown leaves the failure memory alone: an apply failing meanwhile is still reported.
 func (e *changeEvents) tlsUnknown(on *appsv1.DaemonSet, msg string) {
 	e.record(onOrNamespace(on), corev1.EventTypeWarning, ReasonTLSProfileUnknown, msg)
 }
 
-// conflict records that a fight began, on the DaemonSet, or on the
-// Namespace when the fight's last change deleted it. It leaves the failure
-// memory alone.
+// conflict records that a fight began; it leaves the failure memory alone.
 func (e *changeEvents) conflict(on *appsv1.DaemonSet, msg string) {
 	e.record(onOrNamespace(on), corev1.EventTypeWarning, ReasonConflictingWriter, msg)
 }
 
-// onOrNamespace is the involved object of an Event about on: the
-// DaemonSet, or the Namespace when there is none.
 func onOrNamespace(on *appsv1.DaemonSet) runtime.Object {
 	if on == nil {
 		return namespaceRef
@@ -127,14 +105,12 @@ func onOrNamespace(on *appsv1.DaemonSet) runtime.Object {
 	return daemonSetRef(on)
 }
 
-// record sends one Event, its message capped as the conditions' are: an
-// error can quote a whole insights-config.
+// record caps the message as the conditions' are: an error can quote a whole insights-config.
 func (e *changeEvents) record(ref runtime.Object, eventType, reason, msg string) {
 	e.recorder.Event(ref, eventType, reason, status.CapMessage(msg))
 }
 
-// daemonSetRef is ds as an Event's involved object; only its identity is
-// needed, whatever the informer copy lacks (TypeMeta).
+// daemonSetRef needs only ds's identity, not the TypeMeta informer copies lack.
 func daemonSetRef(ds *appsv1.DaemonSet) *corev1.ObjectReference {
 	return &corev1.ObjectReference{
 		Kind: "DaemonSet", APIVersion: "apps/v1",
@@ -142,27 +118,19 @@ func daemonSetRef(ds *appsv1.DaemonSet) *corev1.ObjectReference {
 	}
 }
 
-// applyCause says why an apply that wrote was made, from the transition that
-// named it and what the controller knew then.
+// applyCause says why an apply that wrote was made.
 type applyCause struct {
 	transition fsm.Transition
 	// repair: the apply undid someone else's change (core.State.Outstanding),
 	// whatever event led to it.
-	repair bool
-	// drift lists the kinds of the drift being repaired, if any.
-	drift []DriftKind
-	// upgradeFrom is the version before the current upgrade.
-	upgradeFrom, version string
-	// reenabled: this controller deleted the DaemonSet before.
-	reenabled bool
-	// tls: the TLS arguments the apply moved kube-rbac-proxy to, if it did.
-	tls string
-	// writers made the drift being repaired (from managedFields); unnamed:
-	// some of it no entry names.
-	writers []writer
-	unnamed bool
-	// restored names what a repair put back (restoredFields).
-	restored []string
+	repair               bool
+	drift                []DriftKind
+	upgradeFrom, version string // upgradeFrom: the version before the current upgrade
+	reenabled            bool   // this controller deleted the DaemonSet before
+	tls                  string // the TLS arguments the apply moved kube-rbac-proxy to
+	writers              []writer
+	unnamed              bool     // some of the drift no managedFields entry names
+	restored             []string // what a repair put back (restoredFields)
 }
 
 func (c applyCause) String(created bool) string {
@@ -191,8 +159,7 @@ func (c applyCause) String(created bool) string {
 	}
 }
 
-// driftWords says what drift kinds mean to an admin, e.g. "spec changed,
-// owned label or annotation changed".
+// driftWords says what drift kinds mean to an admin.
 func driftWords(kinds []DriftKind) string {
 	words := make([]string, 0, len(kinds))
 	for _, k := range kinds {
@@ -231,9 +198,8 @@ func (r discardRecorder) WithComponentSuffix(s string) events.Recorder {
 // maxNamedEditors bounds the writers a message names; the rest are counted.
 const maxNamedEditors = 3
 
-// editorsWords says who made a repaired change, e.g. ", changed by
-// kubectl-patch (Update at 2026-12-02T12:00:01Z)"; "" for a deletion only,
-// which names no one and needs no more than "deleted by someone else".
+// editorsWords says who made a repaired change; "" for a deletion only, which
+// names no one.
 func editorsWords(kinds []DriftKind, ws []writer, unnamed bool) string {
 	if len(ws) == 0 {
 		if unnamed || slices.ContainsFunc(kinds, func(k DriftKind) bool { return k != DriftDeleted }) {
@@ -263,8 +229,7 @@ func driftSummary(kinds []DriftKind, ws []writer, unnamed bool) string {
 	return "changed by someone else (" + driftWords(kinds) + ")" + editorsWords(kinds, ws, unnamed)
 }
 
-// maxRestoredFields bounds the fields a repair's Event names; the rest are
-// counted.
+// maxRestoredFields bounds the fields a repair's Event names; the rest are counted.
 const maxRestoredFields = 4
 
 // restoredWords is ": restored container extractor image, tolerations;

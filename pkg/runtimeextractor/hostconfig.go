@@ -4,17 +4,11 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 )
 
-// ConfigFrom turns a host operator's own configuration into a ConfigNotifier, so
-// the host passes its config in one line whatever its config type is:
-//
-//	runtimeextractor.ConfigFrom(configAggregator.ConfigChanged, func() bool {
-//		return configAggregator.Config().DataReporting.DisableRuntimeExtractor
-//	})
-//
-// subscribe is the host's own subscription (a change channel and its cleanup);
-// the controller drains that channel at once, so the host may send on it with a
-// blocking send. disabled reports whether the host's current configuration turns
-// the runtime extractor off. Options add the DaemonSet's scheduling settings.
+// ConfigFrom turns a host operator's own configuration into a ConfigNotifier.
+// subscribe is the host's subscription (a change channel and its cleanup); the
+// controller drains the channel at once, so the host may send on it blocking.
+// disabled reports whether the host's configuration turns the runtime
+// extractor off. Options add the DaemonSet's scheduling settings.
 func ConfigFrom(subscribe func() (<-chan struct{}, func()), disabled func() bool, opts ...HostConfigOption) ConfigNotifier {
 	h := &hostConfig{subscribe: subscribe, disabled: disabled}
 	for _, o := range opts {
@@ -40,8 +34,7 @@ type hostConfig struct {
 
 func (h *hostConfig) ConfigChanged() (<-chan struct{}, func()) { return h.subscribe() }
 
-// Config reads the host's configuration each time it is asked, so it is always
-// the host's current one.
+// Config reads the host's configuration anew each time.
 func (h *hostConfig) Config() *config.InsightsConfiguration {
 	cfg := config.Default()
 	cfg.DataReporting.DisableRuntimeExtractor = h.disabled()

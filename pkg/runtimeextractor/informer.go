@@ -27,14 +27,10 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// daemonSetInformer watches the managed DaemonSet, and only it, and tells the
-// controller about external changes (ResourceModified) and rollout progress.
-//
-// Its view of the DaemonSet (current, and the lister the resource manager reads)
-// is the informer cache corrected by two facts the cache may not show yet: objects
-// known to be gone (deleted by the controller, or found gone by a probe) are
-// absent, and while the watch is broken the latest live GET stands in for the
-// cache (see probe.go).
+// daemonSetInformer watches the managed DaemonSet alone and tells the
+// controller of external changes and rollout progress. Its view (current, and
+// the lister the resource manager reads) is the cache without the objects
+// known to be gone; while the watch is broken, the latest live read stands in.
 type daemonSetInformer struct {
 	factory.Controller
 
@@ -61,16 +57,12 @@ type daemonSetInformer struct {
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
 
-// NewResourceInformer creates a new informer that watches runtime-extractor
-// resources and notifies when they are modified by external actors (not by this
-// controller).
-//
-// It registers, in kubeInformers, a DaemonSet informer restricted by field
-// selector to the managed DaemonSet in openshift-insights, so the cache holds one
-// object however many other DaemonSets the namespace has. (A SharedInformerFactory
-// keeps one informer per type: other users of the same factory's DaemonSet
-// informer see the same restricted cache.) Start the factory and Run the returned
-// controller, as the Usage section shows.
+// NewResourceInformer creates an informer that notifies when someone other
+// than this controller modifies the runtime-extractor resources. It registers
+// in kubeInformers a DaemonSet informer restricted to the managed DaemonSet by
+// field selector; a factory keeps one informer per type, so other users of its
+// DaemonSet informer see the same restricted cache. Start the factory and Run
+// the returned controller.
 func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
 	ri := &daemonSetInformer{
 		syncCtx:  factory.NewSyncContext("RuntimeExtractorResourceInformer", eventRecorder),
@@ -100,10 +92,9 @@ func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.
 	return ri, nil
 }
 
-// newInformer builds the managed DaemonSet's informer for the factory: a name
-// field selector keeps the cache at one object, and the list and watch calls
-// and the watch's events report to watchHealth, so a broken watch is noticed
-// at once; every re-list is checked for a DaemonSet gone unseen (relisted).
+// newInformer builds the factory's DaemonSet informer: the list and watch
+// calls and the watch's events report to watchHealth, and every re-list is
+// checked for a DaemonSet gone unseen (relisted).
 func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 	ri.watch = newWatchHealth(client)
 	selector := fields.OneTermEqualSelector("metadata.name", resources.DaemonSetName).String()
@@ -126,16 +117,12 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 				ri.watch.failed(err)
 				return nil, err // unwrapped: the reflector classifies it (connection refused, 429, ...)
 			}
-			// Whether the watch works shows only in what it delivers: client-go
-			// returns an empty watch, and no error, when the connection is lost.
 			return ri.watch.instrument(w, o, ri.relisted), nil
 		},
 	}
 	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &appsv1.DaemonSet{}, resync,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	// The reflector reports a failed list (or a watch call it will not retry)
-	// here; the default handler still logs it. A watch that ends, even with an
-	// error, is not reported: the wrapped watch tells that.
+	// A failed list comes here; the wrapped watch tells of an ended watch.
 	if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		ri.watch.failed(err)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
@@ -145,7 +132,6 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 	return informer
 }
 
-// managedIn returns the managed DaemonSet in list, or nil.
 func managedIn(list *appsv1.DaemonSetList) *appsv1.DaemonSet {
 	for i := range list.Items {
 		if list.Items[i].Name == resources.DaemonSetName {
@@ -155,12 +141,9 @@ func managedIn(list *appsv1.DaemonSetList) *appsv1.DaemonSet {
 	return nil
 }
 
-// Run runs the library-go controller (the seed's API: it waits for the cache
-// and serves Sync) and bridges a broken watch with live reads, until ctx ends.
-// Drift is notified straight from the event handlers, not through its queue:
-// a queue hop would come before the repair's write. Run also shuts the queue
-// down itself: library-go skips that when ctx ends before the caches synced,
-// which would leak the queue's goroutine.
+// Run runs the library-go controller and the broken-watch bridge until ctx
+// ends. It shuts the queue down itself: library-go skips that when ctx ends
+// before the caches synced, leaking the queue's goroutine.
 func (ri *daemonSetInformer) Run(ctx context.Context, workers int) {
 	defer ri.syncCtx.Queue().ShutDown()
 	if ri.watch != nil {
@@ -171,12 +154,11 @@ func (ri *daemonSetInformer) Run(ctx context.Context, workers int) {
 	ri.Controller.Run(ctx, workers)
 }
 
-// ResourceModified returns a channel that receives a notification when the
-// DaemonSet is modified or deleted by someone else. Notifications coalesce.
+// ResourceModified is notified, coalesced, when someone else modifies or
+// deletes the DaemonSet.
 func (ri *daemonSetInformer) ResourceModified() <-chan struct{} { return ri.modified }
 
-// sync serves the library-go controller's Sync (a host may call it): one
-// non-blocking notification, as the event handlers send.
+// sync serves library-go's Sync, which a host may call.
 func (ri *daemonSetInformer) sync(context.Context, factory.SyncContext) error {
 	notify(ri.modified)
 	return nil
@@ -201,11 +183,9 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 		return
 	}
 	notify(ri.rollout)
-	// Objects present at startup are the controller's first observation, not
-	// drift; a later Add it did not write (someone recreated it) is. So is an
-	// Add of its own object that lacks owned metadata it always writes: a
-	// re-list can fold someone's removal of it into the first sight of the
-	// object (the drain tells an own write apart).
+	// Objects present at startup are the first observation, not drift; a
+	// later Add it did not write is. So is its own object lacking owned
+	// metadata: a re-list can fold someone's removal into the first sight.
 	switch {
 	case isInInitialList:
 	case !ri.isOwnWrite(ds):
@@ -229,8 +209,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		delete(ri.gone, old.UID)
 		ri.mu.Unlock()
 	}
-	// The drift first, so that the loop, woken by it, repairs before it
-	// looks at the rollout.
+	// The drift first, so the loop it wakes repairs before it looks at the rollout.
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
 		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur), version: cur.ResourceVersion,
 			writers: changedBy(old, cur), likely: newestOtherManager(cur)})
@@ -264,7 +243,6 @@ func (ri *daemonSetInformer) drift(o observation) {
 	notify(ri.modified) // at once, from the handler: the repair's write comes first
 }
 
-// drainDrift returns and forgets the drift seen since the last call.
 func (ri *daemonSetInformer) drainDrift() []observation {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
@@ -273,15 +251,13 @@ func (ri *daemonSetInformer) drainDrift() []observation {
 	return out
 }
 
-// driftQueued: drift was observed that the controller has not drained yet.
 func (ri *daemonSetInformer) driftQueued() bool {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
 	return len(ri.queued) > 0
 }
 
-// markGone records that object uid no longer exists, so the view hides it
-// until the cache drops it too (onDelete forgets it then).
+// markGone hides uid from the view until the cache drops it too (onDelete).
 func (ri *daemonSetInformer) markGone(uid types.UID) {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
@@ -304,7 +280,6 @@ func (ri *daemonSetInformer) markGoneLocked(uid types.UID) {
 	ri.gone[uid] = true
 }
 
-// current returns the managed DaemonSet as the view has it.
 func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
@@ -315,11 +290,10 @@ func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 	return ds, true
 }
 
-// shownLocked is the DaemonSet the cluster shows: the live read while the
-// watch is broken, else the cache (nil: none), gone or not; the caller holds
-// ri.mu. A watch that works again makes the cache the view at once: it
-// delivers its first event only after saying it works (observedWatch), and
-// the bridge forgets its read only after its next wait.
+// shownLocked is the DaemonSet the cluster shows, gone or not: the live read
+// while the watch is broken, else the cache; ri.mu is held. A watch that works
+// again makes the cache the view at once: it delivers its first event only
+// after saying it works, and the bridge forgets its read only after its wait.
 func (ri *daemonSetInformer) shownLocked() *appsv1.DaemonSet {
 	if ri.probed != nil && ri.watch.broken.Load() {
 		return ri.probed.ds
@@ -328,9 +302,7 @@ func (ri *daemonSetInformer) shownLocked() *appsv1.DaemonSet {
 	return ds
 }
 
-// terminating reports whether the DaemonSet the cluster shows (the live
-// read while the watch is broken, else the cache; objects the view hides
-// included) is being deleted, and the finalizers it waits for, printable.
+// terminating: whether the DaemonSet shown is being deleted, and its finalizers.
 func (ri *daemonSetInformer) terminating() (finalizers []string, ok bool) {
 	ri.mu.Lock()
 	defer ri.mu.Unlock()
@@ -344,8 +316,7 @@ func (ri *daemonSetInformer) terminating() (finalizers []string, ok bool) {
 	return finalizers, true
 }
 
-// cachedObject reads the managed DaemonSet from the informer cache; ds is nil
-// when the cache has none.
+// cachedObject: ds is nil when the cache has none.
 func (ri *daemonSetInformer) cachedObject() (bool, *appsv1.DaemonSet, error) {
 	ds, err := ri.cached.DaemonSets(resources.Namespace).Get(resources.DaemonSetName)
 	if apierrors.IsNotFound(err) {

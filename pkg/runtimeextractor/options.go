@@ -18,9 +18,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/version"
 )
 
-// The controller's timing, in one place: the defaults the options start from
-// and hosts and tests derive their own waits from, and the bounds of the
-// controller's writes (the DaemonSet's and the status's).
+// The controller's timing: the defaults hosts and tests derive their waits
+// from, and the bounds of the controller's writes.
 const (
 	// DefaultResync is how often the controller re-asserts the level when nothing happens.
 	DefaultResync = 10 * time.Minute
@@ -28,36 +27,24 @@ const (
 	DefaultRetryBase = 100 * time.Millisecond
 	DefaultRetryMax  = 5 * time.Minute
 	// DefaultRolloutDeadline is how long a rollout may make no progress before
-	// it is reported stuck: RuntimeExtractorDegraded=True [RolloutStuck] when it
-	// leaves too few pods, else in RuntimeExtractorProgressing.
+	// it is reported stuck.
 	DefaultRolloutDeadline = 10 * time.Minute
 	// DefaultDegradedInertia is how long an apply or a delete must keep
-	// failing before RuntimeExtractorDegraded says so. The ClusterOperator
-	// contract wants Degraded for a state that lasts and not during a normal
-	// upgrade, in which kube-apiserver instances restart one by one and
-	// admission webhooks come and go for tens of seconds. Two minutes covers
-	// that and is the inertia library-go's operators commonly give their
-	// Degraded conditions; by then the backoff (100 ms, doubling) has made
-	// about ten attempts.
+	// failing before RuntimeExtractorDegraded says so: the ClusterOperator
+	// contract wants no Degraded in a normal upgrade, when kube-apiservers
+	// restart one by one and admission webhooks come and go for tens of seconds.
 	DefaultDegradedInertia = 2 * time.Minute
 	// StatusSettle is how long a status snapshot must stay unchanged before it
-	// is written; it covers the flurry of counts a single change produces, so
-	// a quick repair (Running, Drifted, Running) writes nothing. The
-	// conditions are for people and for the cluster version operator, not for
-	// the control loop, so a change can wait until it has settled. A new
-	// failure is written at once.
+	// is written, so a quick repair (Running, Drifted, Running) writes nothing.
+	// A new failure is written at once.
 	StatusSettle = 2 * time.Second
-	// StatusMaxDelay bounds how long a change waits, and writes are at least
-	// this far apart, so a long rollout, whose pod counts move all the time,
-	// writes at most once per StatusMaxDelay. A rollout in progress
-	// (Deploying, Upgrading, Drifted, Deleting) waits for it even when it
-	// looks settled, so a repair that ends within it writes nothing.
+	// StatusMaxDelay bounds how long a change waits and spaces the writes, so
+	// a long rollout writes at most this often. A rollout in progress always
+	// waits it out, so a repair that ends within it writes nothing.
 	StatusMaxDelay = 5 * time.Second
-	// actionTimeout bounds one Apply or Delete: a request that hangs becomes a
-	// failure, retried with backoff, instead of stalling the only loop.
+	// actionTimeout: a hung request becomes a failure, retried with backoff,
+	// instead of stalling the only loop.
 	actionTimeout = 30 * time.Second
-	// statusTimeout bounds one status write; a failed one is tried again
-	// after statusRetry, with the latest snapshot.
 	statusTimeout = 10 * time.Second
 	statusRetry   = 5 * time.Second
 )
@@ -72,23 +59,20 @@ type VersionSource interface {
 }
 
 // TLSProfileSource reports the cluster's TLS security profile for
-// kube-rbac-proxy; tlsprofile.Source implements it (a watch of the APIServer
-// "cluster").
+// kube-rbac-proxy; tlsprofile.Source implements it.
 type TLSProfileSource interface {
 	// Profile returns the profile (nil means Intermediate), or an error saying
 	// why it is unknown (not read yet, or unreadable).
 	Profile() (*configv1.TLSSecurityProfile, error)
 	// Changed signals (coalesced, never blocking) that Profile's answer changed.
 	Changed() <-chan struct{}
-	// HasSynced: the source's cache has synced (Run waits for it).
 	HasSynced() bool
 }
 
 // Option configures the controller beyond the seed's constructor arguments.
 type Option func(*settings)
 
-// settings are what the seed's arguments and the options give the
-// constructor, which builds the parts from them; none changes after.
+// settings never change once the constructor has built the parts from them.
 type settings struct {
 	updateCh      chan struct{}
 	tlsProfile    *configv1.TLSSecurityProfile
@@ -105,7 +89,6 @@ type settings struct {
 	nodeNames     bool // pods are listed to name the nodes without an available pod
 	metrics       *metrics.Metrics
 
-	// Timings, and the one clock everything runs on.
 	resync          time.Duration
 	rolloutDeadline time.Duration
 	degradedInertia time.Duration
@@ -142,35 +125,28 @@ func WithRateLimiter(l workqueue.TypedRateLimiter[string]) Option {
 func WithVersionSource(src VersionSource) Option { return func(s *settings) { s.versions = src } }
 
 // WithTLSProfileSource makes the controller follow src instead of the
-// constructor's tlsProfile, which a host that restarts itself on a change
-// passes: a change re-asserts the level, so kube-rbac-proxy rolls once. While
-// src cannot tell the profile, kube-rbac-proxy keeps the TLS arguments the
-// DaemonSet had then when they are a predefined profile's or this
-// controller's own (Intermediate otherwise), and every apply records a
-// RuntimeExtractorTLSProfileUnknown Warning saying why.
+// constructor's tlsProfile; a change rolls kube-rbac-proxy once. While src
+// cannot tell the profile, kube-rbac-proxy keeps its TLS arguments if a
+// predefined profile's or this controller's (else Intermediate), and every
+// apply records a RuntimeExtractorTLSProfileUnknown Warning.
 func WithTLSProfileSource(src TLSProfileSource) Option { return func(s *settings) { s.tls = src } }
 
 // WithImages sets the container images (default: resources.ImagesFromEnv).
 func WithImages(images resources.Images) Option { return func(s *settings) { s.images = &images } }
 
-// WithDefaultImages says whether a RELATED_IMAGE_* variable that is unset
-// selects the default image (the default, for an operator that embeds the
-// controller) or makes every apply fail, naming it (the binary, unless
-// --allow-default-images). WithImages overrides both.
+// WithDefaultImages says whether an unset RELATED_IMAGE_* variable selects
+// the default image (the default) or makes every apply fail, naming it.
+// WithImages overrides both.
 func WithDefaultImages(allowed bool) Option { return func(s *settings) { s.defaultImages = allowed } }
 
 // WithNodeNames says whether the status names the nodes without an available
-// pod (the default), which takes a paged list of the DaemonSet's pods (RBAC:
-// list pods in openshift-insights) when the count changes and when a rollout
-// is diagnosed stuck. With false, no pod is ever read, and the messages give
-// the counts alone: for a host that does not show them (the Insights
-// Operator shows only RuntimeExtractorDegraded).
+// pod (the default). That lists the DaemonSet's pods (RBAC: list pods in
+// openshift-insights) when the count changes and when a rollout is diagnosed
+// stuck; with false no pod is read, and the messages give counts alone.
 func WithNodeNames(named bool) Option { return func(s *settings) { s.nodeNames = named } }
 
 // WithRepairPolicy sets the repair gate's rules (default
-// DefaultRepairPolicy()): the repair budget, the order of repairs inside it
-// and when a writer is a fight. A policy that is not Valid leaves the
-// default.
+// DefaultRepairPolicy()); a policy that is not Valid leaves the default.
 func WithRepairPolicy(p RepairPolicy) Option {
 	return func(s *settings) {
 		if p.Valid() {
@@ -180,43 +156,29 @@ func WithRepairPolicy(p RepairPolicy) Option {
 }
 
 // WithClock runs everything the controller times on clk (default: the real
-// clock): the coalescing of level signals, the repair gate, the retry
-// backoff and the Degraded inertia, the resync, the rollout deadline, the
-// own-write expectations, the status writer's spacing, the resource
-// manager's backoff and wait for the cache after a lost race, and the live
-// reads that bridge a broken watch. Only the API calls' own timeouts are
-// wall time.
+// clock); only the API calls' own timeouts are wall time.
 func WithClock(clk clock.WithTicker) Option { return func(s *settings) { s.clock = clk } }
 
 // WithMetrics reports the controller's metrics on m.
 func WithMetrics(m *metrics.Metrics) Option { return func(s *settings) { s.metrics = m } }
 
-// WithRolloutDeadline sets how long a rollout may make no progress before
-// RuntimeExtractorDegraded turns True with reason RolloutStuck (default 10
-// minutes).
-func WithRolloutDeadline(d time.Duration) Option {
-	return func(s *settings) { s.rolloutDeadline = d }
-}
+// WithRolloutDeadline sets how long a rollout may make no progress before it
+// is reported stuck (default 10 minutes).
+func WithRolloutDeadline(d time.Duration) Option { return func(s *settings) { s.rolloutDeadline = d } }
 
 // WithDegradedInertia sets how long an apply or a delete must keep failing
-// before RuntimeExtractorDegraded turns True (ApplyFailed, DeleteFailed);
-// default DefaultDegradedInertia. A failure that no retry can fix (an unset
-// or invalid RELATED_IMAGE_* value) is Degraded at once.
-func WithDegradedInertia(d time.Duration) Option {
-	return func(s *settings) { s.degradedInertia = d }
-}
+// before RuntimeExtractorDegraded turns True (default DefaultDegradedInertia).
+// A failure no retry can fix (a bad RELATED_IMAGE_* value) is Degraded at once.
+func WithDegradedInertia(d time.Duration) Option { return func(s *settings) { s.degradedInertia = d } }
 
 // WithEventRecorder records the controller's Events through r instead of a
-// client-go broadcaster of its own (e.g. a host's, or controller-runtime's
-// GetEventRecorderFor).
+// client-go broadcaster of its own.
 func WithEventRecorder(r record.EventRecorder) Option {
 	return func(s *settings) { s.eventRecorder = r }
 }
 
 // WithStatusReporter reports the RuntimeExtractor* conditions through r.
-func WithStatusReporter(r *status.Reporter) Option {
-	return func(s *settings) { s.reporter = r }
-}
+func WithStatusReporter(r *status.Reporter) Option { return func(s *settings) { s.reporter = r } }
 
 // jitteredExponential is an exponential per-item backoff with up to 10% jitter,
 // so several controllers failing together do not retry in lockstep.
@@ -239,5 +201,4 @@ type envVersion struct{}
 
 func (envVersion) Version() string          { return os.Getenv(version.EnvReleaseVersion) }
 func (envVersion) Changed() <-chan struct{} { return nil }
-
-func (envVersion) HasSynced() bool { return true }
+func (envVersion) HasSynced() bool          { return true }

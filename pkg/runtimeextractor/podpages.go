@@ -11,16 +11,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// podPageSize is how many pods one list request of the diagnosis returns.
-// A DaemonSet has a pod per node, up to 2,000 on OpenShift's largest
-// clusters; one unpaged list of them is tens of megabytes decoded at once,
-// in the host's process, while the cluster is at its busiest. A page of 500
-// bounds that to a quarter of it at most, in 4 requests at 2,000 nodes.
+// podPageSize: a DaemonSet has a pod per node, up to 2,000 on OpenShift's
+// largest clusters, and an unpaged list of them is tens of megabytes decoded
+// at once in the host's process, while the cluster is at its busiest.
 const podPageSize = 500
 
-// notReadyNodesOf reads ds's pods a page at a time and returns up to
-// maxStuckNodes nodes (sorted) whose pod is not ready. Only a few names
-// outlive each page, so what it keeps does not grow with the node count.
+// notReadyNodesOf returns up to maxStuckNodes nodes (sorted) whose pod of ds
+// is not ready; only a few names outlive each page.
 func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) ([]string, error) {
 	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 	if err != nil {
@@ -46,7 +43,6 @@ func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv
 	}
 }
 
-// ownedBy: an owner reference of pod has ds's UID.
 func ownedBy(pod *corev1.Pod, ds *appsv1.DaemonSet) bool {
 	return slices.ContainsFunc(pod.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == ds.UID })
 }

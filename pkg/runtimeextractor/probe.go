@@ -20,34 +20,19 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// Bridging a broken watch. While kube-apiserver is unreachable, and for a while
-// after, client-go's reflector does not deliver changes: its reconnection backs
-// off (0.8 s doubling to 30 s, each wait up to twice that with jitter, so up
-// to a minute; reset after two quiet minutes), and a watch resumed after an
-// outage usually ends at once with 410 Expired, after which it re-lists only
-// after that backoff. A change made meanwhile would wait for it. While the
-// watch is broken, the informer confirms the managed DaemonSet with a bounded
-// live GET about once a second and feeds what it finds into the normal drift
-// path.
-//
-// A watch counts as broken when its call fails, when it ends before the
-// timeout it asked the server for (the connection was lost; behind a load
-// balancer client-go even returns an empty watch with no error for that), and
-// when it ends with an error event (410 Expired). It counts as working again
-// once it delivers an event (a bookmark too) or has stayed open for
-// establishGrace. A healthy watch costs no request at all.
-//
-// A cache that was down can also miss an object altogether: one created and
-// deleted meanwhile (the controller's own re-creation just before an outage,
-// say) leaves no event, not even in a re-list. So the first live read that
-// reaches the server after a gap, and every re-list, report a DaemonSet they
-// do not find, and the controller compares that with the level it wants.
+// Bridging a broken watch: during an API server outage, and up to a minute
+// after (the reflector's reconnect backoff; a resumed watch often ends at once
+// with 410 Expired and re-lists only after that backoff), the informer
+// delivers no change. Meanwhile it reads the DaemonSet live about once a
+// second and feeds what it finds into the drift path. A watch is broken when
+// its call fails, ends before its timeout (a lost connection: client-go may
+// return an empty watch and no error) or ends with an error event; it works
+// again once it delivers an event or stays open for establishGrace.
 const (
 	probeInterval = time.Second
 	probeTimeout  = time.Second
 	// establishGrace: the API server rejects a watch from a resourceVersion it
-	// no longer has with an error event at once, so a watch open this long
-	// without one works, even if nothing has changed to send.
+	// no longer has at once, so a watch open this long works.
 	establishGrace = 2 * time.Second
 )
 
@@ -56,9 +41,8 @@ type watchHealth struct {
 	client kubernetes.Interface
 	broken atomic.Bool
 	wake   chan struct{}
-	// clk times the watches' grace and the probes: the real clock until a
-	// controller adopts the informer and gives it its own (setClock). The
-	// reflector may already be running then, hence atomic.
+	// clk is replaced when a controller adopts the informer (setClock), while
+	// the reflector may already run: hence atomic.
 	clk atomic.Pointer[clockOf]
 }
 
@@ -74,7 +58,6 @@ func (w *watchHealth) setClock(c clock.WithTicker) { w.clk.Store(&clockOf{c}) }
 
 func (w *watchHealth) clock() clock.WithTicker { return w.clk.Load().WithTicker }
 
-// failed: a list or watch call failed, or a watch ended early or with an error.
 func (w *watchHealth) failed(err error) {
 	if w.broken.CompareAndSwap(false, true) {
 		klog.Infof("DaemonSet watch broken (%v): confirming the DaemonSet with live reads until it is back", err)
@@ -82,18 +65,14 @@ func (w *watchHealth) failed(err error) {
 	}
 }
 
-// established: a watch delivered an event, or stayed open without an error;
-// the informer sees changes again.
 func (w *watchHealth) established() {
 	if w.broken.CompareAndSwap(true, false) {
 		klog.Info("DaemonSet watch re-established")
 	}
 }
 
-// instrument wraps a watch the informer's reflector is about to consume, so its
-// events tell watchHealth whether it works. opts are the options it was opened
-// with. For a watch-list (initial events requested), listed is called with the
-// managed DaemonSet the initial events showed (nil for none) when they end.
+// instrument wraps a watch so its events tell watchHealth whether it works.
+// For a watch-list, listed gets what the initial events showed (nil: none).
 func (w *watchHealth) instrument(inner watch.Interface, opts metav1.ListOptions, listed func(*appsv1.DaemonSet)) watch.Interface {
 	ow := &observedWatch{
 		inner:  inner,
@@ -112,9 +91,8 @@ func (w *watchHealth) instrument(inner watch.Interface, opts metav1.ListOptions,
 	return ow
 }
 
-// observedWatch forwards a watch's events unchanged, reporting what they say
-// about the connection. One goroutine per watch; Stop ends it and waits for it,
-// whether or not the consumer still reads.
+// observedWatch forwards a watch's events unchanged. Stop ends its goroutine
+// and waits for it, whether or not the consumer still reads.
 type observedWatch struct {
 	inner   watch.Interface
 	health  *watchHealth
@@ -182,9 +160,8 @@ func (w *observedWatch) run(clk clock.WithTicker) {
 	}
 }
 
-// trackInitial follows a watch-list's initial events and hands what they
-// listed on at the bookmark that ends them, before the reflector replaces its
-// cache with it.
+// trackInitial hands on what a watch-list's initial events listed at the
+// bookmark that ends them, before the reflector replaces its cache with it.
 func (w *observedWatch) trackInitial(e watch.Event, initial *appsv1.DaemonSet) *appsv1.DaemonSet {
 	if w.listed == nil {
 		return nil
@@ -205,9 +182,7 @@ func (w *observedWatch) trackInitial(e watch.Event, initial *appsv1.DaemonSet) *
 	return initial
 }
 
-// ended judges a watch that the server or the connection ended: before the
-// timeout the watch asked for, the connection was lost (client-go turns a lost
-// connection into a watch that simply ends, or into an empty one).
+// ended: a watch that ends before its timeout lost its connection.
 func (w *observedWatch) ended(lasted time.Duration) {
 	if w.timeout > 0 && lasted >= w.timeout*9/10 {
 		return // the server's timeout: the reflector watches again at once
@@ -215,11 +190,11 @@ func (w *observedWatch) ended(lasted time.Duration) {
 	w.health.failed(fmt.Errorf("watch ended after %s, before its timeout: connection lost", lasted.Round(time.Millisecond)))
 }
 
-// probedDaemonSet is what a live read found; ds is nil when there was none.
+// probedDaemonSet is a live read's result; ds is nil when there was none.
 type probedDaemonSet struct{ ds *appsv1.DaemonSet }
 
-// bridgeBrokenWatch probes while the watch is broken, until ctx is done. Probes
-// start probeInterval apart, so one that timed out is followed at once.
+// bridgeBrokenWatch probes while the watch is broken. Probes start
+// probeInterval apart, so one that timed out is followed at once.
 func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 	clk := ri.watch.clock()
 	timer := clk.NewTimer(probeInterval)
@@ -242,22 +217,18 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 			case <-timer.C():
 			}
 		}
-		// The watch is back: the cache (which resumes from where it stopped,
-		// or relists) is the view again.
+		// The watch is back: the cache is the view again.
 		ri.mu.Lock()
 		ri.probed = nil
 		ri.mu.Unlock()
 	}
 }
 
-// probe reads the DaemonSet from the API server once and reports the difference
-// from the view as the informer's handlers would have; it returns whether the
-// read reached the server. afterGap: the previous read did not (or this is the
-// first of a broken spell), so the view may miss a DaemonSet created and
-// deleted since (the controller's own re-creation, say): a read that finds
-// nothing then reports the absence, and the controller compares it with the
-// level it wants. Before the first sync there is nothing to bridge: the
-// controller is not acting yet.
+// probe reads the DaemonSet once and reports its difference from the view as
+// the handlers would; it returns whether the read reached the server. After a
+// gap (afterGap) the view may miss a DaemonSet created and deleted since, so
+// finding none is reported. Before the first sync the controller is not
+// acting: nothing to bridge.
 func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	if !ri.informer.HasSynced() {
 		return false
@@ -297,7 +268,6 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	return true
 }
 
-// observeProbe feeds the change from prev to live into the drift path.
 func (ri *daemonSetInformer) observeProbe(prev, live *appsv1.DaemonSet) {
 	switch {
 	case prev == nil && live == nil:
@@ -314,16 +284,12 @@ func (ri *daemonSetInformer) observeProbe(prev, live *appsv1.DaemonSet) {
 	}
 }
 
-// relisted is called with what a re-list (a list, or a watch-list's initial
-// events) found, before the reflector replaces its cache with it. The replace
-// reports what changed or went away from the cache, but nothing about an
-// object the cache never held: a DaemonSet created and deleted while the watch
-// was down leaves no trace, and the controller, which may have created it,
-// would wait for a rollout that never comes. So when the list shows no
-// DaemonSet and the cache holds none whose deletion the replace will report,
-// the informer reports the absence, and the controller compares it with the
-// level it wants (nothing happens where none is wanted). The first list, before
-// the sync, is the controller's first observation, not a change.
+// relisted gets what a re-list found, before the reflector replaces its
+// cache. The replace says nothing of an object the cache never held, so a
+// DaemonSet created and deleted while the watch was down would leave the
+// controller waiting for a rollout that never comes: when the list shows none
+// and the replace will report no deletion, the absence is reported. The first
+// list, before the sync, is not a change.
 func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 	if live != nil || ri.informer == nil || !ri.informer.HasSynced() {
 		return
@@ -346,8 +312,8 @@ func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 	ri.reportAbsent(uid)
 }
 
-// reportAbsent tells the controller that a live read found no DaemonSet where
-// the view may not know one went away. uid is the object last known, or "".
+// reportAbsent: a live read found no DaemonSet where the view may not know one
+// went away; uid is the object last known, or "".
 func (ri *daemonSetInformer) reportAbsent(uid types.UID) {
 	klog.V(2).Infof("a live read found no DaemonSet %s/%s: the controller compares it with the desired state", resources.Namespace, resources.DaemonSetName)
 	notify(ri.rollout)

@@ -12,16 +12,12 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// The loop's side of retries: the core keeps the failures and the retry's
-// deadline; this asks the rate limiter for the backoff, and logs and counts.
-
 // retryKey is the rate limiter's only item: the controller manages one object.
 const retryKey = "runtime-extractor"
 
 // ownInput: err is of the controller's own input (an unset or invalid
-// RELATED_IMAGE_* value), not an answer of the cluster; the core makes
-// such failures Degraded at once (core.State.Persists). A rejected
-// insights-config is reported apart, as InvalidConfig.
+// RELATED_IMAGE_* value), which no retry fixes; the core makes it Degraded
+// at once.
 func ownInput(err error) bool {
 	return errors.Is(err, resources.ErrImagesUnset) || errors.Is(err, resources.ErrInvalidImage)
 }
@@ -43,8 +39,6 @@ func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 	}
 }
 
-// scheduleRetry arms the retry after the limiter's next delay, or at the
-// inertia's end (core.State.ScheduleRetry).
 func (c *Controller) scheduleRetry() {
 	d := c.core.ScheduleRetry(c.cfg.limiter.When(retryKey), c.cfg.clock.Now())
 	c.setBackoff(d)
@@ -54,7 +48,7 @@ func (c *Controller) scheduleRetry() {
 	klog.Infof("retrying in %s after %d failure(s): %s", d.Round(time.Millisecond), n, status.CapMessage(fmt.Sprint(c.core.LastError())))
 }
 
-// setBackoff sets the backoff gauge (0: no retry pending).
+// setBackoff: 0 means no retry pending.
 func (c *Controller) setBackoff(d time.Duration) {
 	if c.cfg.metrics != nil {
 		c.cfg.metrics.SetBackoff(d)

@@ -9,31 +9,25 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Status returns what the controller knows now: state, target version, the
-// DaemonSet's rollout counts, the failures and the last error, the config
-// error. status.Conditions(c.Status()) are the three RuntimeExtractor*
-// conditions, for a host's status controller to aggregate. Safe from any
-// goroutine. Until Run has synced its caches and made its first observation
-// it is the zero Snapshot (State ""), whose conditions are Unknown [Starting].
+// Status returns what the controller knows now; status.Conditions(c.Status())
+// are the RuntimeExtractor* conditions for a host to aggregate. Safe from any
+// goroutine. Until Run has synced and made its first observation it is the
+// zero Snapshot, whose conditions are Unknown [Starting].
 func (c *Controller) Status() status.Snapshot {
 	c.pub.mu.Lock()
 	defer c.pub.mu.Unlock()
 	return c.pub.snapshot
 }
 
-// StatusChanged is notified (coalesced, never blocking the controller) each
-// time Status changes. It has one buffered slot: a single consumer reads it
-// and then calls Status.
+// StatusChanged is notified, coalesced, each time Status changes; it has one
+// buffered slot, for a single consumer that then calls Status.
 func (c *Controller) StatusChanged() <-chan struct{} { return c.pub.changed }
 
-// report publishes the current snapshot for Status, sets the gauges that
-// follow it, and hands it to the status writer, if any (which writes when
-// due, off this goroutine).
+// report publishes the snapshot to Status, the gauges and the status writer.
 func (c *Controller) report() {
 	s := c.snapshot()
 	if c.cfg.metrics != nil {
-		// The state metric says whether the controller holds: its machine's
-		// state says nothing of the cluster then.
+		// While the controller holds, its machine's state says nothing of the cluster.
 		c.cfg.metrics.SetHolding(s.Holding)
 	}
 	c.pub.mu.Lock()
@@ -56,9 +50,8 @@ func (c *Controller) report() {
 	}
 }
 
-// snapshot is what the controller knows now. Besides the state and the
-// failures, it is what the cluster shows, so that the conditions of a
-// replica that starts now match those of one that has run all along.
+// snapshot includes what the cluster shows, so a replica that starts now
+// reports the conditions of one that has run all along.
 func (c *Controller) snapshot() status.Snapshot {
 	s := status.Snapshot{
 		State:   c.machine.State(),
@@ -79,8 +72,8 @@ func (c *Controller) snapshot() status.Snapshot {
 		if n, ok := resources.MaxUnavailable(ds); ok {
 			s.MaxUnavailable = n
 		}
-		s.UnavailableNodes = c.rollouts.unavailableNodes()
-		s.UnavailableNodesDenied = c.rollouts.unavailableNodesDenied()
+		s.UnavailableNodes = c.rollouts.unavailable.nodes
+		s.UnavailableNodesDenied = c.rollouts.unavailable.denied
 	}
 	s.Finalizers, s.Terminating = c.informer.terminating()
 	s.ConfigError = c.config.LastError()
@@ -108,7 +101,6 @@ func (c *Controller) stuckChanged() {
 	}
 }
 
-// degradedMessage is the message of RuntimeExtractorDegraded now.
 func (c *Controller) degradedMessage() string {
 	return v1helpers.FindStatusCondition(status.Conditions(c.snapshot()), status.ConditionDegraded).Message
 }

@@ -15,9 +15,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// statusWriter writes the conditions off the control loop. The loop hands over
-// the latest snapshot and never waits for the API server, so a slow or failing
-// status write delays neither drift repair nor retries; snapshots that pile up
+// statusWriter writes the conditions off the control loop, so a slow or
+// failing status write delays neither repairs nor retries; snapshots offered
 // meanwhile collapse into the latest.
 type statusWriter struct {
 	reporter *status.Reporter
@@ -49,25 +48,18 @@ type pending struct {
 	retryAt    time.Time // after a failed write, not before this
 	// absent: the last attempt found no ClusterOperator. No timer retries
 	// it; its appearance (Changed) or a change of the conditions does.
-	absent bool
-	// serverChanged: the ClusterOperator changed while this was pending, so
-	// what was written may be gone from it.
-	serverChanged bool
+	absent        bool
+	serverChanged bool // what was written may be gone from the ClusterOperator
 }
 
-// run writes offered snapshots until ctx is done, when they are due (see
-// StatusSettle). A failed write is retried after statusRetry with the latest
-// snapshot, so an older one is never written over a newer one. A write that
-// finds no ClusterOperator is not written: the latest snapshot is written
-// when the Reporter's informer shows the object (Changed), with no request
-// meanwhile. When the ClusterOperator changes under it, the last written
-// snapshot is reported again, which costs a request only if our conditions
-// are no longer there.
+// run writes offered snapshots when due. A failed write is retried after
+// statusRetry with the latest snapshot, never an older one over a newer one.
+// Without a ClusterOperator nothing is sent until the Reporter's informer
+// shows one (Changed). When it changes, the last snapshot written is reported
+// again, which costs a request only if our conditions are gone from it.
 func (w *statusWriter) run(ctx context.Context) {
 	var (
-		// written is what the server last accepted: nil before that, and
-		// once the ClusterOperator was found absent.
-		written      *status.Snapshot
+		written      *status.Snapshot // the server last accepted it; nil once no ClusterOperator was found
 		writtenConds []configv1.ClusterOperatorStatusCondition
 		writtenAt    time.Time
 		next         *pending
@@ -86,8 +78,7 @@ func (w *statusWriter) run(ctx context.Context) {
 			timer.Stop()
 		}
 	}()
-	// attempt writes next now. A recheck (of the snapshot already written)
-	// does not count as a write for the spacing of writes.
+	// A recheck (of the snapshot written) does not count for the spacing of writes.
 	attempt := func(now time.Time, recheck bool) {
 		rctx, cancel := context.WithTimeout(ctx, statusTimeout)
 		err := w.reporter.Report(rctx, next.snapshot)

@@ -26,18 +26,13 @@ const maxStuckNodes = 3
 // diagnosisTimeout bounds the reads of a stuck rollout's pods and Events.
 const diagnosisTimeout = 10 * time.Second
 
-// unavailableSettle is how long the unavailable count of a rolled-out
-// DaemonSet must stay the same before its pods are read to name the nodes:
-// while pods come up one by one (a first deploy on 1,000 nodes) the count
-// moves every moment, and reading 1,000 pods at each step would cost more
-// than the names are worth.
+// unavailableSettle: while pods come up one by one the unavailable count
+// moves every moment; pods are read only once it has held this long.
 const unavailableSettle = 5 * time.Second
 
 // rolloutWatch notices a rollout that makes no progress, and names the nodes
-// without an available pod once a DaemonSet is rolled out. It costs nothing
-// while rollouts progress: pods and Events are read only once the deadline
-// has passed, or an unavailable count has settled, off the control loop.
-// Owned by the Run goroutine.
+// without an available pod once rolled out. Pods and Events are read only past
+// the deadline or once a count has settled, off the loop. Owned by Run.
 type rolloutWatch struct {
 	deadline  time.Duration
 	nodeNames bool // list pods to name nodes (WithNodeNames)
@@ -50,36 +45,30 @@ type rolloutWatch struct {
 
 	unavailable unavailableLookup
 	named       chan namedResult
-
-	// denied remembers the reads RBAC denied, for the diagnosis and the
-	// lookups alike.
-	denied *denials
+	denied      *denials // shared by the diagnosis and the lookups
 }
 
-// unavailableKey is what the names of the nodes without an available pod are
-// read for: they are read once per change of it, not per status update.
+// unavailableKey: the names are read once per change of it, not per status
+// update.
 type unavailableKey struct {
 	uid         types.UID
 	generation  int64
 	unavailable int32
 }
 
-// unavailableLookup is the current key, its lookup and its result.
 type unavailableLookup struct {
 	key    unavailableKey
 	cancel context.CancelFunc // of a lookup under way; nil when none
-	nodes  []string
-	denied bool // RBAC forbids the lookup
+	nodes  []string           // nil until read, and after a failed read
+	denied bool               // RBAC forbids the lookup
 }
 
-// namedResult is a lookup's answer, for the key it was made for.
 type namedResult struct {
 	key    unavailableKey
 	nodes  []string
 	denied bool
 }
 
-// stuckResult is a diagnosis, for the progress it was made for.
 type stuckResult struct {
 	progress core.Rollout
 	stuck    *status.RolloutStuck
@@ -90,15 +79,12 @@ func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.C
 		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
 }
 
-// track follows what the controller waits for: ds with pods still to
-// update in an enabled state, or nothing to wait for. It reports whether the
-// stuck verdict changed. It also starts, for a rolled-out ds with nodes
-// without an available pod, the lookup of their names, which arrive on
-// w.named; every state has it, as conditions follow the cluster.
+// track follows ds's rollout in an enabled state and reports whether the
+// stuck verdict changed. The lookup of unavailable nodes runs in every state:
+// conditions follow the cluster.
 func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
 	w.trackUnavailable(ctx, client, ds)
-	// Pods that are updated but not available leave nothing to roll out: they
-	// are not a stuck rollout (issue 18).
+	// Updated but unavailable pods leave nothing to roll out: not stuck (issue 18).
 	r := resources.RolloutOf(ds)
 	var p core.Rollout // none
 	if state.Enabled() && ds != nil && ds.DeletionTimestamp == nil && !r.Complete() {
@@ -110,15 +96,13 @@ func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, s
 	return w.forget()
 }
 
-// reset forgets everything and stops a lookup under way; it reports whether a
-// stuck verdict was cleared.
+// reset is forget that also stops a lookup under way.
 func (w *rolloutWatch) reset() bool {
 	w.setUnavailable(unavailableKey{})
 	return w.forget()
 }
 
-// forget forgets the diagnosis and verdict of the rollout followed until
-// now; it reports whether a stuck verdict was cleared.
+// forget reports whether a stuck verdict was cleared.
 func (w *rolloutWatch) forget() bool {
 	w.diagnosing = false
 	cleared := w.stuck != nil
@@ -126,8 +110,8 @@ func (w *rolloutWatch) forget() bool {
 	return cleared
 }
 
-// trackUnavailable starts a lookup when the unavailable count of a
-// rolled-out ds changes to a count above 0; any other change drops the names.
+// trackUnavailable starts a lookup when a rolled-out ds's unavailable count
+// changes to above 0; any other change drops the names.
 func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
 	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() {
@@ -172,8 +156,6 @@ func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.I
 	}()
 }
 
-// setUnavailable moves to key, stopping a lookup under way and dropping the
-// names of the previous key.
 func (w *rolloutWatch) setUnavailable(key unavailableKey) {
 	if w.unavailable.cancel != nil {
 		w.unavailable.cancel()
@@ -181,7 +163,6 @@ func (w *rolloutWatch) setUnavailable(key unavailableKey) {
 	w.unavailable = unavailableLookup{key: key}
 }
 
-// acceptNames takes a lookup's names if they are for the current key.
 func (w *rolloutWatch) acceptNames(r namedResult) {
 	if r.key != w.unavailable.key || w.unavailable.key == (unavailableKey{}) {
 		return // the count moved since: stale
@@ -192,16 +173,7 @@ func (w *rolloutWatch) acceptNames(r namedResult) {
 	w.unavailable.cancel, w.unavailable.nodes, w.unavailable.denied = nil, r.nodes, r.denied
 }
 
-// unavailableNodes names a few nodes without an available pod, for the
-// current count; nil until they are read, or when the read failed.
-func (w *rolloutWatch) unavailableNodes() []string { return w.unavailable.nodes }
-
-// unavailableNodesDenied: RBAC forbids the lookup of the current count's
-// names.
-func (w *rolloutWatch) unavailableNodesDenied() bool { return w.unavailable.denied }
-
-// expired starts the diagnosis of ds in the background; its result arrives
-// on w.result.
+// expired diagnoses ds in the background; the result arrives on w.result.
 func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, now time.Time) {
 	w.diagnosing = true
 	p, since := w.core.FollowedRollout()
@@ -220,8 +192,7 @@ func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface,
 	}()
 }
 
-// accept takes a diagnosis if the rollout is still where it was diagnosed;
-// it reports whether the verdict changed.
+// accept reports whether the verdict changed.
 func (w *rolloutWatch) accept(r stuckResult) bool {
 	if p, _ := w.core.FollowedRollout(); !w.diagnosing || r.progress != p {
 		return false // progress since: the diagnosis is stale
@@ -230,11 +201,9 @@ func (w *rolloutWatch) accept(r stuckResult) bool {
 	return true
 }
 
-// diagnose names what holds the rollout up: the nodes whose pod is not ready
-// and the newest warning Event the DaemonSet controller recorded. A failed
-// read leaves its part out, and a read RBAC denies (remembered in denied) is
-// named in the verdict; the verdict stands on the counts alone. Without
-// nodeNames no pod is read.
+// diagnose names the nodes whose pod is not ready and the DaemonSet's newest
+// warning Event. A failed read leaves its part out, a denied one is named in
+// the verdict; the verdict stands on the counts alone.
 func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, nodeNames bool, denied *denials) *status.RolloutStuck {
 	r := resources.RolloutOf(ds)
 	s := &status.RolloutStuck{NotReady: max(r.Unavailable(), r.Desired-r.Updated)} // unavailable, or not yet updated

@@ -12,21 +12,17 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
 
-// keptTLS is what the DaemonSet's kube-rbac-proxy had when the TLS profile
-// became unknown; ok is false when there was nothing to keep, and not then
-// says why.
+// keptTLS is what kube-rbac-proxy had when the TLS profile became unknown;
+// when not ok, not says why nothing is kept.
 type keptTLS struct {
 	args []string
 	ok   bool
 	not  string
 }
 
-// keepTLS decides what kube-rbac-proxy keeps of ds's TLS arguments while the
-// profile is unknown; d is what the controller wants otherwise. Only
-// arguments that are a predefined profile's, or that this controller wrote
-// (ds's spec hash is that of d with them), are kept: an edit made while the
-// controller was down, to a version or suite library-go accepts but no
-// profile has, is not adopted.
+// keepTLS keeps only a predefined profile's TLS arguments, or those this
+// controller wrote (ds's spec hash is d's with them): an edit made while the
+// controller was down is not adopted.
 func keepTLS(ds *appsv1.DaemonSet, d resources.Desired) keptTLS {
 	args, ok := resources.KubeRBACProxyTLSArgsOf(ds)
 	if !ok {
@@ -54,14 +50,10 @@ func tlsArgsText(args []string) string {
 	return strings.Join(args, " ")
 }
 
-// desiredTLS completes d's TLS part from the TLS profile source. While the
-// source cannot tell the profile, kube-rbac-proxy keeps the arguments the
-// DaemonSet had when that began, so that a slow or denied read never rolls
-// every node to another profile (and back once read); a drift of them is
-// still repaired. Only a predefined profile's arguments, or those this
-// controller wrote, are kept (keepTLS); otherwise it is Intermediate. Each
-// apply meanwhile records a Warning, which the recorder aggregates into one
-// Event whose count shows it lasts. ds is the DaemonSet now (nil: none).
+// desiredTLS completes d's TLS part from the profile source. While the
+// profile is unknown, kube-rbac-proxy keeps what the DaemonSet had then
+// (keepTLS), so a slow or denied read never rolls every node to another
+// profile and back; a drift of them is still repaired. ds may be nil.
 func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 	if c.cfg.tls == nil {
 		return
