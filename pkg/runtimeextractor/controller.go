@@ -18,6 +18,7 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/core"
+	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -113,6 +114,9 @@ func New(a Args, opts ...Option) (*Controller, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.metrics == nil {
+		cfg.metrics = metrics.New() // kept, exported nowhere: no nil checks at every observation
+	}
 	if cfg.images == nil {
 		images, err := resources.ImagesFromEnv(os.Getenv, cfg.defaultImages)
 		// An invalid image is never applied: every Apply fails with err
@@ -165,9 +169,7 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		return c.manager.IsOwnWrite(ds.UID, ds.Generation) || c.manager.ClaimUnanswered(ds)
 	}
 	ri.ownWrite.Store(&ownWrite)
-	if cfg.metrics != nil {
-		cfg.metrics.SetState(c.machine.State())
-	}
+	cfg.metrics.SetState(c.machine.State())
 	c.machine.OnTransition(c.transitioned)
 	return c, nil
 }

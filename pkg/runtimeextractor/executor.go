@@ -67,7 +67,7 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 		c.rememberDeleted(res.Replaced) // its delete event is this apply's, not drift
 	}
 	outcome := applyOutcome(res, err)
-	if c.core.Wrote(w, outcome, c.cfg.clock.Now()) && c.cfg.metrics != nil {
+	if c.core.Wrote(w, outcome, c.cfg.clock.Now()) {
 		c.cfg.metrics.ObserveRepair(repairManagers(c.known.next.writers)...) // one repair: "other" once
 	}
 	if outcome == core.ApplyLost {
@@ -176,9 +176,7 @@ func (c *Controller) onRollout(ctx context.Context) {
 }
 
 func (c *Controller) transitioned(t fsm.Transition) {
-	if c.cfg.metrics != nil {
-		c.cfg.metrics.ObserveTransition(t)
-	}
+	c.cfg.metrics.ObserveTransition(t)
 	if t.Note != "" {
 		klog.V(2).Infof("%s on %s: %s", t.From, fsm.Describe(t.Event), t.Note)
 	}

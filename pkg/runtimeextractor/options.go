@@ -159,7 +159,8 @@ func WithRepairPolicy(p RepairPolicy) Option {
 // clock); only the API calls' own timeouts are wall time.
 func WithClock(clk clock.WithTicker) Option { return func(s *settings) { s.clock = clk } }
 
-// WithMetrics reports the controller's metrics on m.
+// WithMetrics reports the controller's metrics on m (without it, they are
+// kept and exported nowhere).
 func WithMetrics(m *metrics.Metrics) Option { return func(s *settings) { s.metrics = m } }
 
 // WithRolloutDeadline sets how long a rollout may make no progress before it

@@ -33,10 +33,8 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	}
 	ds, present := c.informer.current()
 	d := classifyDrain(obs, ds, c.manager, c.machine.State(), c.deletedByUs)
-	if c.cfg.metrics != nil {
-		for _, k := range d.kinds {
-			c.cfg.metrics.ObserveDrift(string(k))
-		}
+	for _, k := range d.kinds {
+		c.cfg.metrics.ObserveDrift(string(k))
 	}
 	c.describeRepair(d)
 	act, wait, fc := c.core.OnDrift(core.Drift{Changed: hint || len(d.kinds) > 0, Writers: writersOf(d), Gone: d.gone, Present: present,
@@ -92,9 +90,7 @@ func (c *Controller) fightMoved(fc core.FightChange) {
 	klog.Warningf("tug-of-war over DaemonSet %s/%s: %s", resources.Namespace, resources.DaemonSetName, msg)
 	ds, _ := c.informer.current()
 	c.events.conflict(ds, msg)
-	if c.cfg.metrics != nil {
-		c.cfg.metrics.SetConflictingWriter(true)
-	}
+	c.cfg.metrics.SetConflictingWriter(true)
 }
 
 // endFight forgets the writers when Run ends or nothing is left to fight over.
@@ -107,7 +103,5 @@ func (c *Controller) endFight(why string) {
 
 func (c *Controller) fightOver(why string) {
 	klog.Infof("the tug-of-war over DaemonSet %s/%s is over (%s)", resources.Namespace, resources.DaemonSetName, why)
-	if c.cfg.metrics != nil {
-		c.cfg.metrics.SetConflictingWriter(false)
-	}
+	c.cfg.metrics.SetConflictingWriter(false)
 }

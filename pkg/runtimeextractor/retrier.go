@@ -34,9 +34,7 @@ func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 		c.cfg.limiter.Forget(retryKey)
 		c.setBackoff(0)
 	}
-	if c.cfg.metrics != nil {
-		c.cfg.metrics.ObserveAction(a, result, took)
-	}
+	c.cfg.metrics.ObserveAction(a, result, took)
 }
 
 func (c *Controller) scheduleRetry() {
@@ -50,7 +48,5 @@ func (c *Controller) scheduleRetry() {
 
 // setBackoff: 0 means no retry pending.
 func (c *Controller) setBackoff(d time.Duration) {
-	if c.cfg.metrics != nil {
-		c.cfg.metrics.SetBackoff(d)
-	}
+	c.cfg.metrics.SetBackoff(d)
 }

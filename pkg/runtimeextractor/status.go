@@ -26,10 +26,8 @@ func (c *Controller) StatusChanged() <-chan struct{} { return c.pub.changed }
 // report publishes the snapshot to Status, the gauges and the status writer.
 func (c *Controller) report() {
 	s := c.snapshot()
-	if c.cfg.metrics != nil {
-		// While the controller holds, its machine's state says nothing of the cluster.
-		c.cfg.metrics.SetHolding(s.Holding)
-	}
+	// While the controller holds, its machine's state says nothing of the cluster.
+	c.cfg.metrics.SetHolding(s.Holding)
 	c.pub.mu.Lock()
 	changed := !s.Equal(c.pub.snapshot)
 	c.pub.snapshot = s
@@ -38,13 +36,11 @@ func (c *Controller) report() {
 		return
 	}
 	notify(c.pub.changed)
-	if c.cfg.metrics != nil {
-		reason := ""
-		if d := v1helpers.FindStatusCondition(status.Conditions(s), status.ConditionDegraded); d != nil && d.Status == configv1.ConditionTrue {
-			reason = d.Reason
-		}
-		c.cfg.metrics.SetDegraded(reason)
+	reason := ""
+	if d := v1helpers.FindStatusCondition(status.Conditions(s), status.ConditionDegraded); d != nil && d.Status == configv1.ConditionTrue {
+		reason = d.Reason
 	}
+	c.cfg.metrics.SetDegraded(reason)
 	if c.status != nil {
 		c.status.offer(s)
 	}
@@ -87,9 +83,7 @@ func (c *Controller) snapshot() status.Snapshot {
 // stuckChanged reports a new stuck verdict, or its end.
 func (c *Controller) stuckChanged() {
 	stuck := c.rollouts.stuck
-	if c.cfg.metrics != nil {
-		c.cfg.metrics.SetRolloutStuck(stuck != nil)
-	}
+	c.cfg.metrics.SetRolloutStuck(stuck != nil)
 	if stuck == nil {
 		klog.Info("the rollout progresses again")
 		return
