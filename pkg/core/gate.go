@@ -42,53 +42,43 @@ func (s *State) Fighting() bool { return s.gate.log.Fighting() }
 
 // Drift is what one drain of the informer showed, as the core needs it.
 type Drift struct {
-	Changed  bool     // someone else changed or deleted the DaemonSet (or a caller's informer says so)
-	Writers  []string // who did, for the gate (Unnamed for no one in particular)
-	Gone     bool     // an expected deletion: the controller's own, or in a state without the DaemonSet
-	Present  bool     // the view shows a DaemonSet now
-	Enabled  bool     // the level wants a DaemonSet
-	Deleting bool     // the machine is deleting it
+	Drain    Drain // someone else's drift in it (Classify)
+	Hint     bool  // a caller's informer says something changed
+	Present  bool  // the view shows a DaemonSet now
+	Enabled  bool  // the level wants a DaemonSet
+	Deleting bool  // the machine is deleting it
 }
 
-// DriftAction is what the loop does about a drain.
-type DriftAction int
-
-const (
-	DriftIgnore   DriftAction = iota // nothing to act on
-	DriftRepair                      // fire the drift now (Modified, or Deleted when gone): the gate allowed its repair
-	DriftWait                        // the gate holds the repair back: its deadline makes it
-	DriftReassert                    // re-assert the level (a disabled level deletes, never repairs)
-	DriftDeleted                     // the controller's delete went through, though its call failed: fire Deleted
-)
-
-// OnDrift decides what the loop does about a drain, and how long a held repair waits. Only
-// repairs wait for the gate: drift of a DaemonSet the level disables is deleted at once.
-func (s *State) OnDrift(d Drift, now time.Time) (a DriftAction, wait time.Duration, fc FightChange) {
+// onDrift decides what the loop does about a drain. Only repairs wait for the gate: drift
+// of a DaemonSet the level disables is deleted at once.
+func (s *State) onDrift(d Drift, now time.Time) []Effect {
+	s.describe(d.Drain)
+	changed := d.Hint || len(d.Drain.Kinds) > 0
 	switch {
-	case d.Changed && d.Enabled:
+	case changed && d.Enabled:
 		var dec Decision
-		fc = s.step(func(l Log) Log {
-			l, dec = s.policy.Changed(l, d.Writers, now)
+		fc := s.step(func(l Log) Log {
+			l, dec = s.policy.Changed(l, d.Drain.writers(), now)
 			return l
 		})
 		if dec.Repair {
 			s.gate.grant()
-			return DriftRepair, 0, fc
+			return append(fights(fc), Effect{Kind: EffectRepair})
 		}
 		s.gate.hold()
-		return DriftWait, dec.At.Sub(now), fc
-	case d.Changed: // disabled (a notification may be on its way): delete, never repair
-		return DriftReassert, 0, fc
-	case d.Gone && !d.Present && d.Deleting:
-		return DriftDeleted, 0, fc
-	case d.Gone && !d.Present && d.Enabled:
+		return append(fights(fc), Effect{Kind: EffectHold, Wait: dec.At.Sub(now)})
+	case changed: // disabled (a notification may be on its way): delete, never repair
+		return effect(EffectReassert)
+	case d.Drain.Gone && !d.Present && d.Deleting:
+		return effect(EffectDeleteDone)
+	case d.Drain.Gone && !d.Present && d.Enabled:
 		// An expected deletion, yet a DaemonSet is wanted: one deleted while
 		// insights-config disabled it, held by a finalizer until after it
 		// enabled it again (the apply then found it terminating and could
 		// not write it), or one replaced while held.
-		return DriftReassert, 0, fc
+		return effect(EffectReassert)
 	}
-	return DriftIgnore, 0, fc
+	return nil
 }
 
 // Deferring: a repair waits for the gate's deadline.
@@ -153,32 +143,33 @@ func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 	return false
 }
 
-// GateDue answers the gate's deadline: repair when the deferred repair is due and the level
-// still wants it (enabled). A level that does not want it drops the claim; a later write
-// asks AskWrite.
-func (s *State) GateDue(enabled bool, now time.Time) (repair bool, fc FightChange) {
+// gateDue answers the gate's deadline: the deferred repair, when it is due and the level
+// still wants it; a level that does not drops the deadline's claim (a write it allows
+// later asks AskWrite).
+func (s *State) gateDue(enabled bool, now time.Time) []Effect {
 	var dec Decision
-	fc = s.step(func(l Log) Log {
+	fc := fights(s.step(func(l Log) Log {
 		l, dec = s.policy.Due(l, now)
 		return l
-	})
+	}))
 	switch {
 	case !s.gate.deferred:
-		return false, fc
+		return fc
 	case !enabled: // disabled since, or holding: no repair is due
 		s.gate.settle()
-		return false, fc
+		return fc
 	case !dec.Repair:
-		return false, fc // the deadline follows the gate; it comes again when due
+		return fc // the deadline follows the gate; it comes again when due
 	}
 	s.gate.grant()
-	return true, fc
+	return append(fc, Effect{Kind: EffectRepair})
 }
 
 // ForgetWriters forgets the gate's writers (Run ends, or the DaemonSet is deleted) and
 // reports whether that ended a fight.
 func (s *State) ForgetWriters() (ended bool) {
 	ended = s.Fighting()
+	s.next = Repair{}
 	s.gate.log = ForgetWriters(s.gate.log)
 	s.gate.settle()
 	s.timers[PartGate].stop()

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -12,20 +13,20 @@ func TestOnDriftDecidesWhatADrainLeadsTo(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	for _, tc := range []struct {
 		d    Drift
-		want DriftAction
+		want []EffectKind
 	}{
-		{Drift{Changed: true, Enabled: true, Present: true, Writers: []string{"kubectl"}}, DriftRepair},
-		{Drift{Changed: true, Enabled: true, Writers: []string{Unnamed}}, DriftRepair}, // a deletion
-		{Drift{Changed: true, Present: true}, DriftReassert},                           // disabled
-		{Drift{Gone: true, Deleting: true}, DriftDeleted},                              // our delete went through
-		{Drift{Gone: true, Enabled: true}, DriftReassert},                              // gone, yet wanted
-		{Drift{Gone: true, Enabled: true, Present: true}, DriftIgnore},
-		{Drift{Gone: true}, DriftIgnore},
-		{Drift{Enabled: true, Present: true}, DriftIgnore},
+		{Drift{Drain: Drain{Kinds: []DriftKind{DriftModified}, Edits: []Edit{{Manager: "kubectl"}}}, Enabled: true, Present: true}, []EffectKind{EffectRepair}},
+		{Drift{Drain: Drain{Kinds: []DriftKind{DriftDeleted}, Likely: []string{""}}, Enabled: true}, []EffectKind{EffectRepair}}, // a deletion
+		{Drift{Hint: true, Present: true}, []EffectKind{EffectReassert}},                                                         // disabled
+		{Drift{Drain: Drain{Gone: true}, Deleting: true}, []EffectKind{EffectDeleteDone}},                                        // our delete went through
+		{Drift{Drain: Drain{Gone: true}, Enabled: true}, []EffectKind{EffectReassert}},                                           // gone, yet wanted
+		{Drift{Drain: Drain{Gone: true}, Enabled: true, Present: true}, nil},
+		{Drift{Drain: Drain{Gone: true}}, nil},
+		{Drift{Enabled: true, Present: true}, nil},
 	} {
 		s := New(DefaultPolicy(), time.Minute)
-		if got, _, _ := s.OnDrift(tc.d, now); got != tc.want {
-			t.Errorf("OnDrift(%+v) = %v, want %v", tc.d, got, tc.want)
+		if got := kinds(s.Step(Input{Kind: InputDrift, Drift: tc.d}, now)); !slices.Equal(got, tc.want) {
+			t.Errorf("a drain of %+v: %v, want %v", tc.d, got, tc.want)
 		}
 	}
 }
@@ -43,8 +44,8 @@ func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 	}
 	counted := 0
 	for i := range p.Burst {
-		a, _, _ := s.OnDrift(Drift{Changed: true, Enabled: true, Present: true, Writers: []string{fmt.Sprint("writer-", i)}}, now)
-		if a != DriftRepair {
+		a := kinds(s.Step(drain(fmt.Sprint("writer-", i)), now))
+		if !slices.Equal(a, []EffectKind{EffectRepair}) {
 			t.Fatalf("change %d: %v with the budget not spent", i+1, a)
 		}
 		w := s.AskWrite(now)
@@ -62,9 +63,8 @@ func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 	if counted != p.Burst {
 		t.Fatalf("%d repairs counted, want %d", counted, p.Burst)
 	}
-	a, wait, _ := s.OnDrift(Drift{Changed: true, Enabled: true, Present: true, Writers: []string{"writer-late"}}, now)
-	if a != DriftWait || wait <= 0 {
-		t.Fatalf("with the budget spent: %v, wait %s; want DriftWait", a, wait)
+	if e := s.Step(drain("writer-late"), now); !slices.ContainsFunc(e, func(e Effect) bool { return e.Kind == EffectHold && e.Wait > 0 }) {
+		t.Fatalf("with the budget spent: %+v; want the repair held", e)
 	}
 	if w := s.AskWrite(now); w.Allowed || !w.Repair {
 		t.Fatalf("a version change's apply with the budget spent: %+v, want a held repair", w)
@@ -77,7 +77,7 @@ func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 	if !armed || !at.After(now) {
 		t.Fatal("no gate deadline for the held repair")
 	}
-	if repair, _ := s.GateDue(true, at); !repair {
+	if e := kinds(s.Step(Input{Kind: InputDeadline, Part: PartGate, DueAt: at, Enabled: true}, at)); !slices.Contains(e, EffectRepair) {
 		t.Fatal("the held repair is not due at the gate's deadline")
 	}
 	w := s.AskWrite(at)
@@ -96,7 +96,7 @@ func TestWritesThatWroteNothingAreNotCounted(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	for _, o := range []ApplyOutcome{ApplyFailed, ApplyLost, ApplyUnchanged} {
 		s := New(DefaultPolicy(), time.Minute)
-		s.OnDrift(Drift{Changed: true, Enabled: true, Present: true, Writers: []string{"kubectl"}}, now)
+		s.Step(drain("kubectl"), now)
 		if s.Wrote(s.AskWrite(now), o, now) {
 			t.Errorf("outcome %d: counted", o)
 		}
@@ -107,4 +107,17 @@ func TestWritesThatWroteNothingAreNotCounted(t *testing.T) {
 			t.Errorf("outcome %d: the rollout counts %v, want %v", o, got, want)
 		}
 	}
+}
+
+// drain is a drain of one change by manager, with the level enabled.
+func drain(manager string) Input {
+	return Input{Kind: InputDrift, Drift: Drift{Drain: Drain{Kinds: []DriftKind{DriftModified}, Edits: []Edit{{Manager: manager}}}, Enabled: true, Present: true}}
+}
+
+func kinds(effects []Effect) []EffectKind {
+	var out []EffectKind
+	for _, e := range effects {
+		out = append(out, e.Kind)
+	}
+	return out
 }

@@ -47,6 +47,7 @@ type State struct {
 	gate    gate
 	retry   retry
 	rollout rollout
+	next    Repair // what the next repair undoes
 }
 
 // New returns the state of a loop that has done nothing yet.

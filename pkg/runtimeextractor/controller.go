@@ -59,7 +59,6 @@ type loopMemory struct {
 	tlsUnknown  string      // while tls cannot tell the profile: why, and what kube-rbac-proxy gets
 	deleted     []types.UID // own deletes, newest last
 	deletedAny  bool        // this controller has deleted the DaemonSet before
-	next        nextRepair
 }
 
 type publication struct {

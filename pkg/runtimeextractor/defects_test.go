@@ -243,14 +243,14 @@ func TestRunAgainAfterCancelMidAction(t *testing.T) {
 func TestOneDriftEventPerDrain(t *testing.T) {
 	h, ds := startStoppedWhenRunning(t)
 
-	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation + 1})
-	h.ctrl.informer.drift(observation{kind: DriftMetadata, uid: ds.UID, generation: ds.Generation + 1})
-	h.ctrl.informer.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation + 2})
+	h.ctrl.informer.drift(observation{Kind: DriftModified, UID: ds.UID, Generation: ds.Generation + 1})
+	h.ctrl.informer.drift(observation{Kind: DriftMetadata, UID: ds.UID, Generation: ds.Generation + 1})
+	h.ctrl.informer.drift(observation{Kind: DriftModified, UID: ds.UID, Generation: ds.Generation + 2})
 	tr := recordTransitions(h.ctrl)
 	before := len(h.changes.with(""))
 	h.ctrl.onDrift(context.Background(), false)
 	if got := h.changes.with("")[before:]; len(got) > 1 {
-		t.Fatalf("got %d events for one drain, want at most 1: %+v", len(got), got)
+		t.Fatalf("got %d events for one core.Drain, want at most 1: %+v", len(got), got)
 	}
 	modified := 0
 	for _, x := range tr.list() {
@@ -259,7 +259,7 @@ func TestOneDriftEventPerDrain(t *testing.T) {
 		}
 	}
 	if modified != 1 {
-		t.Fatalf("fired Modified %d times for one drain, want 1", modified)
+		t.Fatalf("fired Modified %d times for one core.Drain, want 1", modified)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/logcapture"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 
@@ -84,8 +85,8 @@ func TestObservationNamesTheWriter(t *testing.T) {
 				t.Fatalf("observed %+v, want one observation", obs)
 			}
 			var got []string
-			for _, w := range obs[0].writers {
-				got = append(got, w.manager+" "+w.operation+" "+w.time.UTC().Format("15:04:05"))
+			for _, w := range obs[0].Edits {
+				got = append(got, w.Manager+" "+w.Operation+" "+w.Time.UTC().Format("15:04:05"))
 			}
 			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
 				t.Fatalf("writers %q, want %q", got, tc.want)
@@ -100,10 +101,10 @@ func TestWriterNamesAreSanitized(t *testing.T) {
 	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
 	ri.onUpdate(managed(3), managed(4, withFields(entry(hostile, metav1.ManagedFieldsOperationUpdate, t0, ""))))
 	obs := ri.drainDrift()
-	if len(obs) != 1 || len(obs[0].writers) != 1 {
+	if len(obs) != 1 || len(obs[0].Edits) != 1 {
 		t.Fatalf("observed %+v, want one writer", obs)
 	}
-	name := obs[0].writers[0].manager
+	name := obs[0].Edits[0].Manager
 	if len(name) > resources.MaxNameBytes || !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		t.Fatalf("manager %q (%d bytes): want printable, valid UTF-8, at most %d bytes", name, len(name), resources.MaxNameBytes)
 	}
@@ -172,9 +173,9 @@ func TestChangedByWorkIsLinearInTheEntries(t *testing.T) {
 	old := managed(3, withFields(manyApplyEntries(n, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) })...))
 	cur := managed(4, withFields(append(old.DeepCopy().ManagedFields,
 		entry("kubectl-patch", metav1.ManagedFieldsOperationUpdate, t0.Add(n*time.Second), ""))...))
-	var ws []writer
+	var ws []core.Edit
 	allocs := testing.AllocsPerRun(1, func() { ws = changedBy(old, cur) })
-	if len(ws) != 1 || ws[0].manager != "kubectl-patch" {
+	if len(ws) != 1 || ws[0].Manager != "kubectl-patch" {
 		t.Fatalf("writers %+v, want kubectl-patch alone", ws)
 	}
 	if allocs > 4*n {
@@ -195,8 +196,8 @@ func TestTiedWritersAreCapped(t *testing.T) {
 		t.Fatalf("observed %+v, want one observation", obs)
 	}
 	var got []string
-	for _, w := range obs[0].writers {
-		got = append(got, w.manager)
+	for _, w := range obs[0].Edits {
+		got = append(got, w.Manager)
 	}
 	if want := []string{"applier-00000", "applier-00001", "applier-00002"}; !slices.Equal(got, want) {
 		t.Fatalf("writers %q, want %q", got, want)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -128,7 +129,7 @@ type applyCause struct {
 	upgradeFrom, version string // upgradeFrom: the version before the current upgrade
 	reenabled            bool   // this controller deleted the DaemonSet before
 	tls                  string // the TLS arguments the apply moved kube-rbac-proxy to
-	writers              []writer
+	writers              []core.Edit
 	unnamed              bool     // some of the drift no managedFields entry names
 	restored             []string // what a repair put back (restoredFields)
 }
@@ -200,7 +201,7 @@ const maxNamedEditors = 3
 
 // editorsWords says who made a repaired change; "" for a deletion only, which
 // names no one.
-func editorsWords(kinds []DriftKind, ws []writer, unnamed bool) string {
+func editorsWords(kinds []DriftKind, ws []core.Edit, unnamed bool) string {
 	if len(ws) == 0 {
 		if unnamed || slices.ContainsFunc(kinds, func(k DriftKind) bool { return k != DriftDeleted }) {
 			return ", by a writer managedFields does not name"
@@ -222,7 +223,7 @@ func editorsWords(kinds []DriftKind, ws []writer, unnamed bool) string {
 }
 
 // driftSummary is what the log and the Event say about a drain's drift.
-func driftSummary(kinds []DriftKind, ws []writer, unnamed bool) string {
+func driftSummary(kinds []DriftKind, ws []core.Edit, unnamed bool) string {
 	if len(kinds) == 1 && kinds[0] == DriftDeleted {
 		return "deleted by someone else"
 	}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -45,16 +46,16 @@ func TestEventMessagesAreCapped(t *testing.T) {
 // many and however long the writers' names are.
 func TestRepairEventNamesTheWriter(t *testing.T) {
 	drifted := fsm.Transition{From: fsm.StateRunning, To: fsm.StateDrifted, Event: fsm.Modified{Generation: 4}, Action: fsm.ActionApply}
-	patch := writer{manager: "kubectl-patch", operation: "Update", time: t0.Add(time.Second)}
+	patch := core.Edit{Manager: "kubectl-patch", Operation: "Update", Time: t0.Add(time.Second)}
 	cases := []struct {
 		name    string
 		cause   applyCause
 		created bool
 		want    string
 	}{
-		{"one writer", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, writers: []writer{patch}}, false,
+		{"one writer", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, writers: []core.Edit{patch}}, false,
 			"repaired a change made by someone else (spec changed), changed by kubectl-patch (Update at 2026-12-02T12:00:01Z)"},
-		{"a tie", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, writers: []writer{patch, {manager: "helm", operation: "Apply", time: patch.time}}}, false,
+		{"a tie", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, writers: []core.Edit{patch, {Manager: "helm", Operation: "Apply", Time: patch.Time}}}, false,
 			"changed by kubectl-patch (Update at 2026-12-02T12:00:01Z), helm (Apply at 2026-12-02T12:00:01Z)"},
 		{"no entry names one", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftMetadata}, unnamed: true}, false,
 			"repaired a change made by someone else (owned label or annotation changed), by a writer managedFields does not name"},
@@ -69,7 +70,7 @@ func TestRepairEventNamesTheWriter(t *testing.T) {
 
 	many := applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified, DriftMetadata}}
 	for i := range 50 {
-		many.writers = append(many.writers, writer{manager: strings.Repeat(string(rune('a'+i%26)), resources.MaxNameBytes), operation: "Update", time: t0})
+		many.writers = append(many.writers, core.Edit{Manager: strings.Repeat(string(rune('a'+i%26)), resources.MaxNameBytes), Operation: "Update", Time: t0})
 	}
 	log := &eventLog{}
 	e := changeEvents{recorder: log}

@@ -68,7 +68,7 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	}
 	outcome := applyOutcome(res, err)
 	if c.core.Wrote(w, outcome, c.cfg.clock.Now()) {
-		c.cfg.metrics.ObserveRepair(repairManagers(c.known.next.writers)...) // one repair: "other" once
+		c.cfg.metrics.ObserveRepair(repairManagers(c.core.NextRepair().Edits)...) // one repair: "other" once
 	}
 	if outcome == core.ApplyLost {
 		// No failure: the other writer's change reaches the repair gate as drift.
@@ -82,9 +82,9 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 		return fsm.ApplyFailed{Err: err}, false
 	}
 	if res.Changed {
-		p := c.known.next
-		cause := applyCause{transition: t, repair: w.Repair, drift: p.kinds, upgradeFrom: c.known.upgradeFrom, version: c.known.version, reenabled: c.known.deletedAny,
-			tls: res.TLSMoved, writers: p.writers, unnamed: p.unnamed}
+		p := c.core.NextRepair()
+		cause := applyCause{transition: t, repair: w.Repair, drift: p.Kinds, upgradeFrom: c.known.upgradeFrom, version: c.known.version, reenabled: c.known.deletedAny,
+			tls: res.TLSMoved, writers: p.Edits, unnamed: p.Unnamed}
 		if w.Repair {
 			cause.restored = res.Restored
 		}

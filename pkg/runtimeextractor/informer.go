@@ -189,10 +189,10 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 	switch {
 	case isInInitialList:
 	case !ri.isOwnWrite(ds):
-		ri.drift(observation{kind: DriftModified, uid: ds.UID, generation: ds.Generation, writers: changedBy(nil, ds), likely: newestOtherManager(ds)})
+		ri.drift(observation{Kind: DriftModified, UID: ds.UID, Generation: ds.Generation, Edits: changedBy(nil, ds), Likely: newestOtherManager(ds)})
 	case ownedMetadataMissing(ds):
-		ri.drift(observation{kind: DriftMetadata, uid: ds.UID, generation: ds.Generation, meta: resources.OwnedMetadata(ds), version: ds.ResourceVersion,
-			writers: changedBy(nil, ds), likely: newestOtherManager(ds)})
+		ri.drift(observation{Kind: DriftMetadata, UID: ds.UID, Generation: ds.Generation, Meta: resources.OwnedMetadata(ds), Version: ds.ResourceVersion,
+			Edits: changedBy(nil, ds), Likely: newestOtherManager(ds)})
 	}
 }
 
@@ -211,8 +211,8 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 	}
 	// The drift first, so the loop it wakes repairs before it looks at the rollout.
 	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
-		ri.drift(observation{kind: kind, uid: cur.UID, generation: cur.Generation, meta: resources.OwnedMetadata(cur), version: cur.ResourceVersion,
-			writers: changedBy(old, cur), likely: newestOtherManager(cur)})
+		ri.drift(observation{Kind: kind, UID: cur.UID, Generation: cur.Generation, Meta: resources.OwnedMetadata(cur), Version: cur.ResourceVersion,
+			Edits: changedBy(old, cur), Likely: newestOtherManager(cur)})
 	}
 	if cur.UID != old.UID || cur.Generation != old.Generation || !apiequality.Semantic.DeepEqual(cur.Status, old.Status) {
 		notify(ri.rollout)
@@ -232,7 +232,7 @@ func (ri *daemonSetInformer) onDelete(obj any) {
 	expected := ri.gone[ds.UID]
 	delete(ri.gone, ds.UID) // the cache has caught up
 	ri.mu.Unlock()
-	ri.drift(observation{kind: DriftDeleted, uid: ds.UID, generation: ds.Generation, expected: expected})
+	ri.drift(observation{Kind: DriftDeleted, UID: ds.UID, Generation: ds.Generation, Expected: expected})
 	notify(ri.rollout) // after the drift, as in onUpdate
 }
 

@@ -159,7 +159,7 @@ func TestInformerFiltering(t *testing.T) {
 func kinds(obs []observation) map[DriftKind]int {
 	out := map[DriftKind]int{}
 	for _, o := range obs {
-		out[o.kind]++
+		out[o.Kind]++
 	}
 	return out
 }
@@ -211,14 +211,14 @@ func TestRelistReportsADaemonSetGoneUnseen(t *testing.T) {
 		want    []observation
 	}{
 		{"nothing cached, nothing listed", nil, nil, nil,
-			[]observation{{kind: DriftDeleted}}},
+			[]observation{{Kind: DriftDeleted}}},
 		{"cached, nothing listed: the replace reports it", []runtime.Object{managed(1)}, nil, nil,
 			nil},
 		{"cached but known gone, nothing listed", []runtime.Object{managed(1)}, func(ri *daemonSetInformer) { ri.markGone("uid-1") }, nil,
-			[]observation{{kind: DriftDeleted}}},
+			[]observation{{Kind: DriftDeleted}}},
 		{"seen only by a live read, nothing listed", nil, func(ri *daemonSetInformer) {
 			ri.probed = &probedDaemonSet{ds: seenOnlyByProbe}
-		}, nil, []observation{{kind: DriftDeleted, uid: "uid-probed"}}},
+		}, nil, []observation{{Kind: DriftDeleted, UID: "uid-probed"}}},
 		{"listed: the replace reports any change", nil, nil, managed(1),
 			nil},
 	} {
@@ -233,7 +233,7 @@ func TestRelistReportsADaemonSetGoneUnseen(t *testing.T) {
 				t.Fatalf("observed %+v, want %+v", got, tc.want)
 			}
 			for i := range got {
-				if got[i].kind != tc.want[i].kind || got[i].uid != tc.want[i].uid || got[i].expected {
+				if got[i].Kind != tc.want[i].Kind || got[i].UID != tc.want[i].UID || got[i].Expected {
 					t.Fatalf("observed %+v, want %+v", got, tc.want)
 				}
 			}
@@ -264,7 +264,7 @@ func TestFirstLiveReadAfterAGapReportsAbsence(t *testing.T) {
 	if !ri.probe(context.Background(), true) {
 		t.Fatal("the live read did not reach the fake API server")
 	}
-	if got := ri.drainDrift(); len(got) != 1 || got[0].kind != DriftDeleted {
+	if got := ri.drainDrift(); len(got) != 1 || got[0].Kind != DriftDeleted {
 		t.Fatalf("first read after a gap observed %+v, want one deletion", got)
 	}
 	ri.probe(context.Background(), false)

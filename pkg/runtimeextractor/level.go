@@ -22,35 +22,12 @@ func (c *Controller) level() fsm.Event {
 // an enabled level's apply is a repair the gate times; a disabled one acts at once.
 func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
 
-// reassertOnTimer re-asserts for a timer (the resync, an own write the cache
-// never showed) unless the repair is the gate's: it waits for its backoff, or the
-// informer has queued drift the gate has yet to hear of (its notification
-// wakes the loop next). No timer may make a repair early.
-func (c *Controller) reassertOnTimer(ctx context.Context) {
-	if !c.informer.driftQueued() {
-		c.reassert(ctx)
-	}
-}
-
 // holding: the notifier has rejected the configuration and has seen no good
 // one since this process started, so the admin's choice is unknown: the
 // controller changes nothing and only reports the error until a valid config
 // (or the ConfigMap's removal, meaning the defaults) arrives.
 func (c *Controller) holding() bool {
 	return !c.config.HasGoodConfig()
-}
-
-// levelSignal acts on k now, or the front door queues it for its trailing edge.
-func (c *Controller) levelSignal(ctx context.Context, k core.Signal) {
-	if c.core.Admit(k, c.cfg.clock.Now()) {
-		c.actOnLevel(ctx, k)
-	}
-}
-
-func (c *Controller) onDoorDue(ctx context.Context) {
-	if k := c.core.Take(c.cfg.clock.Now()); k != 0 {
-		c.actOnLevel(ctx, k)
-	}
 }
 
 // actOnLevel: the door merges signals, so a version signal may carry a config

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
@@ -41,11 +42,11 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	case wakeConfig:
 		// Acted on even when the newest content was rejected: the last good
 		// config may have changed in the same coalesced notification.
-		c.levelSignal(ctx, core.SignalConfig)
+		c.step(ctx, core.Input{Kind: core.InputSignal, Signal: core.SignalConfig})
 	case wakeVersion:
-		c.levelSignal(ctx, core.SignalVersion)
+		c.step(ctx, core.Input{Kind: core.InputSignal, Signal: core.SignalVersion})
 	case wakeTLS:
-		c.levelSignal(ctx, core.SignalTLS)
+		c.step(ctx, core.Input{Kind: core.InputSignal, Signal: core.SignalTLS})
 	case wakeDrift:
 		c.onDrift(ctx, false)
 	case wakeDriftHint:
@@ -53,10 +54,17 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	case wakeRollout:
 		c.onRollout(ctx)
 	case wakeResync:
-		c.reassertOnTimer(ctx)
+		c.step(ctx, core.Input{Kind: core.InputResync, DriftQueued: c.informer.driftQueued()})
 	case wakeAlarm:
 		c.alarm.fired()
-		c.onDeadlines(ctx)
+		// The parts due when the alarm woke the loop, earliest first, each if
+		// still due after the earlier ones acted; later ones wait for the
+		// next alarm.
+		now := c.cfg.clock.Now()
+		for _, p := range c.core.Due(now) {
+			c.step(ctx, core.Input{Kind: core.InputDeadline, Part: p, DueAt: now,
+				Enabled: c.level() == (fsm.Enabled{}), DriftQueued: c.informer.driftQueued()})
+		}
 	case wakeDiagnosis:
 		if r, ok := payload.(stuckResult); ok && c.rollouts.accept(r) {
 			c.stuckChanged()
@@ -68,32 +76,28 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	}
 }
 
-func (c *Controller) onDeadline(ctx context.Context, p core.Part) {
-	switch p {
-	case core.PartDoor:
-		c.onDoorDue(ctx)
-	case core.PartRetry:
-		c.reassert(ctx)
-	case core.PartExpect:
-		if !c.core.RetryPending() { // a failed action's retry re-reads then
-			c.reassertOnTimer(ctx)
-		}
-	case core.PartGate:
-		c.onGateDue(ctx)
-	case core.PartRollout:
-		c.onRolloutDeadline(ctx)
-	}
-}
-
-// onDeadlines runs, earliest first, the parts due when the alarm woke the loop
-// and still due after earlier ones acted; later ones wait for the next alarm.
-func (c *Controller) onDeadlines(ctx context.Context) {
-	now := c.cfg.clock.Now()
-	for _, p := range c.core.Due(now) {
-		if c.core.Fire(p, now) {
-			c.onDeadline(ctx, p)
+// step carries out, in order, what the core decides about in.
+func (c *Controller) step(ctx context.Context, in core.Input) []core.Effect {
+	effects := c.core.Step(in, c.cfg.clock.Now())
+	for _, e := range effects {
+		switch e.Kind {
+		case core.EffectActOnLevel:
+			c.actOnLevel(ctx, e.Signal)
+		case core.EffectReassert:
+			c.reassert(ctx)
+		case core.EffectRepair:
+			c.fireDrift(ctx)
+		case core.EffectDeleteDone:
+			c.fire(ctx, fsm.Deleted{})
+		case core.EffectDiagnose:
+			c.onRolloutDeadline(ctx)
+		case core.EffectFightStarted:
+			c.fightStarted()
+		case core.EffectFightEnded:
+			c.fightOver("the writers stopped undoing repairs")
 		}
 	}
+	return effects
 }
 
 func (c *Controller) onRolloutDeadline(ctx context.Context) {

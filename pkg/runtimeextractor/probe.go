@@ -275,7 +275,7 @@ func (ri *daemonSetInformer) observeProbe(prev, live *appsv1.DaemonSet) {
 		ri.onAdd(live, false)
 	case live == nil || live.UID != prev.UID:
 		notify(ri.rollout)
-		ri.drift(observation{kind: DriftDeleted, uid: prev.UID, generation: prev.Generation})
+		ri.drift(observation{Kind: DriftDeleted, UID: prev.UID, Generation: prev.Generation})
 		if live != nil {
 			ri.onAdd(live, false)
 		}
@@ -317,5 +317,5 @@ func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 func (ri *daemonSetInformer) reportAbsent(uid types.UID) {
 	klog.V(2).Infof("a live read found no DaemonSet %s/%s: the controller compares it with the desired state", resources.Namespace, resources.DaemonSetName)
 	notify(ri.rollout)
-	ri.drift(observation{kind: DriftDeleted, uid: uid})
+	ri.drift(observation{Kind: DriftDeleted, UID: uid})
 }

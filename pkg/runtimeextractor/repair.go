@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
@@ -24,39 +25,34 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		// cache, may predate that write (a lagging watch cache): it tells
 		// nothing of it. If the write is gone, the expectation's timeout
 		// re-reads the server.
-		obs = slices.DeleteFunc(obs, func(o observation) bool { return o.kind == DriftDeleted && o.uid == "" })
+		obs = slices.DeleteFunc(obs, func(o observation) bool { return o.Kind == DriftDeleted && o.UID == "" })
 	}
 	for _, o := range obs {
-		if o.kind == DriftDeleted {
-			c.manager.ObservedDeletion(o.uid)
+		if o.Kind == DriftDeleted {
+			c.manager.ObservedDeletion(o.UID)
 		}
 	}
 	ds, present := c.informer.current()
-	d := classifyDrain(obs, ds, c.manager, c.machine.State(), c.deletedByUs)
-	for _, k := range d.kinds {
+	d := core.Classify(obs, seenOf(ds), c.manager, c.machine.State().Enabled(), c.deletedByUs)
+	for _, k := range d.Kinds {
 		c.cfg.metrics.ObserveDrift(string(k))
 	}
-	c.describeRepair(d)
-	act, wait, fc := c.core.OnDrift(core.Drift{Changed: hint || len(d.kinds) > 0, Writers: writersOf(d), Gone: d.gone, Present: present,
-		Enabled: c.level() == (fsm.Enabled{}), Deleting: c.machine.State() == fsm.StateDeleting}, c.cfg.clock.Now())
-	c.fightMoved(fc)
-	switch act {
-	case core.DriftRepair:
-		c.fireDrift(ctx)
-	case core.DriftReassert:
-		c.reassert(ctx)
-	case core.DriftDeleted:
-		c.fire(ctx, fsm.Deleted{}) // our delete went through, though its call failed
+	var wait time.Duration
+	for _, e := range c.step(ctx, core.Input{Kind: core.InputDrift, Drift: core.Drift{Drain: d, Hint: hint, Present: present,
+		Enabled: c.level() == (fsm.Enabled{}), Deleting: c.machine.State() == fsm.StateDeleting}}) {
+		if e.Kind == core.EffectHold {
+			wait = e.Wait
+		}
 	}
 	switch {
-	case len(d.kinds) == 0:
+	case len(d.Kinds) == 0:
 	case wait > 0:
 		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair gate: %s)",
-			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.writers, d.unnamed),
+			resources.Namespace, resources.DaemonSetName, driftSummary(d.Kinds, d.Edits, d.Unnamed),
 			wait.Round(time.Millisecond), c.backoffNote())
 	default: // logged after the repair's write: act first, report after
 		klog.Infof("DaemonSet %s/%s was %s; acted on it, now %s",
-			resources.Namespace, resources.DaemonSetName, driftSummary(d.kinds, d.writers, d.unnamed), c.machine.State())
+			resources.Namespace, resources.DaemonSetName, driftSummary(d.Kinds, d.Edits, d.Unnamed), c.machine.State())
 	}
 }
 
@@ -68,21 +64,8 @@ func (c *Controller) fireDrift(ctx context.Context) {
 	c.fire(ctx, fsm.Deleted{})
 }
 
-func (c *Controller) onGateDue(ctx context.Context) {
-	repair, fc := c.core.GateDue(c.level() == (fsm.Enabled{}), c.cfg.clock.Now())
-	c.fightMoved(fc)
-	if repair {
-		c.fireDrift(ctx)
-	}
-}
-
-func (c *Controller) fightMoved(fc core.FightChange) {
-	if fc.Ended {
-		c.fightOver("the writers stopped undoing repairs")
-	}
-	if !fc.Started {
-		return
-	}
+// fightStarted reports a writer in a tug-of-war: log, Warning Event, gauge.
+func (c *Controller) fightStarted() {
 	msg := c.degradedMessage()
 	if fight := c.conflict(); fight != nil {
 		msg += "; " + fight.Tally()
@@ -95,7 +78,6 @@ func (c *Controller) fightMoved(fc core.FightChange) {
 
 // endFight forgets the writers when Run ends or nothing is left to fight over.
 func (c *Controller) endFight(why string) {
-	c.known.next = nextRepair{}
 	if c.core.ForgetWriters() {
 		c.fightOver(why)
 	}
@@ -104,4 +86,12 @@ func (c *Controller) endFight(why string) {
 func (c *Controller) fightOver(why string) {
 	klog.Infof("the tug-of-war over DaemonSet %s/%s is over (%s)", resources.Namespace, resources.DaemonSetName, why)
 	c.cfg.metrics.SetConflictingWriter(false)
+}
+
+// seenOf is ds (nil: none) as core.Classify needs it.
+func seenOf(ds *appsv1.DaemonSet) core.Seen {
+	if ds == nil {
+		return core.Seen{}
+	}
+	return core.Seen{Present: true, UID: ds.UID, Terminating: ds.DeletionTimestamp != nil, Version: ds.ResourceVersion, Meta: resources.OwnedMetadata(ds)}
 }

@@ -16,62 +16,6 @@ type RepairPolicy = core.Policy
 // DefaultRepairPolicy is core.DefaultPolicy: 6 repairs at once, one more a minute.
 func DefaultRepairPolicy() RepairPolicy { return core.DefaultPolicy() }
 
-// nextRepair is the drift the next repair undoes, for its Event, log and repairs_total.
-type nextRepair struct {
-	kinds   []DriftKind
-	writers []writer // at most maxRepairWriters
-	unnamed bool     // some of it no managedFields entry names
-}
-
-// maxRepairWriters: a client chooses its manager name, so one that churns
-// names while a repair waits must not grow the description or repairs_total.
-const maxRepairWriters = core.MaxNamedWriters
-
-// describeRepair: outstanding drift adds up, so its repair's Event names it
-// all; otherwise the drain's drift replaces what an earlier repair undid.
-func (c *Controller) describeRepair(d drain) {
-	next := &c.known.next
-	switch {
-	case len(d.kinds) == 0:
-	case c.core.Outstanding():
-		for _, k := range d.kinds {
-			if !slices.Contains(next.kinds, k) {
-				next.kinds = append(next.kinds, k)
-			}
-		}
-		next.writers = capWriters(mergeWriters(next.writers, d.writers))
-		next.unnamed = next.unnamed || d.unnamed
-	default:
-		*next = nextRepair{kinds: slices.Clone(d.kinds), writers: capWriters(slices.Clone(d.writers)), unnamed: d.unnamed}
-	}
-}
-
-// capWriters keeps the newest: mergeWriters sorts newest first.
-func capWriters(ws []writer) []writer { return ws[:min(len(ws), maxRepairWriters)] }
-
-// writersOf names d's writers for the gate. A change no managedFields entry
-// records is the newest other manager's, the likely writer (a second write
-// within a second leaves its entry as it was), else the unnamed writer's.
-func writersOf(d drain) []string {
-	var names []string
-	for _, e := range d.writers {
-		names = append(names, e.manager)
-	}
-	likely := d.likely
-	if len(d.kinds) == 0 || len(d.writers) == 0 && len(likely) == 0 {
-		likely = append(likely, "")
-	}
-	for _, m := range likely {
-		if m == "" {
-			m = core.Unnamed
-		}
-		if !slices.Contains(names, m) {
-			names = append(names, m)
-		}
-	}
-	return names
-}
-
 // backoffNote says, for the log, why a repair waits.
 func (c *Controller) backoffNote() string {
 	now, p, log := c.cfg.clock.Now(), c.core.Policy(), c.core.Log()

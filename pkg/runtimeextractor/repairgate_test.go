@@ -43,18 +43,19 @@ func (r *gateRun) advance(t time.Duration) {
 			return
 		}
 		r.clk.SetTime(at)
-		r.c.core.Fire(core.PartGate, at)
-		if repair, _ := r.c.core.GateDue(true, r.clk.Now()); repair {
-			r.repair()
+		for _, e := range r.c.core.Step(core.Input{Kind: core.InputDeadline, Part: core.PartGate, DueAt: at, Enabled: true}, at) {
+			if e.Kind == core.EffectRepair {
+				r.repair()
+			}
 		}
 	}
 }
 
 // change is a change at t by manager ("": one managedFields does not name).
 func (r *gateRun) change(t time.Duration, manager string) {
-	d := drain{kinds: []DriftKind{DriftModified}, unnamed: manager == ""}
+	d := core.Drain{Kinds: []DriftKind{DriftModified}, Unnamed: manager == ""}
 	if manager != "" {
-		d.writers = []writer{{manager: manager, operation: "Update", time: r.t0.Add(t)}}
+		d.Edits = []core.Edit{{Manager: manager, Operation: "Update", Time: r.t0.Add(t)}}
 	}
 	r.changeBy(t, d)
 }
@@ -63,14 +64,15 @@ func (r *gateRun) change(t time.Duration, manager string) {
 // not record (a second write within the same second): manager is only the
 // object's newest other manager.
 func (r *gateRun) unrecorded(t time.Duration, manager string) {
-	r.changeBy(t, drain{kinds: []DriftKind{DriftModified}, unnamed: true, likely: []string{manager}})
+	r.changeBy(t, core.Drain{Kinds: []DriftKind{DriftModified}, Unnamed: true, Likely: []string{manager}})
 }
 
-func (r *gateRun) changeBy(t time.Duration, d drain) {
+func (r *gateRun) changeBy(t time.Duration, d core.Drain) {
 	r.advance(t)
-	r.c.describeRepair(d)
-	if act, _, _ := r.c.core.OnDrift(core.Drift{Changed: true, Writers: writersOf(d), Present: true, Enabled: true}, r.clk.Now()); act == core.DriftRepair {
-		r.repair()
+	for _, e := range r.c.core.Step(core.Input{Kind: core.InputDrift, Drift: core.Drift{Drain: d, Hint: true, Present: true, Enabled: true}}, r.clk.Now()) {
+		if e.Kind == core.EffectRepair {
+			r.repair()
+		}
 	}
 }
 
@@ -194,22 +196,22 @@ func TestStormAfterEarlierEditsIsUndoneWithin5s(t *testing.T) {
 // however many churn through while it waits.
 func TestDrainWithManyNamesIsOneRepair(t *testing.T) {
 	r := newGateRun()
-	var writers []writer
+	var writers []core.Edit
 	for i := range 50 {
-		writers = append(writers, writer{manager: fmt.Sprintf("churn-%d", i), operation: "Update", time: r.t0})
+		writers = append(writers, core.Edit{Manager: fmt.Sprintf("churn-%d", i), Operation: "Update", Time: r.t0})
 	}
-	r.changeBy(0, drain{kinds: []DriftKind{DriftModified}, writers: writers})
+	r.changeBy(0, core.Drain{Kinds: []DriftKind{DriftModified}, Edits: writers})
 	named := 0          // the most writers the pending repair named while it waited (defect 4)
 	for i := range 50 { // and then each of them again, 100 ms apart
 		r.change(time.Duration(i+1)*100*time.Millisecond, fmt.Sprintf("churn-%d", i))
-		named = max(named, len(r.c.known.next.writers))
+		named = max(named, len(r.c.core.NextRepair().Edits))
 	}
 	r.advance(2 * time.Minute)
 	if n, bound := len(r.repairs), DefaultRepairPolicy().Bound(2*time.Minute); n > bound {
 		t.Errorf("%d repairs in 2 minutes, the budget allows %d: %v", n, bound, r.repairs)
 	}
-	if named > maxRepairWriters {
-		t.Errorf("the pending repair named %d writers while it waited, want at most %d", named, maxRepairWriters)
+	if named > core.MaxNamedWriters {
+		t.Errorf("the pending repair named %d writers while it waited, want at most %d", named, core.MaxNamedWriters)
 	}
 	if n := len(r.c.core.Log().Writers()); n > core.MaxNamedWriters+2 {
 		t.Errorf("the gate keeps %d writers", n)

@@ -436,7 +436,7 @@ func (s *propSim) relist() {
 	// An owned label missing from the object re-listed is a trace, whatever
 	// else the jump folded in: the controller always writes them.
 	traced := srv != nil && missingOwnedLabel(srv) != ""
-	if by == byOther && !traced && !slices.ContainsFunc(s.ri.queued[queued:], func(o observation) bool { return !o.expected }) {
+	if by == byOther && !traced && !slices.ContainsFunc(s.ri.queued[queued:], func(o observation) bool { return !o.Expected }) {
 		s.lossy = true
 		s.logf("    (someone else's change left no trace in the cache: lost until a resync)")
 	}
@@ -448,7 +448,7 @@ func (s *propSim) relist() {
 // beyond the first queued ones.
 func (s *propSim) noteObservations(queued int, by actor) {
 	for _, o := range s.ri.queued[queued:] {
-		s.observed = append(s.observed, observedBy{o.kind, by})
+		s.observed = append(s.observed, observedBy{o.Kind, by})
 	}
 }
 

@@ -1,0 +1,193 @@
+package core
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DriftKind classifies an external change of the managed DaemonSet (the
+// values of the drift_events_total metric's kind label).
+type DriftKind string
+
+const (
+	DriftModified DriftKind = "modified" // the spec changed (metadata.generation moved), or the object appeared
+	DriftDeleted  DriftKind = "deleted"
+	// DriftMetadata: an owned label or annotation was removed or changed,
+	// which moves no generation.
+	DriftMetadata DriftKind = "metadata"
+)
+
+// Edit is a change a managedFields entry records: who made it, how, when.
+type Edit struct {
+	Manager, Operation string
+	Time               time.Time
+}
+
+func (e Edit) String() string {
+	return fmt.Sprintf("%s (%s at %s)", e.Manager, e.Operation, e.Time.UTC().Format(time.RFC3339))
+}
+
+// Observation is one change of the DaemonSet the informer saw, before anyone
+// decides whose it is: an own write's watch event may come before the
+// controller has recorded the write, so that is decided when the loop drains
+// it (Classify), after its own apply has returned.
+type Observation struct {
+	Kind       DriftKind
+	UID        types.UID
+	Generation int64
+	// Expected: the deletion of an object already known gone, counted (or
+	// the controller's own) when that became known.
+	Expected bool
+	Meta     map[string]string // owned metadata seen, for DriftMetadata
+	Version  string            // the resourceVersion seen, for DriftMetadata
+	Edits    []Edit            // from the event's managedFields; none for a deletion
+	// Likely is the newest other manager, for a change no entry records: the
+	// API server keeps managedFields times to the second, so a second write
+	// within a second leaves the entry as it was.
+	Likely string
+}
+
+// Seen is the DaemonSet the view shows now, as Classify needs it.
+type Seen struct {
+	Present     bool
+	UID         types.UID
+	Terminating bool
+	Version     string            // its resourceVersion
+	Meta        map[string]string // its owned metadata
+}
+
+// Ownership tells the controller's own writes apart; resources.Manager keeps
+// their record.
+type Ownership interface {
+	Owns(uid types.UID) bool
+	IsOwnWrite(uid types.UID, generation int64) bool
+	IsOwnMetadata(uid types.UID, resourceVersion string, meta map[string]string) bool
+}
+
+// Drain is what one drain of observations found.
+type Drain struct {
+	Kinds   []DriftKind // someone else's drift, each kind once, in order seen
+	Edits   []Edit      // who made it
+	Unnamed bool        // some of it no managedFields entry names
+	// Likely: for the unnamed part, the newest other manager of each object
+	// changed: the gate's guess of whose streak it continues, never shown.
+	Likely []string
+	Gone   bool // an expected deletion (own, or in a state without the DaemonSet)
+}
+
+// Classify decides which observations are someone else's drift. wantsOne:
+// the machine's state wants a DaemonSet. A change of an object since gone or
+// being deleted is not drift: its deletion is.
+func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, deletedByUs func(types.UID) bool) Drain {
+	var d Drain
+	for _, o := range obs {
+		switch o.Kind {
+		case DriftModified, DriftMetadata:
+			if !seen.Present || seen.UID != o.UID || seen.Terminating {
+				continue
+			}
+			if o.Kind == DriftModified && own.IsOwnWrite(o.UID, o.Generation) ||
+				o.Kind == DriftMetadata && own.IsOwnMetadata(o.UID, o.Version, o.Meta) {
+				continue
+			}
+			// A metadata change the object the view shows no longer carries
+			// was undone since, by a write of the controller's.
+			if o.Kind == DriftMetadata && own.IsOwnMetadata(seen.UID, seen.Version, seen.Meta) {
+				continue
+			}
+		case DriftDeleted:
+			// Only the object the controller still owns needs repair, not
+			// one it has since replaced, deleted or given up.
+			if o.Expected || deletedByUs(o.UID) || !wantsOne || !own.Owns(o.UID) {
+				d.Gone = true
+				continue
+			}
+		}
+		switch {
+		case o.Kind == DriftDeleted: // nothing to read: no one is named, no one guessed
+			d.Likely = append(d.Likely, "")
+		case len(o.Edits) == 0:
+			d.Unnamed = true
+			d.Likely = append(d.Likely, o.Likely)
+		default:
+			d.Edits = MergeEdits(d.Edits, o.Edits)
+		}
+		if !slices.Contains(d.Kinds, o.Kind) {
+			d.Kinds = append(d.Kinds, o.Kind)
+		}
+	}
+	return d
+}
+
+// MergeEdits adds es to the edits of one repair, one per manager and
+// operation at its newest time, newest first.
+func MergeEdits(into, es []Edit) []Edit {
+	for _, e := range es {
+		i := slices.IndexFunc(into, func(x Edit) bool { return x.Manager == e.Manager && x.Operation == e.Operation })
+		switch {
+		case i < 0:
+			into = append(into, e)
+		case e.Time.After(into[i].Time):
+			into[i] = e
+		}
+	}
+	slices.SortStableFunc(into, func(a, b Edit) int { return b.Time.Compare(a.Time) })
+	return into
+}
+
+// writers names d's writers for the gate. A change no managedFields entry
+// records is the newest other manager's, the likely writer, else the unnamed
+// writer's.
+func (d Drain) writers() []string {
+	var names []string
+	for _, e := range d.Edits {
+		names = append(names, e.Manager)
+	}
+	likely := d.Likely
+	if len(d.Kinds) == 0 || len(d.Edits) == 0 && len(likely) == 0 {
+		likely = append(likely, "")
+	}
+	for _, m := range likely {
+		if m == "" {
+			m = Unnamed
+		}
+		if !slices.Contains(names, m) {
+			names = append(names, m)
+		}
+	}
+	return names
+}
+
+// Repair describes what the next repair undoes, for its Event, log line and
+// repairs_total. It decides nothing, so it is no part of the key.
+type Repair struct {
+	Kinds   []DriftKind
+	Edits   []Edit // at most MaxNamedWriters: a client chooses its manager name
+	Unnamed bool   // some of it no managedFields entry names
+}
+
+// NextRepair is what the next repair undoes.
+func (s *State) NextRepair() Repair { return s.next }
+
+// describe adds a drain's drift to the next repair: outstanding drift adds
+// up, so its repair's Event names it all; otherwise the drain's drift
+// replaces what an earlier repair undid.
+func (s *State) describe(d Drain) {
+	capped := func(es []Edit) []Edit { return es[:min(len(es), MaxNamedWriters)] } // MergeEdits sorts newest first
+	switch {
+	case len(d.Kinds) == 0:
+	case s.Outstanding():
+		for _, k := range d.Kinds {
+			if !slices.Contains(s.next.Kinds, k) {
+				s.next.Kinds = append(s.next.Kinds, k)
+			}
+		}
+		s.next.Edits = capped(MergeEdits(s.next.Edits, d.Edits))
+		s.next.Unnamed = s.next.Unnamed || d.Unnamed
+	default:
+		s.next = Repair{Kinds: slices.Clone(d.Kinds), Edits: capped(slices.Clone(d.Edits)), Unnamed: d.Unnamed}
+	}
+}
