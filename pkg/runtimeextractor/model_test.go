@@ -83,8 +83,9 @@ var coreLetters = alphabet{
 // insights-config relayed again while a repair waits; a new cluster
 // version (its apply undoes an outstanding change too); a writer that
 // rotates its manager name; a version's update that loses a race to
-// another writer's change. Their sequences are shorter: the fights and
-// the burst are long already.
+// another writer's change; the removal of an annotation the apply enforces;
+// a disable whose delete the API refuses, then an enable a minute later.
+// Their sequences are shorter: the fights and the burst are long already.
 var repairLetters = alphabet{
 	{"run", (*propSim).runToQuiet},
 	{"restart", (*propSim).restart},
@@ -108,6 +109,8 @@ var repairLetters = alphabet{
 	{"version bump", (*propSim).bumpVersion},
 	{"rotating names", (*propSim).rotatingNames},
 	{"version update races a writer", (*propSim).racedVersionApply},
+	{"capability annotation removed", (*propSim).removeCapability},
+	{"disabled with deletes refused, enabled again", (*propSim).refusedDeleteThenEnabled},
 }
 
 // modelRun is one sequence's outcome.
@@ -263,7 +266,7 @@ func (s *propSim) fingerprint() string {
 		spec, err := json.Marshal(ds.Spec)
 		s.must(err)
 		sum := sha256.Sum256(spec)
-		meta := missingOwnedLabel(ds) + "|" + name("v", ds.Annotations[resources.VersionAnnotation])
+		meta := missingOwnedMetadata(ds) + "|" + name("v", ds.Annotations[resources.VersionAnnotation])
 		return fmt.Sprintf("%s spec=%s meta=%s status=%v deleting=%v", name("uid", string(ds.UID)),
 			name("spec", hex.EncodeToString(sum[:8])), meta, !s.statusBehind(ds), ds.DeletionTimestamp != nil)
 	}

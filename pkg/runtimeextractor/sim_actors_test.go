@@ -582,6 +582,38 @@ func (s *propSim) removeLabel(key string) {
 	})
 }
 
+// removeCapability removes the manifest's capability annotation, which the
+// apply enforces (issue 46, escape 2): its removal is drift like a label's.
+func (s *propSim) removeCapability() {
+	if ds := s.stored(); ds == nil || ds.Annotations[capabilityAnnotation] == "" {
+		return
+	}
+	s.updateAsOther(func(ds *appsv1.DaemonSet) string {
+		delete(ds.Annotations, capabilityAnnotation)
+		return "removes annotation " + capabilityAnnotation
+	})
+}
+
+// refusedDeleteThenEnabled: insights-config disables the runtime extractor
+// and the API refuses the delete; a minute passes, in which the repair
+// gate's deadline for a held repair comes while the level is disabled; then
+// insights-config enables it again (issue 46, escape 4). The apply that
+// follows undoes whatever change of someone else's is outstanding: a repair
+// the gate decides.
+func (s *propSim) refusedDeleteThenEnabled() {
+	if s.stored() == nil || s.cfg.disabled || s.c.holding() || s.cfg.invalid {
+		return
+	}
+	s.setRefused("delete", true)
+	s.flipConfig()
+	s.runThroughDoor()
+	s.advanceTo(s.clock.Now().Add(DefaultRepairPolicy().Every), "a minute later")
+	s.runToQuiet()
+	s.flipConfig()
+	s.runThroughDoor()
+	s.setRefused("delete", false)
+}
+
 func (s *propSim) createExternally() {
 	if s.stored() != nil {
 		return

@@ -161,8 +161,8 @@ func (s *propSim) checkConverged(when string) bool {
 		s.violate("final-state", fmt.Sprintf("%s: enabled but state %s (server: %s)", when, state, describeDS(srv)))
 	case srv == nil:
 		s.violate("final-missing", fmt.Sprintf("%s: enabled and Running but the server has no DaemonSet", when))
-	case missingOwnedLabel(srv) != "":
-		s.violate("final-metadata-not-restored", fmt.Sprintf("%s: Running but the server's DaemonSet still lacks label %s", when, missingOwnedLabel(srv)))
+	case missingOwnedMetadata(srv) != "":
+		s.violate("final-metadata-not-restored", fmt.Sprintf("%s: Running but the server's DaemonSet still lacks %s", when, missingOwnedMetadata(srv)))
 	case srv.Annotations[resources.VersionAnnotation] != want:
 		s.violate("final-version", fmt.Sprintf("%s: Running but the server's DaemonSet is at version %q, want %q", when, srv.Annotations[resources.VersionAnnotation], want))
 	case !specDesired(srv, want, s.cfg.priority):
@@ -318,6 +318,20 @@ func (s *propSim) checkFreshAgrees() {
 				a.Type, s.c.State(), a.Status, a.Reason, a.Message, f.c.State(), b.Status, b.Reason, b.Message))
 		}
 	}
+}
+
+// missingOwnedMetadata names an owned label, or an annotation of the
+// manifest, that ds lacks; "" for none.
+func missingOwnedMetadata(ds *appsv1.DaemonSet) string {
+	if k := missingOwnedLabel(ds); k != "" {
+		return "label " + k
+	}
+	for _, k := range resources.OwnedAnnotations() {
+		if ds.Annotations[k] == "" {
+			return "annotation " + k
+		}
+	}
+	return ""
 }
 
 func missingOwnedLabel(ds *appsv1.DaemonSet) string {
