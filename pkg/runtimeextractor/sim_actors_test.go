@@ -573,25 +573,25 @@ func (s *propSim) dropNode() {
 
 // removeLabel is metadata drift: same UID, same generation.
 func (s *propSim) removeLabel(key string) {
-	if ds := s.stored(); ds == nil || ds.Labels[key] == "" {
+	s.removeOwned(func(ds *appsv1.DaemonSet) map[string]string { return ds.Labels }, "label", key)
+}
+
+// removeOwned is someone else's removal of an owned label or annotation
+// (what), key of the map that of picks.
+func (s *propSim) removeOwned(of func(*appsv1.DaemonSet) map[string]string, what, key string) {
+	if ds := s.stored(); ds == nil || of(ds)[key] == "" {
 		return
 	}
 	s.updateAsOther(func(ds *appsv1.DaemonSet) string {
-		delete(ds.Labels, key)
-		return "removes label " + key
+		delete(of(ds), key)
+		return "removes " + what + " " + key
 	})
 }
 
 // removeCapability removes the manifest's capability annotation, which the
 // apply enforces (issue 46, escape 2): its removal is drift like a label's.
 func (s *propSim) removeCapability() {
-	if ds := s.stored(); ds == nil || ds.Annotations[capabilityAnnotation] == "" {
-		return
-	}
-	s.updateAsOther(func(ds *appsv1.DaemonSet) string {
-		delete(ds.Annotations, capabilityAnnotation)
-		return "removes annotation " + capabilityAnnotation
-	})
+	s.removeOwned(func(ds *appsv1.DaemonSet) map[string]string { return ds.Annotations }, "annotation", capabilityAnnotation)
 }
 
 // refusedDeleteThenEnabled: insights-config disables the runtime extractor
