@@ -16,15 +16,18 @@ func (g *gate) grant()  { g.granted, g.deferred = true, false }
 func (g *gate) hold()   { g.granted, g.deferred = false, true }
 func (g *gate) settle() { g.granted, g.deferred = false, false }
 
-// FightChange is how one of the gate's steps moved the fight verdict.
-type FightChange struct{ Started, Ended bool }
-
-// step runs one of the gate's functions and reports how it moved the verdict.
-func (s *State) step(f func(Log) Log) FightChange {
+// step runs one of the gate's functions; its effects report how that moved the fight
+// verdict.
+func (s *State) step(f func(Log) Log) []Effect {
 	was := s.gate.log.Fighting()
 	s.gate.log = f(s.gate.log)
-	is := s.gate.log.Fighting()
-	return FightChange{Started: !was && is, Ended: was && !is}
+	switch is := s.gate.log.Fighting(); {
+	case !was && is:
+		return effect(EffectFightStarted)
+	case was && !is:
+		return effect(EffectFightEnded)
+	}
+	return nil
 }
 
 // Policy is the repair gate's rules.
@@ -63,10 +66,10 @@ func (s *State) onDrift(d Drift, now time.Time) []Effect {
 		})
 		if dec.Repair {
 			s.gate.grant()
-			return append(fights(fc), Effect{Kind: EffectRepair})
+			return append(fc, Effect{Kind: EffectRepair})
 		}
 		s.gate.hold()
-		return append(fights(fc), Effect{Kind: EffectHold, Wait: dec.At.Sub(now)})
+		return append(fc, Effect{Kind: EffectHold, Wait: dec.At.Sub(now)})
 	case changed: // disabled (a notification may be on its way): delete, never repair
 		return effect(EffectReassert)
 	case d.Drain.Gone && !d.Present && d.Deleting:
@@ -148,10 +151,10 @@ func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 // later asks AskWrite).
 func (s *State) gateDue(enabled bool, now time.Time) []Effect {
 	var dec Decision
-	fc := fights(s.step(func(l Log) Log {
+	fc := s.step(func(l Log) Log {
 		l, dec = s.policy.Due(l, now)
 		return l
-	}))
+	})
 	switch {
 	case !s.gate.deferred:
 		return fc

@@ -9,7 +9,7 @@ import (
 
 // What a drain leads to, row by row: only an enabled level's drift asks the
 // gate; a disabled one's is deleted, never repaired.
-func TestOnDriftDecidesWhatADrainLeadsTo(t *testing.T) {
+func TestStepDecidesWhatADrainLeadsTo(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	for _, tc := range []struct {
 		d    Drift

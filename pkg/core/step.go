@@ -99,13 +99,3 @@ func reassertUnless(skip bool) []Effect {
 	}
 	return effect(EffectReassert)
 }
-
-func fights(fc FightChange) []Effect {
-	switch {
-	case fc.Started:
-		return effect(EffectFightStarted)
-	case fc.Ended:
-		return effect(EffectFightEnded)
-	}
-	return nil
-}
