@@ -151,13 +151,6 @@ runtime_extractor_repairs_total{manager="kubectl-patch"} 1
 	}
 }
 
-// restoredWords words what a repair put back (resources.Result.Restored).
-func TestRestoredWords(t *testing.T) {
-	if got := restoredWords([]string{"container extractor image", "removed container sidecar", "tolerations", "volumes", "affinity", "spec"}); got != ": restored container extractor image, tolerations, volumes; removed container sidecar and 2 more" {
-		t.Errorf("restoredWords = %q", got)
-	}
-}
-
 // extractorOf is ds's extractor container (the host's template lists it last).
 func extractorOf(ds *appsv1.DaemonSet) *corev1.Container {
 	c := ds.Spec.Template.Spec.Containers

@@ -49,33 +49,33 @@ func TestRepairEventNamesTheWriter(t *testing.T) {
 	patch := core.Edit{Manager: "kubectl-patch", Operation: "Update", Time: t0.Add(time.Second)}
 	cases := []struct {
 		name    string
-		cause   applyCause
+		cause   core.Cause
 		created bool
 		want    string
 	}{
-		{"one writer", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, writers: []core.Edit{patch}}, false,
+		{"one writer", core.Cause{Transition: drifted, Repair: true, Drift: core.Repair{Kinds: []DriftKind{DriftModified}, Edits: []core.Edit{patch}}}, false,
 			"repaired a change made by someone else (spec changed), changed by kubectl-patch (Update at 2026-12-02T12:00:01Z)"},
-		{"a tie", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified}, writers: []core.Edit{patch, {Manager: "helm", Operation: "Apply", Time: patch.Time}}}, false,
+		{"a tie", core.Cause{Transition: drifted, Repair: true, Drift: core.Repair{Kinds: []DriftKind{DriftModified}, Edits: []core.Edit{patch, {Manager: "helm", Operation: "Apply", Time: patch.Time}}}}, false,
 			"changed by kubectl-patch (Update at 2026-12-02T12:00:01Z), helm (Apply at 2026-12-02T12:00:01Z)"},
-		{"no entry names one", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftMetadata}, unnamed: true}, false,
+		{"no entry names one", core.Cause{Transition: drifted, Repair: true, Drift: core.Repair{Kinds: []DriftKind{DriftMetadata}, Unnamed: true}}, false,
 			"repaired a change made by someone else (owned label or annotation changed), by a writer managedFields does not name"},
-		{"a deletion", applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftDeleted}}, true,
+		{"a deletion", core.Cause{Transition: drifted, Repair: true, Drift: core.Repair{Kinds: []DriftKind{DriftDeleted}}}, true,
 			"recreated after it was deleted by someone else"},
 	}
 	for _, tc := range cases {
-		if got := tc.cause.String(tc.created); !strings.Contains(got, tc.want) {
+		if got := tc.cause.Why(tc.created); !strings.Contains(got, tc.want) {
 			t.Errorf("%s: %q, want it to say %q", tc.name, got, tc.want)
 		}
 	}
 
-	many := applyCause{transition: drifted, repair: true, drift: []DriftKind{DriftModified, DriftMetadata}}
+	many := core.Cause{Transition: drifted, Repair: true, Drift: core.Repair{Kinds: []DriftKind{DriftModified, DriftMetadata}}}
 	for i := range 50 {
-		many.writers = append(many.writers, core.Edit{Manager: strings.Repeat(string(rune('a'+i%26)), resources.MaxNameBytes), Operation: "Update", Time: t0})
+		many.Drift.Edits = append(many.Drift.Edits, core.Edit{Manager: strings.Repeat(string(rune('a'+i%26)), resources.MaxNameBytes), Operation: "Update", Time: t0})
 	}
 	log := &eventLog{}
 	e := changeEvents{recorder: log}
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "openshift-insights", Name: "insights-runtime-extractor"}}
-	e.applied(ds, false, many.String(false))
+	e.applied(ds, false, many.Why(false))
 	got := log.with(ReasonUpdated)
 	if len(got) != 1 || len(got[0].text) > 1024 || !strings.Contains(got[0].text, "and 47 more") {
 		t.Fatalf("Event of %d bytes %q: want at most 1 KiB, naming three writers and how many more", len(got[0].text), got[0].text)

@@ -82,13 +82,12 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 		return fsm.ApplyFailed{Err: err}, false
 	}
 	if res.Changed {
-		p := c.core.NextRepair()
-		cause := applyCause{transition: t, repair: w.Repair, drift: p.Kinds, upgradeFrom: c.known.upgradeFrom, version: c.known.version, reenabled: c.known.deletedAny,
-			tls: res.TLSMoved, writers: p.Edits, unnamed: p.Unnamed}
+		cause := core.Cause{Transition: t, Repair: w.Repair, Drift: c.core.NextRepair(), UpgradeFrom: c.known.upgradeFrom, Version: c.known.version,
+			Reenabled: c.known.deletedAny, TLS: res.TLSMoved}
 		if w.Repair {
-			cause.restored = res.Restored
+			cause.Restored = res.Restored
 		}
-		why := cause.String(res.Created)
+		why := cause.Why(res.Created)
 		if res.Replaced != "" {
 			why = fmt.Sprintf("replaced %s, which someone else created: %s", res.Replaced, res.ReplacedBecause)
 		}

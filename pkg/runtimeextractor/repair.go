@@ -48,11 +48,11 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	case len(d.Kinds) == 0:
 	case wait > 0:
 		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair gate: %s)",
-			resources.Namespace, resources.DaemonSetName, driftSummary(d.Kinds, d.Edits, d.Unnamed),
+			resources.Namespace, resources.DaemonSetName, core.Summary(d.Kinds, d.Edits, d.Unnamed),
 			wait.Round(time.Millisecond), c.backoffNote())
 	default: // logged after the repair's write: act first, report after
 		klog.Infof("DaemonSet %s/%s was %s; acted on it, now %s",
-			resources.Namespace, resources.DaemonSetName, driftSummary(d.Kinds, d.Edits, d.Unnamed), c.machine.State())
+			resources.Namespace, resources.DaemonSetName, core.Summary(d.Kinds, d.Edits, d.Unnamed), c.machine.State())
 	}
 }
 
