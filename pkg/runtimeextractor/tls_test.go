@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/internal/testwait"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
@@ -147,11 +148,12 @@ func TestUnknownTLSProfileKeepsTheDaemonSetsArguments(t *testing.T) {
 		t.Fatalf("TLS Warnings %+v, want one on the DaemonSet saying forbidden and what is kept", warnings)
 	}
 	t.Logf("Warning: %s", warnings[0].text)
-	// Status says so too, for as long as it lasts.
-	if available := status.Conditions(h.ctrl.Status())[0]; !strings.Contains(available.Message, "the cluster TLS profile is unknown") ||
-		!strings.Contains(available.Message, "keeps the DaemonSet's TLS arguments (--tls-min-version=VersionTLS13)") {
-		t.Fatalf("Available message %q, want it to say the TLS profile is unknown and what is kept", available.Message)
-	}
+	// Status says so too, for as long as it lasts. It is published after the
+	// wake-up whose transition waitState saw, so it is waited for.
+	testwait.For(t, "Available to say the TLS profile is unknown and what is kept", func() bool {
+		msg := status.Conditions(h.ctrl.Status())[0].Message
+		return strings.Contains(msg, "the cluster TLS profile is unknown") && strings.Contains(msg, "keeps the DaemonSet's TLS arguments (--tls-min-version=VersionTLS13)")
+	})
 
 	// Someone changes the arguments meanwhile: repaired to the kept ones.
 	drifted := h.stored().DeepCopy()
