@@ -1,8 +1,10 @@
-// Package core is the control loop's decisions as one pure value: the front door for level
-// signals, the repair gate for drift and applies, failed actions' retries, and each part's
-// deadline. Deciding methods take the current time; nothing here reads a clock, arms a timer,
-// starts a goroutine or does I/O. The loop (package runtimeextractor) feeds it what happened,
-// carries out its answers, arms one timer at State.Deadline and runs the parts State.Due names.
+// Package core is the control loop's decisions as one pure value: what each wake-up leads to
+// (State.Step), which drift is someone else's (Classify), the front door for level signals,
+// the repair gate for drift and applies, failed actions' retries, each part's deadline, and
+// what the Events say of a write (Cause). Deciding methods take the current time; nothing
+// here reads a clock, arms a timer, starts a goroutine or does I/O. The loop (package
+// runtimeextractor) feeds it what happened, carries out its effects, and arms one timer at
+// State.Deadline.
 package core
 
 import (
@@ -58,7 +60,7 @@ func New(policy Policy, inertia time.Duration) *State {
 // At is part p's deadline, if it has one.
 func (s *State) At(p Part) (time.Time, bool) { return s.timers[p].at, s.timers[p].set }
 
-// Fire clears p's deadline and reports true if it has come at now; the loop then runs p.
+// Fire clears p's deadline and reports true if it has come at now; Step then runs p.
 func (s *State) Fire(p Part, now time.Time) bool {
 	if !s.timers[p].due(now) {
 		return false
@@ -78,8 +80,9 @@ func (s *State) Deadline() (time.Time, bool) {
 	return at, !at.IsZero()
 }
 
-// Due returns the parts due at now, earliest first (Part order on a tie). The loop runs each
-// only if Fire still finds it due: an earlier part's action may have moved a later one's.
+// Due returns the parts due at now, earliest first (Part order on a tie). The loop steps
+// each; Step runs it only if Fire still finds it due: an earlier part's action may have
+// moved a later one's.
 func (s *State) Due(now time.Time) []Part {
 	var due []Part
 	for p := range numParts {
