@@ -453,7 +453,6 @@ func TestStaleRelistAfterOwnCreateIsNoDrift(t *testing.T) {
 	}
 	writes := s.controllerWrites
 	s.ri.reportAbsent("") // what relisted reports of a list from before the create
-	s.runWorker()
 	s.runToQuiet()
 	if n := s.driftCounts()[DriftDeleted]; n != 0 {
 		t.Errorf("a stale re-list after the controller's own create counted %v deletion(s) as drift", n)

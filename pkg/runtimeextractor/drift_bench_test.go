@@ -54,7 +54,6 @@ func BenchmarkChangedByTenThousandEntries(b *testing.B) {
 			}
 			notOwn := func(*appsv1.DaemonSet) bool { return false }
 			ri.ownWrite.Store(&notOwn)
-			b.Cleanup(ri.syncCtx.Queue().ShutDown)
 			for b.Loop() {
 				ri.onUpdate(old, bc.cur)
 				if obs := ri.drainDrift(); len(obs) != 1 {

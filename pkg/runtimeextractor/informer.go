@@ -32,12 +32,9 @@ import (
 // the lister the resource manager reads) is the cache without the objects
 // known to be gone; while the watch is broken, the latest live read stands in.
 type daemonSetInformer struct {
-	factory.Controller
-
 	informer cache.SharedIndexInformer
 	cached   appslisters.DaemonSetLister // the informer cache as it is
 	lister   appslisters.DaemonSetLister // the view
-	syncCtx  factory.SyncContext
 
 	modified chan struct{} // drift, coalesced
 	rollout  chan struct{} // status or generation moved, coalesced
@@ -62,10 +59,11 @@ var _ ResourceInformer = (*daemonSetInformer)(nil)
 // in kubeInformers a DaemonSet informer restricted to the managed DaemonSet by
 // field selector; a factory keeps one informer per type, so other users of its
 // DaemonSet informer see the same restricted cache. Start the factory and Run
-// the returned controller.
-func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
+// the returned controller. Its handlers queue what they see for the control
+// loop: it has no work queue of its own, so eventRecorder is unused (it stays
+// for the seed's signature).
+func NewResourceInformer(_ events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
 	ri := &daemonSetInformer{
-		syncCtx:  factory.NewSyncContext("RuntimeExtractorResourceInformer", eventRecorder),
 		modified: make(chan struct{}, 1),
 		rollout:  make(chan struct{}, 1),
 		gone:     map[types.UID]bool{},
@@ -84,11 +82,6 @@ func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.
 	}); err != nil {
 		return nil, fmt.Errorf("watch daemonset %s/%s: %w", resources.Namespace, resources.DaemonSetName, err)
 	}
-	ri.Controller = factory.New().
-		WithSyncContext(ri.syncCtx).
-		WithBareInformers(informer).
-		WithSync(ri.sync).
-		ToController("RuntimeExtractorResourceInformer", eventRecorder)
 	return ri, nil
 }
 
@@ -141,25 +134,25 @@ func managedIn(list *appsv1.DaemonSetList) *appsv1.DaemonSet {
 	return nil
 }
 
-// Run runs the library-go controller and the broken-watch bridge until ctx
-// ends. It shuts the queue down itself: library-go skips that when ctx ends
-// before the caches synced, leaking the queue's goroutine.
-func (ri *daemonSetInformer) Run(ctx context.Context, workers int) {
-	defer ri.syncCtx.Queue().ShutDown()
-	if ri.watch != nil {
-		done := make(chan struct{})
-		go func() { defer close(done); defer recovered("the broken-watch bridge"); ri.bridgeBrokenWatch(ctx) }()
-		defer func() { <-done }()
+// Name is the informer's name as a library-go controller.
+func (ri *daemonSetInformer) Name() string { return "RuntimeExtractorResourceInformer" }
+
+// Run runs the broken-watch bridge until ctx ends; workers is unused.
+func (ri *daemonSetInformer) Run(ctx context.Context, _ int) {
+	if ri.watch == nil {
+		<-ctx.Done()
+		return
 	}
-	ri.Controller.Run(ctx, workers)
+	defer recovered("the broken-watch bridge")
+	ri.bridgeBrokenWatch(ctx)
 }
 
 // ResourceModified is notified, coalesced, when someone else modifies or
 // deletes the DaemonSet.
 func (ri *daemonSetInformer) ResourceModified() <-chan struct{} { return ri.modified }
 
-// sync serves library-go's Sync, which a host may call.
-func (ri *daemonSetInformer) sync(context.Context, factory.SyncContext) error {
+// Sync serves library-go's Sync, which a host may call.
+func (ri *daemonSetInformer) Sync(context.Context, factory.SyncContext) error {
 	notify(ri.modified)
 	return nil
 }

@@ -35,7 +35,6 @@ func newTestInformer(t *testing.T, own func(types.UID, int64) bool) *daemonSetIn
 	}
 	byObject := func(ds *appsv1.DaemonSet) bool { return own(ds.UID, ds.Generation) }
 	ri.ownWrite.Store(&byObject)
-	t.Cleanup(ri.syncCtx.Queue().ShutDown)
 	return ri
 }
 
@@ -191,7 +190,7 @@ func newSyncedInformer(t *testing.T, objs ...runtime.Object) *daemonSetInformer 
 	ri.ownWrite.Store(&notOwn)
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
-	t.Cleanup(func() { cancel(); factory.Shutdown(); ri.syncCtx.Queue().ShutDown() })
+	t.Cleanup(func() { cancel(); factory.Shutdown() })
 	if !cache.WaitForCacheSync(ctx.Done(), ri.informer.HasSynced) {
 		t.Fatal("informer did not sync")
 	}

@@ -402,7 +402,6 @@ func TestViewIsTheCacheOnceTheWatchWorks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ri.syncCtx.Queue().ShutDown) // never run: its queue's goroutine ends here
 	ds, err := resources.DesiredDaemonSet(resources.Desired{Images: resources.DefaultImages(), Version: "4.21.0"})
 	if err != nil {
 		t.Fatal(err)

@@ -241,7 +241,6 @@ func (s *propSim) boot() {
 func (s *propSim) shutdown() {
 	s.c.stop()
 	s.endProcess()
-	s.ri.syncCtx.Queue().ShutDown()
 }
 
 func (s *propSim) close() {
@@ -395,7 +394,6 @@ func (s *propSim) deliver(n int) {
 		}
 	}
 	s.inFlight = s.inFlight[n:]
-	s.runWorker()
 }
 
 // relist is a watch that broke and re-listed: every event in flight coalesces
@@ -441,7 +439,6 @@ func (s *propSim) relist() {
 		s.logf("    (someone else's change left no trace in the cache: lost until a resync)")
 	}
 	s.noteObservations(queued, by)
-	s.runWorker()
 }
 
 // noteObservations attributes to by the observations the informer queued
@@ -476,17 +473,6 @@ func (s *propSim) timerBeforeNotice() {
 	}
 	notify(s.ri.modified)
 	s.logf("the informer's handler notifies the loop")
-}
-
-// runWorker plays the library-go worker: queued drift becomes one
-// ResourceModified notification.
-func (s *propSim) runWorker() {
-	q := s.ri.syncCtx.Queue()
-	for q.Len() > 0 {
-		key, _ := q.Get()
-		s.must(s.ri.sync(s.ctx, s.ri.syncCtx))
-		q.Done(key)
-	}
 }
 
 // ---- the controller's loop ----
