@@ -37,16 +37,15 @@ var wakeNames = [...]string{
 
 func (w wake) String() string { return wakeNames[w] }
 
+var levelSignals = map[wake]core.Signal{wakeConfig: core.SignalConfig, wakeVersion: core.SignalVersion, wakeTLS: core.SignalTLS}
+
 func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	switch w {
-	case wakeConfig:
-		// Acted on even when the newest content was rejected: the last good
-		// config may have changed in the same coalesced notification.
-		c.step(ctx, core.Input{Kind: core.InputSignal, Signal: core.SignalConfig})
-	case wakeVersion:
-		c.step(ctx, core.Input{Kind: core.InputSignal, Signal: core.SignalVersion})
-	case wakeTLS:
-		c.step(ctx, core.Input{Kind: core.InputSignal, Signal: core.SignalTLS})
+	case wakeConfig, wakeVersion, wakeTLS:
+		// A config signal is acted on even when the newest content was
+		// rejected: the last good config may have changed in the same
+		// coalesced notification.
+		c.step(ctx, core.Input{Kind: core.InputSignal, Signal: levelSignals[w]})
 	case wakeDrift:
 		c.onDrift(ctx, false)
 	case wakeDriftHint:
