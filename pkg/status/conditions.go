@@ -4,6 +4,9 @@ package status
 
 import (
 	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	configv1 "github.com/openshift/api/config/v1"
 
@@ -53,13 +56,12 @@ func DegradedReasons() []string {
 
 // Conditions derives the three conditions from s, in ConditionTypes order, as the
 // tables of docs/operations.md lay out; LastTransitionTime is left to the Reporter.
-// Disabled is what the admin asked for, so it is Available and neither Progressing
-// nor Degraded; Deleting converges on it, so it stays Available meanwhile.
 func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	if s.State == "" {
 		return starting()
 	}
-	out := []configv1.ClusterOperatorStatusCondition{available(s), progressing(s), degraded(s)}
+	available, progressing := availableAndProgressing(s)
+	out := []configv1.ClusterOperatorStatusCondition{available, progressing, degraded(s)}
 	if s.RepairWaits != nil && !removing(s) {
 		out[0].Message += "; " + s.RepairWaits.message()
 	}
@@ -84,83 +86,68 @@ func starting() []configv1.ClusterOperatorStatusCondition {
 	return out
 }
 
-func available(s Snapshot) configv1.ClusterOperatorStatusCondition {
-	c := configv1.ClusterOperatorStatusCondition{Type: ConditionAvailable, Status: configv1.ConditionTrue}
+// availableAndProgressing: Disabled is what the admin asked for, so it is Available
+// and not Progressing; Deleting converges on it, so it stays Available meanwhile.
+func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCondition) {
+	a = configv1.ClusterOperatorStatusCondition{Type: ConditionAvailable, Status: configv1.ConditionTrue}
+	p = configv1.ClusterOperatorStatusCondition{Type: ConditionProgressing, Status: configv1.ConditionTrue}
 	switch {
 	case s.Holding:
-		c.Reason = ReasonHolding
+		a.Reason = ReasonHolding
+		p.Status, p.Reason = configv1.ConditionFalse, ReasonHolding
+		p.Message = "holding: insights-config is invalid and no valid config has been seen since the controller started, so "
 		if !s.Present {
-			c.Status, c.Message = configv1.ConditionFalse, "no runtime extractor is deployed, and none will be until insights-config is valid"
+			a.Status, a.Message = configv1.ConditionFalse, "no runtime extractor is deployed, and none will be until insights-config is valid"
+			p.Message += "nothing is deployed"
 			break
 		}
 		if !servesPods(s) {
-			c.Status = configv1.ConditionFalse
+			a.Status = configv1.ConditionFalse
 		}
-		c.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes%s, left as it is until insights-config is valid",
-			s.Available, s.Desired, atVersion(s.AppliedVersion)) + unavailableMessage(s)
+		a.Message = availableOn(s, ", left as it is until insights-config is valid")
+		p.Message += "the DaemonSet is left as it is"
 	case removing(s) && s.Terminating:
-		c.Reason, c.Message = ReasonDeleting, terminatingMessage(s)
+		a.Reason, a.Message = ReasonDeleting, terminatingMessage(s)
+		p.Reason, p.Message = a.Reason, a.Message
 	case s.State == fsm.StateDisabled:
-		c.Reason, c.Message = ReasonDisabled, disabledMessage
+		const disabled = "runtime extractor is disabled by insights-config"
+		a.Reason, a.Message = ReasonDisabled, disabled
+		p.Status, p.Reason, p.Message = configv1.ConditionFalse, ReasonDisabled, disabled
 	case s.State == fsm.StateDeleting:
-		c.Reason, c.Message = ReasonDeleting, "runtime extractor is being removed as insights-config disables it"
+		a.Reason, a.Message = ReasonDeleting, "runtime extractor is being removed as insights-config disables it"
+		p.Reason, p.Message = ReasonDeleting, "removing the runtime extractor: disabled by insights-config"
 	default:
 		r := rolloutOf(s)
-		c.Reason = r.reason
-		if !r.progressing { // rolled out: only the pods can be missing
+		a.Reason, p.Reason, p.Message = r.reason, r.reason, r.message
+		if s.Stuck != nil && !tooFewPods(s) {
+			p.Message += "; " + s.Stuck.Message(s)
+		}
+		switch {
+		case !r.progressing: // rolled out: only the pods can be missing
+			p.Status = configv1.ConditionFalse
 			if s.Available < s.Desired {
-				c.Reason = ReasonPodsUnavailable
+				a.Reason = ReasonPodsUnavailable
 			}
 			if !servesPods(s) {
-				c.Status = configv1.ConditionFalse
+				a.Status = configv1.ConditionFalse
 			}
-			c.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes%s", s.Available, s.Desired, atVersion(s.AppliedVersion)) +
+			a.Message = availableOn(s, "")
+		case s.Present && servesPods(s):
+			a.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes while %s", s.Available, s.Desired, r.message) +
 				unavailableMessage(s)
-			break
-		}
-		if s.Present && servesPods(s) {
-			c.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes while %s", s.Available, s.Desired, r.message) +
-				unavailableMessage(s)
-			break
-		}
-		c.Status = configv1.ConditionFalse
-		c.Message = "no runtime extractor pod is available yet: " + r.message
-		if failing(s) {
-			c.Reason = failureReason(s.State)
-			c.Message = "no runtime extractor pod is available: " + failureMessage(s)
+		case failing(s):
+			a.Status, a.Reason = configv1.ConditionFalse, failureReason(s.State)
+			a.Message = "no runtime extractor pod is available: " + failureMessage(s)
+		default:
+			a.Status, a.Message = configv1.ConditionFalse, "no runtime extractor pod is available yet: "+r.message
 		}
 	}
-	return c
+	return a, p
 }
 
-func progressing(s Snapshot) configv1.ClusterOperatorStatusCondition {
-	c := configv1.ClusterOperatorStatusCondition{Type: ConditionProgressing, Status: configv1.ConditionTrue}
-	switch {
-	case s.Holding:
-		c.Status, c.Reason = configv1.ConditionFalse, ReasonHolding
-		c.Message = "holding: insights-config is invalid and no valid config has been seen since the controller started, so "
-		if s.Present {
-			c.Message += "the DaemonSet is left as it is"
-		} else {
-			c.Message += "nothing is deployed"
-		}
-	case removing(s) && s.Terminating:
-		c.Reason, c.Message = ReasonDeleting, terminatingMessage(s)
-	case s.State == fsm.StateDisabled:
-		c.Status, c.Reason, c.Message = configv1.ConditionFalse, ReasonDisabled, disabledMessage
-	case s.State == fsm.StateDeleting:
-		c.Reason, c.Message = ReasonDeleting, "removing the runtime extractor: disabled by insights-config"
-	default:
-		r := rolloutOf(s)
-		c.Reason, c.Message = r.reason, r.message
-		if !r.progressing {
-			c.Status = configv1.ConditionFalse
-		}
-		if s.Stuck != nil && !tooFewPods(s) {
-			c.Message += "; " + s.Stuck.Message(s)
-		}
-	}
-	return c
+func availableOn(s Snapshot, suffix string) string {
+	return fmt.Sprintf("runtime extractor is available on %d/%d nodes%s%s", s.Available, s.Desired, atVersion(s.AppliedVersion), suffix) +
+		unavailableMessage(s)
 }
 
 // tooFewPods is when a stuck rollout degrades: no pod available, or more nodes
@@ -180,6 +167,9 @@ func overMaxUnavailable(s Snapshot) (over, known bool) {
 // removing: the state wants no DaemonSet.
 func removing(s Snapshot) bool { return s.State == fsm.StateDisabled || s.State == fsm.StateDeleting }
 
+// servesPods: a pod is available, or the DaemonSet wants none.
+func servesPods(s Snapshot) bool { return s.Available > 0 || s.Desired == 0 }
+
 // rollout is what the cluster says of an enabled runtime extractor; Available
 // shares the reason, message is Progressing's.
 type rollout struct {
@@ -196,11 +186,7 @@ func rolloutOf(s Snapshot) rollout {
 		return rollout{true, ReasonRollingOut, "the DaemonSet is being deleted" + waitsFor(s) +
 			"; it is created anew once it is gone"}
 	case !s.Present:
-		msg := "deploying the runtime extractor: the DaemonSet does not exist yet"
-		if s.Version != "" {
-			msg = "deploying the runtime extractor at version " + s.Version + ": the DaemonSet does not exist yet"
-		}
-		return rollout{true, ReasonRollingOut, msg}
+		return rollout{true, ReasonRollingOut, "deploying the runtime extractor" + atVersion(s.Version) + ": the DaemonSet does not exist yet"}
 	case s.Version != "" && s.AppliedVersion != s.Version:
 		// A refused upgrade, or one the cache does not show yet: no pod is upgrading.
 		msg := "the upgrade to " + s.Version + " is not applied: the DaemonSet "
@@ -213,13 +199,27 @@ func rolloutOf(s Snapshot) rollout {
 	case s.RolledOut:
 		return rollout{false, ReasonAsExpected,
 			fmt.Sprintf("runtime extractor is rolled out on %d/%d nodes%s", s.Updated, s.Desired, atVersion(s.AppliedVersion))}
-	default:
-		return rollout{true, rolloutReason(s.State), progressMessage(s)}
 	}
+	// The message counts the nodes that run a pod of the current template,
+	// available or not (Available says that).
+	r := rollout{true, ReasonRollingOut, "rolling out"}
+	switch s.State {
+	case fsm.StateUpgrading:
+		r.reason, r.message = ReasonUpgrading, "upgrading"
+	case fsm.StateDrifted:
+		r.reason, r.message = ReasonRestoring, "restoring after an external change: rolling out"
+	}
+	to := ""
+	if s.Version != "" {
+		to = " to " + s.Version
+	}
+	if s.Updated >= s.Desired { // not RolledOut, so the counts predate the current generation
+		r.message += to + ": waiting for the DaemonSet controller to observe the new spec"
+	} else {
+		r.message = fmt.Sprintf("%s %d/%d nodes%s", r.message, s.Updated, s.Desired, to)
+	}
+	return r
 }
-
-// servesPods: a pod is available, or the DaemonSet wants none.
-func servesPods(s Snapshot) bool { return s.Available > 0 || s.Desired == 0 }
 
 func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	c := configv1.ClusterOperatorStatusCondition{Type: ConditionDegraded, Status: configv1.ConditionTrue}
@@ -246,18 +246,6 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	return c
 }
 
-// rolloutReason names a rollout with pods still to update after the state that started it.
-func rolloutReason(s fsm.State) string {
-	switch s {
-	case fsm.StateUpgrading:
-		return ReasonUpgrading
-	case fsm.StateDrifted:
-		return ReasonRestoring
-	default:
-		return ReasonRollingOut
-	}
-}
-
 func failing(s Snapshot) bool { return s.Failures >= 1 && s.LastError != nil }
 
 // failureReason: the states that remove the DaemonSet fail on deletes, the others on applies.
@@ -267,3 +255,104 @@ func failureReason(s fsm.State) string {
 	}
 	return ReasonApplyFailed
 }
+
+// failureMessage names no count and no delay: they change with every retry, so a
+// retry that fails the same way writes nothing; the Warning Event and metrics carry them.
+func failureMessage(s Snapshot) string {
+	action := "apply"
+	if !s.State.Enabled() {
+		action = "delete"
+	}
+	return fmt.Sprintf("the last %s failed: %v; retrying with backoff", action, s.LastError)
+}
+
+func configMessage(err error) string {
+	return fmt.Sprintf("insights-config rejected, keeping the last good config: %v", err)
+}
+
+// terminatingMessage says what the deletion waits for: a DELETE that returned is not an object gone.
+func terminatingMessage(s Snapshot) string {
+	msg := "removing the runtime extractor, as insights-config disables it: the DaemonSet is being deleted"
+	if len(s.Finalizers) == 0 {
+		return msg + "; its pods run until it is gone"
+	}
+	return msg + waitsFor(s) + "; its pods run until then"
+}
+
+// waitsFor names the finalizers the deletion waits for, "" when none.
+func waitsFor(s Snapshot) string {
+	if len(s.Finalizers) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and waits for %s %s to be removed",
+		map[bool]string{true: "finalizer", false: "finalizers"}[len(s.Finalizers) == 1], strings.Join(s.Finalizers, ", "))
+}
+
+// unavailableMessage names how many nodes that should run a pod have none
+// available, against maxUnavailable, and a few of them.
+func unavailableMessage(s Snapshot) string {
+	n := s.Desired - s.Available
+	if n <= 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("; %d nodes have no available pod", n)
+	if n == 1 {
+		msg = "; 1 node has no available pod"
+	}
+	if over, known := overMaxUnavailable(s); known {
+		msg += fmt.Sprintf(" (%s maxUnavailable %d)", map[bool]string{true: "more than", false: "within"}[over], s.MaxUnavailable)
+	}
+	switch {
+	case len(s.UnavailableNodes) > 0:
+		msg += ": " + someNodes(s.UnavailableNodes, n)
+	case s.UnavailableNodesDenied:
+		msg += "; " + nodeNamesDenied
+	}
+	return msg
+}
+
+const nodeNamesDenied = "node names unavailable: " + DeniedPodsList + " forbidden"
+
+// someNodes lists nodes, a few of the n meant, ending with "..." when n is more.
+func someNodes(nodes []string, n int32) string {
+	if int(n) > len(nodes) {
+		return strings.Join(nodes, ", ") + ", ..."
+	}
+	return strings.Join(nodes, ", ")
+}
+
+func atVersion(v string) string {
+	if v == "" {
+		return ""
+	}
+	return " at version " + v
+}
+
+// roundBackoff drops sub-second noise so a duration stays readable.
+func roundBackoff(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// MaxMessageBytes bounds a condition or Event message: an error can quote
+// insights-config whole (hundreds of kilobytes), and the gist is enough.
+const MaxMessageBytes = 1024
+
+// CapMessage cuts msg to MaxMessageBytes on a UTF-8 boundary, ending with a marker
+// of how many bytes were cut.
+func CapMessage(msg string) string {
+	if len(msg) <= MaxMessageBytes {
+		return msg
+	}
+	// The marker for len(msg) is at least as long as the one for the bytes
+	// actually cut, so reserving its length keeps the result within bounds.
+	keep := MaxMessageBytes - len(cutMarker(len(msg)))
+	for keep > 0 && !utf8.RuneStart(msg[keep]) {
+		keep--
+	}
+	return msg[:keep] + cutMarker(len(msg)-keep)
+}
+
+func cutMarker(n int) string { return fmt.Sprintf(" ... [%d bytes cut]", n) }

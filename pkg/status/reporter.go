@@ -124,11 +124,10 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 			known = co.Status.Conditions
 		}
 	}
-	if carries(known, want) {
+	next := owned(known)
+	if SameConditions(next, want) {
 		return nil
 	}
-
-	next := owned(known)
 	for _, w := range want {
 		v1helpers.SetStatusCondition(&next, w, r.clock)
 	}
@@ -140,18 +139,17 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	}
 	result, err := r.client.ClusterOperators().ApplyStatus(ctx, configv1ac.ClusterOperator(r.name).WithStatus(apply),
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	switch {
-	case isMissing(err) && shown:
-		// An API server that just restarted serves the custom resource moments
-		// later, and no change of the object will say when: retry, do not wait.
+	if err != nil {
 		r.applied = nil
-		return fmt.Errorf("report conditions on clusteroperator %s, which the informer shows: %w", r.name, err)
-	case isMissing(err):
-		r.setMissing(logger, true)
-		r.applied = nil
-		return fmt.Errorf("report conditions on clusteroperator %s: %w: %w", r.name, ErrMissing, err)
-	case err != nil:
-		r.applied = nil
+		switch {
+		case isMissing(err) && shown:
+			// An API server that just restarted serves the custom resource moments
+			// later, and no change of the object will say when: retry, do not wait.
+			return fmt.Errorf("report conditions on clusteroperator %s, which the informer shows: %w", r.name, err)
+		case isMissing(err):
+			r.setMissing(logger, true)
+			return fmt.Errorf("report conditions on clusteroperator %s: %w: %w", r.name, ErrMissing, err)
+		}
 		return fmt.Errorf("report conditions on clusteroperator %s: %w", r.name, err)
 	}
 	r.setMissing(logger, false)
@@ -192,20 +190,6 @@ func owned(conds []configv1.ClusterOperatorStatusCondition) []configv1.ClusterOp
 		}
 	}
 	return out
-}
-
-// carries reports whether conds holds every condition of want, LastTransitionTime aside.
-func carries(conds, want []configv1.ClusterOperatorStatusCondition) bool {
-	if conds == nil {
-		return false
-	}
-	for _, w := range want {
-		c := v1helpers.FindStatusCondition(conds, w.Type)
-		if c == nil || !sameCondition(*c, w) {
-			return false
-		}
-	}
-	return true
 }
 
 func sameCondition(a, b configv1.ClusterOperatorStatusCondition) bool {

@@ -23,13 +23,9 @@ func (r *RolloutStuck) Message(s Snapshot) string {
 	msg := fmt.Sprintf("rollout made no progress for %s: %d of %d nodes not ready", roundBackoff(r.For), r.NotReady, s.Desired)
 	switch {
 	case len(r.Nodes) > 0:
-		msg += " (" + strings.Join(r.Nodes, ", ")
-		if int(r.NotReady) > len(r.Nodes) {
-			msg += ", ..."
-		}
-		msg += ")"
+		msg += " (" + someNodes(r.Nodes, r.NotReady) + ")"
 	case slices.Contains(r.Denied, DeniedPodsList):
-		msg += " (node names unavailable: " + DeniedPodsList + " forbidden)"
+		msg += " (" + nodeNamesDenied + ")"
 	}
 	switch {
 	case r.Warning != "":
