@@ -44,6 +44,7 @@ type Metrics struct {
 	repairs            *prometheus.CounterVec
 	degraded           *prometheus.GaugeVec
 	conflictingWriter  prometheus.Gauge
+	collectors         []prometheus.Collector // all of the above, in creation order
 
 	// stateMu keeps the one-hot state gauge consistent under concurrent transitions.
 	stateMu sync.Mutex
@@ -61,49 +62,43 @@ type Metrics struct {
 // New returns the collectors, unregistered. The state, drift and Apply/Delete
 // action series start at zero, so rate() works before the first observation.
 func New() *Metrics {
-	m := &Metrics{
-		state: newGaugeVec("state",
-			"Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.",
-			"state"),
-		transitions: newCounterVec("transitions_total",
-			"Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.",
-			"from", "to", "event"),
-		driftEvents: newCounterVec("drift_events_total",
-			"Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).",
-			"kind"),
-		actions: newCounterVec("actions_total",
-			"Actions the controller executed against the cluster, by action and result (success, error).",
-			"action", "result"),
-		actionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace,
-			Name:      "action_duration_seconds",
-			Help:      "Time taken by the actions the controller executed against the cluster, by action.",
-			// API round trips: a few milliseconds when healthy, up to the client timeout when not.
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
-		}, []string{"action"}),
-		retryBackoff: newGauge("retry_backoff_seconds",
-			"Delay before the next retry of a failed action; 0 when no retry is pending."),
-		lastTransitionTime: newGauge("last_transition_timestamp_seconds",
-			"Unix time of the last change of the state machine's state; 0 before the first change."),
-		rolloutStuck: newGauge("rollout_stuck",
-			"1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0."),
-		repairs: newCounterVec("repairs_total",
-			`Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`,
-			"manager"),
-		degraded: newGaugeVec("degraded",
-			"1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.",
-			"reason"),
-		conflictingWriter: newGauge("conflicting_writer",
-			"1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0."),
-		now: time.Now,
-	}
-	for _, r := range status.DegradedReasons() {
-		m.degraded.WithLabelValues(r).Set(0)
-	}
-	for _, s := range fsm.States() {
-		m.state.WithLabelValues(string(s)).Set(0)
-	}
-	m.state.WithLabelValues(StateHolding).Set(0)
+	m := &Metrics{now: time.Now, managers: map[string]bool{}}
+	m.state = m.gaugeVec("state",
+		"Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.",
+		"state")
+	m.transitions = m.counterVec("transitions_total",
+		"Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.",
+		"from", "to", "event")
+	m.driftEvents = m.counterVec("drift_events_total",
+		"Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).",
+		"kind")
+	m.actions = m.counterVec("actions_total",
+		"Actions the controller executed against the cluster, by action and result (success, error).",
+		"action", "result")
+	m.actionDuration = collect(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace,
+		Name:      "action_duration_seconds",
+		Help:      "Time taken by the actions the controller executed against the cluster, by action.",
+		// API round trips: a few milliseconds when healthy, up to the client timeout when not.
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
+	}, []string{"action"}))
+	m.retryBackoff = m.gauge("retry_backoff_seconds",
+		"Delay before the next retry of a failed action; 0 when no retry is pending.")
+	m.lastTransitionTime = m.gauge("last_transition_timestamp_seconds",
+		"Unix time of the last change of the state machine's state; 0 before the first change.")
+	m.rolloutStuck = m.gauge("rollout_stuck",
+		"1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0.")
+	m.repairs = m.counterVec("repairs_total",
+		`Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`,
+		"manager")
+	m.degraded = m.gaugeVec("degraded",
+		"1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.",
+		"reason")
+	m.conflictingWriter = m.gauge("conflicting_writer",
+		"1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0.")
+
+	m.SetDegraded("")
+	m.SetState("") // every state series at 0
 	for _, kind := range []string{DriftModified, DriftDeleted, DriftMetadata} {
 		m.driftEvents.WithLabelValues(kind)
 	}
@@ -115,21 +110,22 @@ func New() *Metrics {
 	return m
 }
 
-// opts gives every name the Namespace prefix.
-func opts(name, help string) prometheus.Opts {
-	return prometheus.Opts{Namespace: Namespace, Name: name, Help: help}
+// collect keeps c for Collectors.
+func collect[C prometheus.Collector](m *Metrics, c C) C {
+	m.collectors = append(m.collectors, c)
+	return c
 }
 
-func newGauge(name, help string) prometheus.Gauge {
-	return prometheus.NewGauge(prometheus.GaugeOpts(opts(name, help)))
+func (m *Metrics) gauge(name, help string) prometheus.Gauge {
+	return collect(m, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}))
 }
 
-func newGaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	return prometheus.NewGaugeVec(prometheus.GaugeOpts(opts(name, help)), labels)
+func (m *Metrics) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return collect(m, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels))
 }
 
-func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels)
+func (m *Metrics) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return collect(m, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels))
 }
 
 // StateHolding is the series that is 1, instead of any machine state, while an invalid
@@ -241,9 +237,6 @@ func (m *Metrics) ObserveRepair(managers ...string) {
 			manager = strings.ToValidUTF8(manager[:maxManagerBytes], "")
 		}
 		if !m.managers[manager] {
-			if m.managers == nil {
-				m.managers = map[string]bool{}
-			}
 			if len(m.managers) < MaxManagers && manager != OtherManager {
 				m.managers[manager] = true
 			} else {

@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -10,19 +11,7 @@ import (
 
 // Collectors returns every collector, for an embedder that registers them itself.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{
-		m.state,
-		m.transitions,
-		m.driftEvents,
-		m.actions,
-		m.actionDuration,
-		m.retryBackoff,
-		m.lastTransitionTime,
-		m.rolloutStuck,
-		m.repairs,
-		m.degraded,
-		m.conflictingWriter,
-	}
+	return slices.Clone(m.collectors)
 }
 
 // MustRegister registers every collector with reg and panics if one cannot be.
