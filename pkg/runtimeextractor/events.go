@@ -22,25 +22,17 @@ import (
 // go on the DaemonSet, so `kubectl describe` shows its history; once it is
 // gone, on the Namespace.
 const (
-	// ReasonCreated: the DaemonSet was created (Normal).
-	ReasonCreated = "RuntimeExtractorCreated"
-	// ReasonUpdated: the DaemonSet was updated (Normal).
-	ReasonUpdated = "RuntimeExtractorUpdated"
-	// ReasonDeleted: the DaemonSet was deleted as insights-config disables it (Normal).
-	ReasonDeleted = "RuntimeExtractorDeleted"
-	// ReasonApplyFailed: applying the DaemonSet failed; it will be retried (Warning).
-	ReasonApplyFailed = "RuntimeExtractorApplyFailed"
-	// ReasonDeleteFailed: deleting the DaemonSet failed; it will be retried (Warning).
-	ReasonDeleteFailed = "RuntimeExtractorDeleteFailed"
-	// ReasonRolloutStuck: the rollout made no progress for the rollout
-	// deadline (Warning).
-	ReasonRolloutStuck = "RuntimeExtractorRolloutStuck"
+	ReasonCreated      = "RuntimeExtractorCreated"      // the DaemonSet was created (Normal)
+	ReasonUpdated      = "RuntimeExtractorUpdated"      // the DaemonSet was updated (Normal)
+	ReasonDeleted      = "RuntimeExtractorDeleted"      // the DaemonSet was deleted as insights-config disables it (Normal)
+	ReasonApplyFailed  = "RuntimeExtractorApplyFailed"  // applying the DaemonSet failed; it will be retried (Warning)
+	ReasonDeleteFailed = "RuntimeExtractorDeleteFailed" // deleting the DaemonSet failed; it will be retried (Warning)
+	ReasonRolloutStuck = "RuntimeExtractorRolloutStuck" // the rollout made no progress for the rollout deadline (Warning)
+	// ReasonConflictingWriter: another writer keeps undoing the controller's repairs, which back off (Warning).
+	ReasonConflictingWriter = "RuntimeExtractorConflictingWriter"
 	// ReasonTLSProfileUnknown: an apply could not read the cluster TLS profile
 	// (Warning); recorded per apply, so the aggregated Event's count shows it lasts.
 	ReasonTLSProfileUnknown = "RuntimeExtractorTLSProfileUnknown"
-	// ReasonConflictingWriter: another writer keeps undoing the controller's
-	// repairs, which back off (Warning).
-	ReasonConflictingWriter = "RuntimeExtractorConflictingWriter"
 )
 
 // newEventRecorder returns client-go's asynchronous recorder and its stop:
@@ -62,12 +54,11 @@ var namespaceRef = &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", 
 
 func (e *changeEvents) applied(ds *appsv1.DaemonSet, created bool, why string) {
 	e.warned = ""
-	ref := daemonSetRef(ds)
+	reason, verb := ReasonUpdated, "updated"
 	if created {
-		e.record(ref, corev1.EventTypeNormal, ReasonCreated, "created DaemonSet: "+why)
-		return
+		reason, verb = ReasonCreated, "created"
 	}
-	e.record(ref, corev1.EventTypeNormal, ReasonUpdated, "updated DaemonSet: "+why)
+	e.record(daemonSetRef(ds), corev1.EventTypeNormal, reason, verb+" DaemonSet: "+why)
 }
 
 func (e *changeEvents) deleted() {

@@ -36,14 +36,19 @@ func (c *Controller) report() {
 		return
 	}
 	notify(c.pub.changed)
-	reason := ""
-	if d := v1helpers.FindStatusCondition(status.Conditions(s), status.ConditionDegraded); d != nil && d.Status == configv1.ConditionTrue {
-		reason = d.Reason
-	}
-	c.cfg.metrics.SetDegraded(reason)
+	conds := status.Conditions(s)
+	c.cfg.metrics.SetDegraded(degradedReason(conds))
 	if c.status != nil {
-		c.status.offer(s)
+		c.status.offer(s, conds)
 	}
+}
+
+// degradedReason is the reason of RuntimeExtractorDegraded=True, "" when it is not True.
+func degradedReason(conds []configv1.ClusterOperatorStatusCondition) string {
+	if d := v1helpers.FindStatusCondition(conds, status.ConditionDegraded); d != nil && d.Status == configv1.ConditionTrue {
+		return d.Reason
+	}
+	return ""
 }
 
 // snapshot includes what the cluster shows, so a replica that starts now

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
-	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -23,7 +22,7 @@ type statusWriter struct {
 	clock    clock.Clock
 
 	mu     sync.Mutex
-	latest *status.Snapshot
+	latest *pending // only its snapshot and conditions
 	wake   chan struct{}
 }
 
@@ -31,10 +30,10 @@ func newStatusWriter(r *status.Reporter, clk clock.Clock) *statusWriter {
 	return &statusWriter{reporter: r, clock: clk, wake: make(chan struct{}, 1)}
 }
 
-// offer replaces the pending snapshot; it never blocks.
-func (w *statusWriter) offer(s status.Snapshot) {
+// offer replaces the pending snapshot, with its conditions; it never blocks.
+func (w *statusWriter) offer(s status.Snapshot, conds []configv1.ClusterOperatorStatusCondition) {
 	w.mu.Lock()
-	w.latest = &s
+	w.latest = &pending{snapshot: s, conditions: conds}
 	w.mu.Unlock()
 	notify(w.wake)
 }
@@ -129,9 +128,8 @@ func (w *statusWriter) run(ctx context.Context) {
 		w.latest = nil
 		w.mu.Unlock()
 		if offered != nil {
-			conds := status.Conditions(*offered)
 			switch {
-			case written != nil && status.SameConditions(conds, writtenConds):
+			case written != nil && status.SameConditions(offered.conditions, writtenConds):
 				// Back to what is written: nothing to write, unless the
 				// ClusterOperator changed meanwhile.
 				if next != nil && next.serverChanged {
@@ -140,12 +138,13 @@ func (w *statusWriter) run(ctx context.Context) {
 					next = nil
 				}
 			case next == nil:
-				next = &pending{snapshot: *offered, conditions: conds, since: now, changedAt: now}
+				offered.since, offered.changedAt = now, now
+				next = offered
 			default:
-				if !status.SameConditions(conds, next.conditions) {
+				if !status.SameConditions(offered.conditions, next.conditions) {
 					next.changedAt, next.absent = now, false
 				}
-				next.snapshot, next.conditions = *offered, conds
+				next.snapshot, next.conditions = offered.snapshot, offered.conditions
 			}
 		}
 		if next == nil || next.absent {
@@ -188,12 +187,8 @@ func laterOf(a, b time.Time) time.Time {
 
 // newFailure: Degraded turns True, or True with another reason.
 func newFailure(conds, written []configv1.ClusterOperatorStatusCondition) bool {
-	now := v1helpers.FindStatusCondition(conds, status.ConditionDegraded)
-	if now == nil || now.Status != configv1.ConditionTrue {
-		return false
-	}
-	before := v1helpers.FindStatusCondition(written, status.ConditionDegraded)
-	return before == nil || before.Status != configv1.ConditionTrue || before.Reason != now.Reason
+	reason := degradedReason(conds)
+	return reason != "" && reason != degradedReason(written)
 }
 
 // inProgress: states that converge on their own within moments.

@@ -102,7 +102,7 @@ func startWriterFixture(t *testing.T, failFirst int32, observe bool, objects ...
 // offer hands s over and waits until the writer has taken it in.
 func (f *writerFixture) offer(s status.Snapshot) {
 	f.t.Helper()
-	f.w.offer(s)
+	f.w.offer(s, status.Conditions(s))
 	f.eventually("the writer to take the snapshot", func() bool {
 		f.w.mu.Lock()
 		defer f.w.mu.Unlock()
