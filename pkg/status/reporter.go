@@ -192,11 +192,9 @@ func owned(conds []configv1.ClusterOperatorStatusCondition) []configv1.ClusterOp
 	return out
 }
 
-func sameCondition(a, b configv1.ClusterOperatorStatusCondition) bool {
-	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
-}
-
 // SameConditions reports whether a and b hold the same conditions in order, LastTransitionTime aside.
 func SameConditions(a, b []configv1.ClusterOperatorStatusCondition) bool {
-	return slices.EqualFunc(a, b, sameCondition)
+	return slices.EqualFunc(a, b, func(a, b configv1.ClusterOperatorStatusCondition) bool {
+		return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+	})
 }
