@@ -175,9 +175,7 @@ func (m *Metrics) setStateLocked(current fsm.State) {
 }
 
 // ObserveDrift counts one drift event of a Drift* kind.
-func (m *Metrics) ObserveDrift(kind string) {
-	m.driftEvents.WithLabelValues(kind).Inc()
-}
+func (m *Metrics) ObserveDrift(kind string) { m.driftEvents.WithLabelValues(kind).Inc() }
 
 // ObserveAction counts an executed action by its Result* and records its duration.
 func (m *Metrics) ObserveAction(a fsm.Action, result string, d time.Duration) {
@@ -186,9 +184,7 @@ func (m *Metrics) ObserveAction(a fsm.Action, result string, d time.Duration) {
 }
 
 // SetRolloutStuck records whether the rollout is stuck.
-func (m *Metrics) SetRolloutStuck(stuck bool) {
-	m.rolloutStuck.Set(flagValue(stuck))
-}
+func (m *Metrics) SetRolloutStuck(stuck bool) { m.rolloutStuck.Set(flagValue(stuck)) }
 
 // SetDegraded records the reason of RuntimeExtractorDegraded=True, "" when not True.
 func (m *Metrics) SetDegraded(reason string) {
@@ -198,9 +194,7 @@ func (m *Metrics) SetDegraded(reason string) {
 }
 
 // SetConflictingWriter records whether another writer fights over the DaemonSet.
-func (m *Metrics) SetConflictingWriter(on bool) {
-	m.conflictingWriter.Set(flagValue(on))
-}
+func (m *Metrics) SetConflictingWriter(on bool) { m.conflictingWriter.Set(flagValue(on)) }
 
 func flagValue(on bool) float64 {
 	if on {
@@ -210,9 +204,7 @@ func flagValue(on bool) float64 {
 }
 
 // SetBackoff records the delay before the next retry, 0 when none is pending.
-func (m *Metrics) SetBackoff(d time.Duration) {
-	m.retryBackoff.Set(d.Seconds())
-}
+func (m *Metrics) SetBackoff(d time.Duration) { m.retryBackoff.Set(d.Seconds()) }
 
 // Values of the repairs_total "manager" label that name no field manager.
 const (
@@ -262,9 +254,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 }
 
 // MustRegister registers every collector with reg and panics if one cannot be.
-func (m *Metrics) MustRegister(reg prometheus.Registerer) {
-	reg.MustRegister(m.Collectors()...)
-}
+func (m *Metrics) MustRegister(reg prometheus.Registerer) { reg.MustRegister(m.Collectors()...) }
 
 // Register registers every collector with reg, or none (see RegisterAll).
 func (m *Metrics) Register(reg prometheus.Registerer) error {

@@ -177,9 +177,7 @@ func (r *Reporter) setMissing(logger klog.Logger, missing bool) {
 }
 
 // isMissing: the ClusterOperator, or the ClusterOperator API, does not exist.
-func isMissing(err error) bool {
-	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
-}
+func isMissing(err error) bool { return apierrors.IsNotFound(err) || meta.IsNoMatchError(err) }
 
 // owned copies the owned conditions out of conds, in ConditionTypes order.
 func owned(conds []configv1.ClusterOperatorStatusCondition) []configv1.ClusterOperatorStatusCondition {
