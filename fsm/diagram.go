@@ -18,29 +18,26 @@ type edge struct {
 // edges returns the rows that change state or ask for an action: drawn, the rest
 // would bury the diagram in self-loops (the Markdown table has them).
 func edges() []edge {
-	index := map[[3]string]int{}
-	var out []edge
-	for _, r := range table {
-		if r.From == r.To && r.Action == ActionNone {
-			continue
-		}
-		k := [3]string{string(r.From), string(r.To), string(r.Action)}
-		i, ok := index[k]
-		if !ok {
-			i = len(out)
-			index[k] = i
-			out = append(out, edge{from: r.From, to: r.To, action: r.Action})
-		}
-		out[i].events = append(out[i].events, string(r.Event))
-	}
 	order := map[State]int{}
 	for i, s := range States() {
 		order[s] = i
 	}
-	slices.SortStableFunc(out, func(a, b edge) int {
-		return cmp.Or(cmp.Compare(order[a.from], order[b.from]),
-			cmp.Compare(order[a.to], order[b.to]), cmp.Compare(a.action, b.action))
+	rows := slices.Clone(table)
+	slices.SortStableFunc(rows, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(order[a.From], order[b.From]),
+			cmp.Compare(order[a.To], order[b.To]), cmp.Compare(a.Action, b.Action))
 	})
+	var out []edge
+	for _, r := range rows {
+		if r.From == r.To && r.Action == ActionNone {
+			continue
+		}
+		if n := len(out) - 1; n >= 0 && out[n].from == r.From && out[n].to == r.To && out[n].action == r.Action {
+			out[n].events = append(out[n].events, string(r.Event))
+			continue
+		}
+		out = append(out, edge{from: r.From, to: r.To, action: r.Action, events: []string{string(r.Event)}})
+	}
 	return out
 }
 
@@ -82,10 +79,6 @@ func DOT() string {
 
 // MarkdownTable renders the whole table, states down and events across.
 func MarkdownTable() string {
-	cells := map[rowKey]Row{}
-	for _, r := range table {
-		cells[rowKey{r.From, r.Event}] = r
-	}
 	var b strings.Builder
 	b.WriteString("| from \\ event |")
 	for _, ev := range EventNames() {
@@ -99,7 +92,7 @@ func MarkdownTable() string {
 	for _, s := range States() {
 		fmt.Fprintf(&b, "| **%s** |", s)
 		for _, ev := range EventNames() {
-			r := cells[rowKey{s, ev}]
+			r := rows[rowKey{s, ev}]
 			action := "–"
 			if r.Action != ActionNone {
 				action = string(r.Action)

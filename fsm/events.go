@@ -83,83 +83,47 @@ type DeleteDone struct{}
 type DeleteFailed struct{ Err error }
 
 // Name implements Event.
-func (Enabled) Name() EventName { return EventEnabled }
-
-// Name implements Event.
-func (Disabled) Name() EventName { return EventDisabled }
-
-// Name implements Event.
-func (VersionChanged) Name() EventName { return EventVersionChanged }
-
-// Name implements Event.
-func (Modified) Name() EventName { return EventModified }
-
-// Name implements Event.
-func (Deleted) Name() EventName { return EventDeleted }
-
-// Name implements Event.
-func (RolloutComplete) Name() EventName { return EventRolloutComplete }
-
-// Name implements Event.
-func (Applied) Name() EventName { return EventApplied }
-
-// Name implements Event.
+func (Enabled) Name() EventName          { return EventEnabled }
+func (Disabled) Name() EventName         { return EventDisabled }
+func (VersionChanged) Name() EventName   { return EventVersionChanged }
+func (Modified) Name() EventName         { return EventModified }
+func (Deleted) Name() EventName          { return EventDeleted }
+func (RolloutComplete) Name() EventName  { return EventRolloutComplete }
+func (Applied) Name() EventName          { return EventApplied }
 func (AppliedUnchanged) Name() EventName { return EventAppliedUnchanged }
-
-// Name implements Event.
-func (ApplyFailed) Name() EventName { return EventApplyFailed }
-
-// Name implements Event.
-func (DeleteDone) Name() EventName { return EventDeleteDone }
-
-// Name implements Event.
-func (DeleteFailed) Name() EventName { return EventDeleteFailed }
+func (ApplyFailed) Name() EventName      { return EventApplyFailed }
+func (DeleteDone) Name() EventName       { return EventDeleteDone }
+func (DeleteFailed) Name() EventName     { return EventDeleteFailed }
 
 // Describe renders an event with its payload, e.g. "VersionChanged(4.21.0 -> 4.22.0)".
 func Describe(e Event) string {
-	if e == nil {
+	switch e := e.(type) {
+	case nil:
 		return "<nil>"
-	}
-	switch kind, values := payload(e); kind {
-	case payloadVersions:
-		return fmt.Sprintf("%s(%s -> %s)", e.Name(), values[0], values[1])
-	case payloadGeneration:
-		return fmt.Sprintf("%s(gen=%s)", e.Name(), values[0])
-	case payloadError:
-		return fmt.Sprintf("%s(%s)", e.Name(), values[0])
+	case VersionChanged:
+		return fmt.Sprintf("%s(%s -> %s)", e.Name(), e.From, e.To)
+	case generationEvent:
+		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.generation())
+	case failureEvent:
+		return fmt.Sprintf("%s(%v)", e.Name(), e.failure())
 	}
 	return string(e.Name())
 }
 
-const (
-	payloadNone = iota
-	payloadVersions
-	payloadGeneration
-	payloadError
-)
-
-// payload is what e carries besides its name, as text, for Describe and
-// FormatEvent to render each in its own syntax.
-func payload(e Event) (kind int, values []string) {
-	switch e := e.(type) {
-	case VersionChanged:
-		return payloadVersions, []string{e.From, e.To}
-	case generationEvent:
-		return payloadGeneration, []string{fmt.Sprint(e.generation())}
-	case failureEvent:
-		return payloadError, []string{fmt.Sprint(e.failure())}
-	}
-	return payloadNone, nil
+type generationEvent interface {
+	Event
+	generation() int64
 }
-
-type generationEvent interface{ generation() int64 }
 
 func (e Modified) generation() int64         { return e.Generation }
 func (e RolloutComplete) generation() int64  { return e.Generation }
 func (e Applied) generation() int64          { return e.Generation }
 func (e AppliedUnchanged) generation() int64 { return e.Generation }
 
-type failureEvent interface{ failure() error }
+type failureEvent interface {
+	Event
+	failure() error
+}
 
 func (e ApplyFailed) failure() error  { return e.Err }
 func (e DeleteFailed) failure() error { return e.Err }

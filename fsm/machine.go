@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -29,7 +28,6 @@ type rowKey struct {
 type Machine struct {
 	mu        sync.Mutex
 	engine    *looplab.FSM
-	rows      map[rowKey]Row
 	applied   appliedObject // guards RolloutComplete
 	listeners []func(Transition)
 }
@@ -43,18 +41,22 @@ type appliedObject struct {
 	generation int64
 }
 
+// rows indexes the table by (state, event).
+var rows = func() map[rowKey]Row {
+	m := make(map[rowKey]Row, len(table))
+	for _, r := range table {
+		m[rowKey{r.From, r.Event}] = r
+	}
+	return m
+}()
+
 // New builds a machine in the initial state from the transition table.
 func New(initial State) *Machine {
-	rows := make(map[rowKey]Row, len(table))
 	descs := make([]looplab.EventDesc, 0, len(table))
 	for _, r := range table {
-		rows[rowKey{r.From, r.Event}] = r
 		descs = append(descs, looplab.EventDesc{Name: string(r.Event), Src: []string{string(r.From)}, Dst: string(r.To)})
 	}
-	return &Machine{
-		engine: looplab.NewFSM(string(initial), descs, nil),
-		rows:   rows,
-	}
+	return &Machine{engine: looplab.NewFSM(string(initial), descs, nil)}
 }
 
 // OnTransition registers a listener called synchronously after every Fire, self-transitions
@@ -70,6 +72,27 @@ func (m *Machine) State() State {
 	return State(m.engine.Current())
 }
 
+// next returns the transition ev would take now (m.mu held); ok is false when
+// the table has no row for it.
+func (m *Machine) next(ev Event) (t Transition, ok bool) {
+	from := State(m.engine.Current())
+	t = Transition{From: from, To: from, Event: ev, Action: ActionNone}
+	var row Row
+	if ev != nil {
+		row, ok = rows[rowKey{from, ev.Name()}]
+	}
+	if !ok {
+		return t, false
+	}
+	t.To, t.Action = row.To, row.Action
+	if r, rollout := ev.(RolloutComplete); rollout {
+		if note := m.applied.rejects(r); note != "" {
+			t.To, t.Action, t.Note = from, ActionNone, note
+		}
+	}
+	return t, true
+}
+
 // Fire feeds one event and returns the transition taken. A RolloutComplete counts
 // only for the UID and generation of the last successful apply; any other (older,
 // of a replaced object, or after a failed apply) is ignored: the state stays, the
@@ -77,23 +100,12 @@ func (m *Machine) State() State {
 // I/O, and looplab/fsm v1.0.3 stays "in transition" for good after a cancelled one.
 func (m *Machine) Fire(ev Event) (Transition, error) {
 	m.mu.Lock()
-	from := State(m.engine.Current())
-	if ev == nil {
-		m.mu.Unlock()
-		return Transition{From: from, To: from, Action: ActionNone}, &UnknownEventError{State: from, Event: ev}
-	}
-	row, ok := m.rows[rowKey{from, ev.Name()}]
+	t, ok := m.next(ev)
 	if !ok {
 		m.mu.Unlock()
-		return Transition{From: from, To: from, Event: ev, Action: ActionNone}, &UnknownEventError{State: from, Event: ev}
+		return t, &UnknownEventError{State: t.From, Event: ev}
 	}
-	t := Transition{From: from, To: row.To, Event: ev, Action: row.Action}
-
 	switch e := ev.(type) {
-	case RolloutComplete:
-		if note := m.applied.rejects(e); note != "" {
-			t.To, t.Action, t.Note = from, ActionNone, note
-		}
 	case Applied:
 		m.applied = appliedObject{ok: true, uid: e.UID, generation: e.Generation}
 	case AppliedUnchanged:
@@ -101,15 +113,12 @@ func (m *Machine) Fire(ev Event) (Transition, error) {
 	case ApplyFailed, Deleted, DeleteDone:
 		m.applied = appliedObject{}
 	}
-
-	if t.To != from {
-		// A background context: the transition has no callbacks to cancel.
-		if err := m.engine.Event(context.Background(), string(row.Event)); err != nil {
-			var noTransition looplab.NoTransitionError
-			if !errors.As(err, &noTransition) {
-				m.mu.Unlock()
-				return Transition{From: from, To: from, Event: ev, Action: ActionNone}, fmt.Errorf("fsm: fire %s in %s: %w", ev.Name(), from, err)
-			}
+	if t.Changed() {
+		// A background context: the transition has no callbacks to cancel. The
+		// state moves, so looplab's NoTransitionError (a self-transition) cannot occur.
+		if err := m.engine.Event(context.Background(), string(ev.Name())); err != nil {
+			m.mu.Unlock()
+			return Transition{From: t.From, To: t.From, Event: ev, Action: ActionNone}, fmt.Errorf("fsm: fire %s in %s: %w", ev.Name(), t.From, err)
 		}
 	}
 	listeners := m.listeners
@@ -128,15 +137,8 @@ func (m *Machine) Fire(ev Event) (Transition, error) {
 func (m *Machine) Moves(ev Event) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	from := State(m.engine.Current())
-	row, ok := m.rows[rowKey{from, ev.Name()}]
-	if !ok {
-		return false
-	}
-	if r, rollout := ev.(RolloutComplete); rollout && m.applied.rejects(r) != "" {
-		return false
-	}
-	return row.To != from || row.Action != ActionNone
+	t, ok := m.next(ev)
+	return ok && (t.Changed() || t.Action != ActionNone)
 }
 
 // rejects returns why r does not complete the last successful apply, or "".

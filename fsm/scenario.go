@@ -146,8 +146,16 @@ var (
 
 // FormatEvent renders an event in the scenario format (the inverse of ParseEvent).
 func FormatEvent(ev Event) string {
-	_, values := payload(ev)
-	return strings.Join(append([]string{string(ev.Name())}, values...), " ")
+	f := []string{string(ev.Name())}
+	switch e := ev.(type) {
+	case VersionChanged:
+		f = append(f, e.From, e.To)
+	case generationEvent:
+		f = append(f, fmt.Sprint(e.generation()))
+	case failureEvent:
+		f = append(f, fmt.Sprint(e.failure()))
+	}
+	return strings.Join(f, " ")
 }
 
 // ParseState parses a state name.

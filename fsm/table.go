@@ -1,5 +1,7 @@
 package fsm
 
+import "slices"
+
 // Row is one entry of the transition table: in state From, Event leads to To and Action.
 type Row struct {
 	From   State
@@ -92,7 +94,5 @@ var table = []Row{
 
 // Table returns a copy of the transition table, in state-major, event-minor order.
 func Table() []Row {
-	out := make([]Row, len(table))
-	copy(out, table)
-	return out
+	return slices.Clone(table)
 }
