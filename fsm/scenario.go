@@ -97,8 +97,14 @@ func ParseEvent(f []string) (Event, error) {
 		return ev, nil
 	}
 	if build, ok := eventsWithGeneration[name]; ok {
-		g, err := parseGeneration(name, args)
-		return build(g), err
+		if len(args) != 1 {
+			return nil, fmt.Errorf("%s takes one generation argument", name)
+		}
+		g, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil || g < 0 {
+			return nil, fmt.Errorf("%s: invalid generation %q", name, args[0])
+		}
+		return build(g), nil
 	}
 	if build, ok := eventsWithMessage[name]; ok {
 		message := "unspecified failure"
@@ -114,17 +120,6 @@ func ParseEvent(f []string) (Event, error) {
 		return VersionChanged{From: args[0], To: args[1]}, nil
 	}
 	return nil, fmt.Errorf("unknown event %q", f[0])
-}
-
-func parseGeneration(name EventName, args []string) (int64, error) {
-	if len(args) != 1 {
-		return 0, fmt.Errorf("%s takes one generation argument", name)
-	}
-	g, err := strconv.ParseInt(args[0], 10, 64)
-	if err != nil || g < 0 {
-		return 0, fmt.Errorf("%s: invalid generation %q", name, args[0])
-	}
-	return g, nil
 }
 
 // The events ParseEvent builds, by the arguments they take.

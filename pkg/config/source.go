@@ -134,15 +134,10 @@ func (s *Source) handle(obj any, deleted bool) {
 	if !ok || cm.Namespace != Namespace || cm.Name != ConfigMapName {
 		return
 	}
+	defer s.observed.Add(1)
 	if deleted {
 		cm = nil
 	}
-	s.observe(cm)
-	s.observed.Add(1)
-}
-
-// observe applies one observation of the ConfigMap (nil when absent).
-func (s *Source) observe(cm *corev1.ConfigMap) {
 	cfg, err := FromConfigMap(cm)
 	if err != nil {
 		s.reject(cm.Data[ConfigKey], err)
@@ -151,10 +146,7 @@ func (s *Source) observe(cm *corev1.ConfigMap) {
 
 	s.mu.Lock()
 	notify := s.lastErr != nil || !equality.Semantic.DeepEqual(cfg, s.config)
-	s.config = cfg
-	s.good = true
-	s.lastErr = nil
-	s.badContent = nil
+	s.config, s.good, s.lastErr, s.badContent = cfg, true, nil, nil
 	if notify {
 		s.notifyLocked()
 	}
@@ -171,8 +163,7 @@ func (s *Source) observe(cm *corev1.ConfigMap) {
 func (s *Source) reject(content string, err error) {
 	s.mu.Lock()
 	repeated := s.badContent != nil && *s.badContent == content
-	s.lastErr = err
-	s.badContent = &content
+	s.lastErr, s.badContent = err, &content
 	if !repeated {
 		// Subscribers learn of it to report it; Config still returns the last good one.
 		s.notifyLocked()

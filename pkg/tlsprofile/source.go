@@ -42,7 +42,6 @@ var ErrUnknown = errors.New("the cluster TLS profile is unknown")
 type Source struct {
 	informer cache.SharedIndexInformer // nil when the profile is fixed (no APIServer API)
 	clock    clock.WithDelayedExecution
-	timeout  time.Duration
 	changed  chan struct{}
 
 	mu      sync.Mutex
@@ -50,11 +49,6 @@ type Source struct {
 	profile *configv1.TLSSecurityProfile // read-only: the informer cache's
 	gaveUp  bool                         // StartTimeout passed while unknown
 	lastErr error                        // the watch's latest list or watch error
-}
-
-// NewStatic returns a Source that always reports p (nil means Intermediate).
-func NewStatic(p *configv1.TLSSecurityProfile) *Source {
-	return &Source{known: true, profile: p, changed: make(chan struct{}, 1), clock: clock.RealClock{}, timeout: StartTimeout}
 }
 
 // NewSource watches the APIServer "cluster" when config.openshift.io/v1 serves it;
@@ -70,27 +64,28 @@ func newSource(disco discovery.DiscoveryInterface, client configclient.Interface
 	}
 	if !ok {
 		klog.Infof("APIServer API not served; kube-rbac-proxy gets the Intermediate TLS profile")
-		return NewStatic(nil), nil
+		return &Source{known: true, changed: make(chan struct{}, 1)}, nil
 	}
-	s := &Source{changed: make(chan struct{}, 1), clock: clk, timeout: StartTimeout}
+	s := &Source{changed: make(chan struct{}, 1), clock: clk}
 	factory := configinformers.NewSharedInformerFactoryWithOptions(client, 0,
 		configinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", APIServerName).String()
 		}))
 	s.informer = factory.Config().V1().APIServers().Informer()
-	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err = s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.refresh() },
 		UpdateFunc: func(_, _ any) { s.refresh() },
 		DeleteFunc: func(any) { s.refresh() },
-	}); err != nil {
-		return nil, fmt.Errorf("watch apiserver %s: %w", APIServerName, err)
+	})
+	if err == nil {
+		err = s.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			s.mu.Lock()
+			s.lastErr = err
+			s.mu.Unlock()
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
 	}
-	if err := s.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		s.mu.Lock()
-		s.lastErr = err
-		s.mu.Unlock()
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	}); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("watch apiserver %s: %w", APIServerName, err)
 	}
 	return s, nil
@@ -101,18 +96,16 @@ func (s *Source) Run(ctx context.Context) {
 	if s.informer == nil {
 		return
 	}
-	giveUp := s.clock.AfterFunc(s.timeout, s.giveUp)
+	giveUp := s.clock.AfterFunc(StartTimeout, s.giveUp)
 	defer giveUp.Stop()
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		// Events delivered before the first list completed were skipped
 		// (refresh); this reads the listed state once it is complete.
 		if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
 			s.refresh()
 		}
-	}()
+	})
 	s.informer.RunWithContext(ctx)
 	wg.Wait()
 }
@@ -141,16 +134,15 @@ func (s *Source) refresh() {
 		}
 	}
 	s.mu.Lock()
+	wasKnown := s.known
 	// A reader may have seen another answer only once HasSynced was true:
 	// the profile known before, or the start given up.
-	notify := s.known && !equality.Semantic.DeepEqual(p, s.profile) || !s.known && s.gaveUp
-	wasKnown := s.known
+	notify := wasKnown && !equality.Semantic.DeepEqual(p, s.profile) || !wasKnown && s.gaveUp
 	s.known, s.profile = true, p
 	s.mu.Unlock()
-	switch {
-	case !wasKnown:
+	if !wasKnown {
 		klog.Infof("cluster TLS profile read from APIServer %s: %s", APIServerName, Describe(p))
-	case notify:
+	} else if notify {
 		klog.Infof("cluster TLS profile changed: %s", Describe(p))
 	}
 	if notify {
@@ -181,7 +173,7 @@ func (s *Source) Profile() (*configv1.TLSSecurityProfile, error) {
 func (s *Source) unknownLocked() error {
 	what := fmt.Sprintf("APIServer %s not read", APIServerName)
 	if s.gaveUp {
-		what += fmt.Sprintf(" within %s", s.timeout)
+		what += fmt.Sprintf(" within %s", StartTimeout)
 	}
 	if s.lastErr != nil {
 		return fmt.Errorf("%w: %s: %w", ErrUnknown, what, s.lastErr)

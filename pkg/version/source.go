@@ -4,6 +4,7 @@
 package version
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -36,15 +37,10 @@ type Source struct {
 	changed chan struct{}
 }
 
-// NewStatic returns a Source that always reports v (e.g. os.Getenv(EnvReleaseVersion)).
-func NewStatic(v string) *Source {
-	return &Source{fallback: v, version: v, changed: make(chan struct{}, 1)}
-}
-
 // NewSource watches the ClusterVersion "version" when config.openshift.io/v1 serves
 // it, and otherwise reports fallback.
 func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface, fallback string) (*Source, error) {
-	s := NewStatic(fallback)
+	s := &Source{fallback: fallback, version: fallback, changed: make(chan struct{}, 1)}
 	ok, err := configapi.Serves(disco, "clusterversions")
 	if err != nil {
 		return nil, err
@@ -73,11 +69,7 @@ func (s *Source) observe(obj any) {
 	if !ok || cv.Name != ClusterVersionName {
 		return
 	}
-	v := cv.Status.Desired.Version
-	if v == "" {
-		v = s.fallback
-	}
-	s.set(v)
+	s.set(cmp.Or(cv.Status.Desired.Version, s.fallback))
 }
 
 func (s *Source) set(v string) {
