@@ -82,7 +82,7 @@ func Parse(data []byte) (*InsightsConfiguration, error) {
 
 	cfg, errs := decodeDocument(doc)
 	if len(errs) == 0 {
-		errs = cfg.Validate()
+		errs = cfg.DataReporting.RuntimeExtractor.Validate(field.NewPath(fieldDataReporting, fieldRuntimeExtractor))
 	}
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
@@ -201,58 +201,45 @@ func (d *decoder) requirements(v any, p *field.Path) *corev1.ResourceRequirement
 }
 
 func (d *decoder) resourceList(v any, p *field.Path) corev1.ResourceList {
-	m, ok := d.mapping(v, p)
-	if !ok || len(m) == 0 {
-		return nil
-	}
-	out := corev1.ResourceList{}
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		qp := p.Key(name)
-		var text string
-		switch t := m[name].(type) {
-		case string:
-			text = t
-		case json.Number:
-			text = t.String()
-		default:
-			d.errs = append(d.errs, field.TypeInvalid(qp, t, `must be a quantity, e.g. "100m", "64Mi" or 2`))
-			continue
-		}
-		q, err := resource.ParseQuantity(text)
-		if err != nil {
-			d.errs = append(d.errs, field.Invalid(qp, text, err.Error()))
-			continue
-		}
-		out[corev1.ResourceName(name)] = q
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
+	return mapOf[corev1.ResourceName](d, v, p, d.quantity)
 }
 
 // stringMap decodes a mapping of strings; a null value stands for "" because
 // YAML writes `key:` for an empty label value.
 func (d *decoder) stringMap(v any, p *field.Path) map[string]string {
+	return mapOf[string](d, v, p, d.string)
+}
+
+// mapOf decodes a mapping, each value by value, in key order for a stable list
+// of errors; an empty mapping is nil.
+func mapOf[K ~string, V any](d *decoder, v any, p *field.Path, value func(any, *field.Path) V) map[K]V {
 	m, ok := d.mapping(v, p)
 	if !ok || len(m) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(m))
+	out := make(map[K]V, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		switch t := m[k].(type) {
-		case nil:
-			out[k] = ""
-		case string:
-			out[k] = t
-		default:
-			d.errs = append(d.errs, field.TypeInvalid(p.Key(k), t, "must be a string"))
-		}
-	}
-	if len(out) == 0 {
-		return nil
+		out[K(k)] = value(m[k], p.Key(k))
 	}
 	return out
+}
+
+func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
+	var text string
+	switch t := v.(type) {
+	case string:
+		text = t
+	case json.Number:
+		text = t.String()
+	default:
+		d.errs = append(d.errs, field.TypeInvalid(p, v, `must be a quantity, e.g. "100m", "64Mi" or 2`))
+		return resource.Quantity{}
+	}
+	q, err := resource.ParseQuantity(text)
+	if err != nil {
+		d.errs = append(d.errs, field.Invalid(p, text, err.Error()))
+	}
+	return q
 }
 
 // section decodes a mapping whose keys must all be in known; ok is false when

@@ -5,6 +5,7 @@ package config
 
 import (
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -63,34 +64,20 @@ func (c *InsightsConfiguration) DeepCopy() *InsightsConfiguration {
 	if c == nil {
 		return nil
 	}
-	out := &InsightsConfiguration{}
-	out.DataReporting.DisableRuntimeExtractor = c.DataReporting.DisableRuntimeExtractor
+	out := *c
 	c.DataReporting.RuntimeExtractor.DeepCopyInto(&out.DataReporting.RuntimeExtractor)
-	return out
+	return &out
 }
 
 // DeepCopyInto copies r into out, sharing no memory with r.
 func (r *RuntimeExtractor) DeepCopyInto(out *RuntimeExtractor) {
-	*out = RuntimeExtractor{PriorityClassName: r.PriorityClassName}
-	if r.Tolerations != nil {
-		out.Tolerations = make([]corev1.Toleration, len(r.Tolerations))
-		for i := range r.Tolerations {
-			r.Tolerations[i].DeepCopyInto(&out.Tolerations[i])
-		}
+	*out = *r
+	out.Tolerations = slices.Clone(r.Tolerations)
+	for i := range r.Tolerations {
+		r.Tolerations[i].DeepCopyInto(&out.Tolerations[i])
 	}
 	out.NodeSelector = maps.Clone(r.NodeSelector)
-	out.Resources = r.Resources
 	for _, c := range out.Resources.containers() {
 		*c.requirements = (*c.requirements).DeepCopy()
 	}
-}
-
-// DeepCopy returns an independent copy of r.
-func (r *RuntimeExtractor) DeepCopy() *RuntimeExtractor {
-	if r == nil {
-		return nil
-	}
-	out := &RuntimeExtractor{}
-	r.DeepCopyInto(out)
-	return out
 }

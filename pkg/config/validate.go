@@ -28,13 +28,9 @@ var (
 	}
 )
 
-// Validate applies the API server's pod-spec rules to the settings, so that a
-// bad one is refused here rather than by the DaemonSet update.
-func (c *InsightsConfiguration) Validate() field.ErrorList {
-	return c.DataReporting.RuntimeExtractor.Validate(field.NewPath(fieldDataReporting, fieldRuntimeExtractor))
-}
-
-// Validate checks the scheduling settings; p is the path of the section.
+// Validate applies the API server's pod-spec rules to the scheduling settings,
+// so that a bad one is refused here rather than by the DaemonSet update; p is
+// the path of the section.
 func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i := range r.Tolerations {
