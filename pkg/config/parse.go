@@ -95,20 +95,16 @@ type decoder struct {
 	errs field.ErrorList
 }
 
+// decodeDocument relies on an absent, null or refused mapping decoding as nil,
+// whose entries are all absent.
 func decodeDocument(doc any) (*InsightsConfiguration, field.ErrorList) {
-	cfg := Default()
 	d := &decoder{}
-	root, ok := d.mapping(doc, field.NewPath(ConfigKey))
-	if !ok || root == nil {
-		return cfg, d.errs
-	}
-	drPath := field.NewPath(fieldDataReporting)
-	dr, ok := d.mapping(root[fieldDataReporting], drPath)
-	if !ok || dr == nil {
-		return cfg, d.errs
-	}
-	cfg.DataReporting.DisableRuntimeExtractor = d.flag(dr[fieldDisableRuntimeExtractor], drPath.Child(fieldDisableRuntimeExtractor))
-	cfg.DataReporting.RuntimeExtractor = d.runtimeExtractor(dr[fieldRuntimeExtractor], drPath.Child(fieldRuntimeExtractor))
+	root := d.mapping(doc, field.NewPath(ConfigKey))
+	p := field.NewPath(fieldDataReporting)
+	dr := d.mapping(root[fieldDataReporting], p)
+	cfg := Default()
+	cfg.DataReporting.DisableRuntimeExtractor = d.flag(entry(dr, p, fieldDisableRuntimeExtractor))
+	cfg.DataReporting.RuntimeExtractor = d.runtimeExtractor(entry(dr, p, fieldRuntimeExtractor))
 	return cfg, d.errs
 }
 
@@ -132,10 +128,7 @@ func (d *decoder) flag(v any, p *field.Path) bool {
 }
 
 func (d *decoder) runtimeExtractor(v any, p *field.Path) RuntimeExtractor {
-	m, ok := d.section(v, p, runtimeExtractorFields)
-	if !ok {
-		return RuntimeExtractor{}
-	}
+	m := d.section(v, p, runtimeExtractorFields)
 	return RuntimeExtractor{
 		Tolerations:       d.tolerations(entry(m, p, fieldTolerations)),
 		NodeSelector:      d.stringMap(entry(m, p, fieldNodeSelector)),
@@ -156,21 +149,17 @@ func (d *decoder) tolerations(v any, p *field.Path) []corev1.Toleration {
 	var out []corev1.Toleration
 	for i, item := range items {
 		ip := p.Index(i)
-		m, ok := d.mapping(item, ip)
-		if !ok {
-			continue
-		}
-		if m == nil {
+		if item == nil {
 			d.errs = append(d.errs, field.Required(ip, "must be a toleration, not null"))
 			continue
 		}
-		d.unknownFields(m, ip, tolerationFields)
+		m := d.section(item, ip, tolerationFields)
 		out = append(out, corev1.Toleration{
-			Key:               d.string(m["key"], ip.Child("key")),
-			Operator:          corev1.TolerationOperator(d.string(m["operator"], ip.Child("operator"))),
-			Value:             d.string(m["value"], ip.Child("value")),
-			Effect:            corev1.TaintEffect(d.string(m["effect"], ip.Child("effect"))),
-			TolerationSeconds: d.int64(m["tolerationSeconds"], ip.Child("tolerationSeconds")),
+			Key:               d.string(entry(m, ip, "key")),
+			Operator:          corev1.TolerationOperator(d.string(entry(m, ip, "operator"))),
+			Value:             d.string(entry(m, ip, "value")),
+			Effect:            corev1.TaintEffect(d.string(entry(m, ip, "effect"))),
+			TolerationSeconds: d.int64(entry(m, ip, "tolerationSeconds")),
 		})
 	}
 	return out
@@ -178,10 +167,7 @@ func (d *decoder) tolerations(v any, p *field.Path) []corev1.Toleration {
 
 func (d *decoder) resources(v any, p *field.Path) ContainerResources {
 	var out ContainerResources
-	m, ok := d.section(v, p, resourcesFields)
-	if !ok {
-		return out
-	}
+	m := d.section(v, p, resourcesFields)
 	for _, c := range out.containers() {
 		*c.requirements = d.requirements(entry(m, p, c.field))
 	}
@@ -190,8 +176,8 @@ func (d *decoder) resources(v any, p *field.Path) ContainerResources {
 
 // requirements returns nil for an absent or null entry: the container keeps its defaults.
 func (d *decoder) requirements(v any, p *field.Path) *corev1.ResourceRequirements {
-	m, ok := d.section(v, p, requirementsFields)
-	if !ok {
+	m := d.section(v, p, requirementsFields)
+	if m == nil {
 		return nil
 	}
 	return &corev1.ResourceRequirements{
@@ -213,8 +199,8 @@ func (d *decoder) stringMap(v any, p *field.Path) map[string]string {
 // mapOf decodes a mapping, each value by value, in key order for a stable list
 // of errors; an empty mapping is nil.
 func mapOf[K ~string, V any](d *decoder, v any, p *field.Path, value func(any, *field.Path) V) map[K]V {
-	m, ok := d.mapping(v, p)
-	if !ok || len(m) == 0 {
+	m := d.mapping(v, p)
+	if len(m) == 0 {
 		return nil
 	}
 	out := make(map[K]V, len(m))
@@ -242,15 +228,16 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 	return q
 }
 
-// section decodes a mapping whose keys must all be in known; ok is false when
-// the value is absent, null or not a mapping.
-func (d *decoder) section(v any, p *field.Path, known []string) (map[string]any, bool) {
-	m, ok := d.mapping(v, p)
-	if !ok || m == nil {
-		return nil, false
+// section decodes a mapping whose keys must all be in known.
+func (d *decoder) section(v any, p *field.Path, known []string) map[string]any {
+	m := d.mapping(v, p)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(known, k) {
+			d.errs = append(d.errs, field.Forbidden(p.Child(k),
+				"unknown field, supported fields: "+strings.Join(known, ", ")))
+		}
 	}
-	d.unknownFields(m, p, known)
-	return m, true
+	return m
 }
 
 // entry returns m[name] and its path, in the decoder methods' argument order.
@@ -258,17 +245,14 @@ func entry(m map[string]any, p *field.Path, name string) (any, *field.Path) {
 	return m[name], p.Child(name)
 }
 
-// mapping returns (nil, true) for an absent or null value and (nil, false)
-// after recording an error for anything that is not a mapping.
-func (d *decoder) mapping(v any, p *field.Path) (map[string]any, bool) {
-	switch t := v.(type) {
-	case nil:
-		return nil, true
-	case map[string]any:
-		return t, true
+// mapping returns nil for an absent or null value, and after recording an
+// error for anything that is not a mapping.
+func (d *decoder) mapping(v any, p *field.Path) map[string]any {
+	m, ok := v.(map[string]any)
+	if !ok && v != nil {
+		d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a mapping"))
 	}
-	d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a mapping"))
-	return nil, false
+	return m
 }
 
 func (d *decoder) string(v any, p *field.Path) string {
@@ -293,13 +277,4 @@ func (d *decoder) int64(v any, p *field.Path) *int64 {
 	}
 	d.errs = append(d.errs, field.TypeInvalid(p, v, "must be an integer"))
 	return nil
-}
-
-func (d *decoder) unknownFields(m map[string]any, p *field.Path, known []string) {
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if !slices.Contains(known, k) {
-			d.errs = append(d.errs, field.Forbidden(p.Child(k),
-				"unknown field, supported fields: "+strings.Join(known, ", ")))
-		}
-	}
 }
