@@ -84,11 +84,7 @@ func MarkdownTable() string {
 	for _, ev := range EventNames() {
 		fmt.Fprintf(&b, " %s |", ev)
 	}
-	b.WriteString("\n|---|")
-	for range EventNames() {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(EventNames())) + "\n")
 	for _, s := range States() {
 		fmt.Fprintf(&b, "| **%s** |", s)
 		for _, ev := range EventNames() {

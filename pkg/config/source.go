@@ -87,15 +87,12 @@ func (s *Source) ConfigChanged() (<-chan struct{}, func()) {
 	s.mu.Lock()
 	s.subscribers[ch] = struct{}{}
 	s.mu.Unlock()
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			delete(s.subscribers, ch)
-			close(ch)
-		})
-	}
+	return ch, sync.OnceFunc(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.subscribers, ch)
+		close(ch)
+	})
 }
 
 // Config returns a copy of the last good configuration (Default() until one is seen).

@@ -16,7 +16,7 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
-	configinformers "github.com/openshift/client-go/config/informers/externalversions"
+	configv1informers "github.com/openshift/client-go/config/informers/externalversions/config/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -67,11 +67,9 @@ func newSource(disco discovery.DiscoveryInterface, client configclient.Interface
 		return &Source{known: true, changed: make(chan struct{}, 1)}, nil
 	}
 	s := &Source{changed: make(chan struct{}, 1), clock: clk}
-	factory := configinformers.NewSharedInformerFactoryWithOptions(client, 0,
-		configinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", APIServerName).String()
-		}))
-	s.informer = factory.Config().V1().APIServers().Informer()
+	s.informer = configv1informers.NewFilteredAPIServerInformer(client, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, APIServerName).String()
+	})
 	_, err = s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.refresh() },
 		UpdateFunc: func(_, _ any) { s.refresh() },

@@ -11,7 +11,7 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
-	configinformers "github.com/openshift/client-go/config/informers/externalversions"
+	configv1informers "github.com/openshift/client-go/config/informers/externalversions/config/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/discovery"
@@ -49,11 +49,9 @@ func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface
 		klog.Infof("ClusterVersion API not served; using %s=%q", EnvReleaseVersion, fallback)
 		return s, nil
 	}
-	factory := configinformers.NewSharedInformerFactoryWithOptions(client, 0,
-		configinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ClusterVersionName).String()
-		}))
-	s.informer = factory.Config().V1().ClusterVersions().Informer()
+	s.informer = configv1informers.NewFilteredClusterVersionInformer(client, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, ClusterVersionName).String()
+	})
 	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.observe(obj) },
 		UpdateFunc: func(_, obj any) { s.observe(obj) },
