@@ -26,19 +26,13 @@ type rowKey struct {
 // Machine is the lifecycle state machine. One goroutine drives it (a mutex only
 // keeps a concurrent Fire from corrupting it); State may be read from any goroutine.
 type Machine struct {
-	mu        sync.Mutex
-	engine    *looplab.FSM
-	applied   appliedObject // guards RolloutComplete
+	mu     sync.Mutex
+	engine *looplab.FSM
+	// applied is what the last successful apply left in place, as the rollout
+	// that completes it; nil before any apply, after a failed one (what is out
+	// there is not what is desired) and once the object is gone.
+	applied   *RolloutComplete
 	listeners []func(Transition)
-}
-
-// appliedObject is what the last successful apply left in place; ok is false
-// before any apply, after a failed one (what is out there is not what is desired)
-// and once the object is gone.
-type appliedObject struct {
-	ok         bool
-	uid        string
-	generation int64
 }
 
 // rows indexes the table by (state, event).
@@ -86,7 +80,7 @@ func (m *Machine) next(ev Event) (t Transition, ok bool) {
 	}
 	t.To, t.Action = row.To, row.Action
 	if r, rollout := ev.(RolloutComplete); rollout {
-		if note := m.applied.rejects(r); note != "" {
+		if note := m.rejects(r); note != "" {
 			t.To, t.Action, t.Note = from, ActionNone, note
 		}
 	}
@@ -107,11 +101,11 @@ func (m *Machine) Fire(ev Event) (Transition, error) {
 	}
 	switch e := ev.(type) {
 	case Applied:
-		m.applied = appliedObject{ok: true, uid: e.UID, generation: e.Generation}
+		m.applied = &RolloutComplete{UID: e.UID, Generation: e.Generation}
 	case AppliedUnchanged:
-		m.applied = appliedObject{ok: true, uid: e.UID, generation: e.Generation}
+		m.applied = &RolloutComplete{UID: e.UID, Generation: e.Generation}
 	case ApplyFailed, Deleted, DeleteDone:
-		m.applied = appliedObject{}
+		m.applied = nil
 	}
 	if t.Changed() {
 		// A background context: the transition has no callbacks to cancel. The
@@ -142,14 +136,14 @@ func (m *Machine) Moves(ev Event) bool {
 }
 
 // rejects returns why r does not complete the last successful apply, or "".
-func (a appliedObject) rejects(r RolloutComplete) string {
-	switch {
-	case !a.ok:
+func (m *Machine) rejects(r RolloutComplete) string {
+	switch a := m.applied; {
+	case a == nil:
 		return fmt.Sprintf("rollout of generation %d ignored: no successful apply is in place", r.Generation)
-	case r.UID != a.uid:
-		return fmt.Sprintf("rollout of another object ignored: generation %d of uid %q, last applied uid %q", r.Generation, r.UID, a.uid)
-	case r.Generation != a.generation:
-		return fmt.Sprintf("stale rollout: generation %d is not the last applied %d", r.Generation, a.generation)
+	case r.UID != a.UID:
+		return fmt.Sprintf("rollout of another object ignored: generation %d of uid %q, last applied uid %q", r.Generation, r.UID, a.UID)
+	case r.Generation != a.Generation:
+		return fmt.Sprintf("stale rollout: generation %d is not the last applied %d", r.Generation, a.Generation)
 	}
 	return ""
 }

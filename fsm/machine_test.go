@@ -87,7 +87,7 @@ func TestEveryRow(t *testing.T) {
 	for i, r := range Table() {
 		m := New(r.From)
 		// The sample rollout is of the object a successful apply left in place.
-		m.applied = appliedObject{ok: true, generation: 1}
+		m.applied = &RolloutComplete{Generation: 1}
 		got, err := m.Fire(sample(r.Event))
 		if err != nil {
 			t.Fatalf("#%d %s+%s: %v", i, r.From, r.Event, err)

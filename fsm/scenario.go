@@ -31,30 +31,21 @@ type Step struct {
 func ParseScenario(r io.Reader) (*Scenario, error) {
 	sc := &Scenario{Initial: StateDisabled}
 	s := bufio.NewScanner(r)
-	n := 0
-	for s.Scan() {
-		n++
-		line := strings.TrimSpace(s.Text())
-		if i := strings.Index(line, "#"); i >= 0 {
-			line = strings.TrimSpace(line[:i])
-		}
-		if line == "" {
-			continue
-		}
+	for n := 1; s.Scan(); n++ {
+		line, _, _ := strings.Cut(s.Text(), "#")
+		line = strings.TrimSpace(line)
+		var err error
 		if rest, ok := strings.CutPrefix(line, "initial "); ok {
-			st, err := ParseState(strings.TrimSpace(rest))
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", n, err)
-			}
-			sc.Initial = st
-			continue
+			sc.Initial, err = ParseState(strings.TrimSpace(rest))
+		} else if line != "" {
+			var step Step
+			step, err = parseStep(line)
+			step.Line = n
+			sc.Steps = append(sc.Steps, step)
 		}
-		step, err := parseStep(line)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
-		step.Line = n
-		sc.Steps = append(sc.Steps, step)
 	}
 	if err := s.Err(); err != nil {
 		return nil, fmt.Errorf("read scenario: %w", err)
