@@ -49,7 +49,7 @@ func NewSource(client kubernetes.Interface, recorder events.Recorder) *Source {
 		subscribers: map[chan struct{}]struct{}{},
 	}
 	// The field selector keeps every other ConfigMap of the namespace out of
-	// the cache; resync is off because observe is level-based already.
+	// the cache; resync is off because handle is level-based already.
 	s.informer = coreinformers.NewFilteredConfigMapInformer(client, Namespace, 0, cache.Indexers{},
 		func(opts *metav1.ListOptions) {
 			opts.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, ConfigMapName).String()
@@ -122,6 +122,7 @@ func (s *Source) LastError() error {
 	return s.lastErr
 }
 
+// handle applies one observation of the ConfigMap; a deleted one means the defaults.
 func (s *Source) handle(obj any, deleted bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
