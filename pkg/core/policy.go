@@ -2,41 +2,32 @@
 // DaemonSet. Each is a pure function from the gate's log, what happened and the time to the
 // new log and a decision.
 //
-// A repair rolls a privileged pod on every node, and so does the change it undoes. One
-// repair of a human's edit must be immediate; a writer that undoes every repair (another
-// copy of the controller with another manifest, a GitOps tool self-healing the same object)
-// must not make the controller roll the fleet without bound. Two rules do that.
+// A repair rolls a privileged pod on every node, as does the change it undoes. A human's edit
+// must be repaired at once; a writer that undoes every repair (another copy of the controller,
+// a GitOps tool self-healing the object) must not make the controller roll the fleet without
+// bound. Two rules do that.
 //
 // The budget. Repairs draw on one token bucket shared by every writer (the generic cell rate
 // algorithm: one instant, no counters): Burst at once, one more per Every, so any window of
 // length T holds at most B(T) = Burst + ⌈T / Every⌉ repairs (Policy.Bound; the tests check
-// it on random writer patterns). No writer adds to it: not a new manager name, not a change
-// no managedFields entry names, not a drain that carries many names. The controller's own
-// config, version and TLS writes are not repairs and do not draw on it.
+// it on random writers). No writer adds to it: not a new manager name, not an unnamed change,
+// not a drain of many names. The controller's own config, version and TLS writes are not
+// repairs.
 //
-// The order inside it. A change by a writer that has undone none of the controller's repairs
-// (a first edit, a human's correction) is repaired at once while any budget is left. One by
-// a writer that has undone a repair of its own earlier change waits until the writers have
-// been quiet for Settle, at most MaxDefer after the first change the repair would undo: a
-// writer still writing is not chased write by write, and its last change is undone within
-// seconds of its stopping. Nothing else holds a repair back: the budget is spent as fast as
-// B(T) allows, whoever the writers are; the fight verdict reports, it does not delay.
+// The order inside it. A change by a writer that has undone no repair is repaired at once
+// while budget is left. One by a writer that undid a repair of its own change waits for the
+// writers to be quiet for Settle, at most MaxDefer after the first change it would undo: a
+// writer still writing is not chased write by write, and its last change is undone seconds
+// after it stops. Nothing else holds a repair back; the fight verdict reports, not delays.
 //
-// The fight. A writer is in a tug-of-war with the controller when, by any rhythm:
-//   - it undid FightUndos repairs within FightWindow (a controller or GitOps tool that
-//     writes back at once, or every few minutes);
-//   - named writers, whoever they are, undid SlowUndos repairs within SlowWindow, and it is
-//     one of them (a writer that rotates its manager name, a job writing back every ten
-//     minutes);
-//   - its change finds the budget spent, at B(T) whoever the writers are (a loop that
-//     deletes the DaemonSet).
-//
-// A change no managedFields entry names (a deletion) is nobody in particular: unrelated
-// deletions minutes apart are not one writer's undos, so they make a fight only through the
-// budget. A fight ends once its writer has no change outstanding and has undone nothing for
-// twice its slowest rhythm (the longest gap between its recent undos), at least
-// FightClearMin and at most FightWindow: a periodic writer stays reported between its
-// syncs, and one that stopped is cleared a few minutes later.
+// The fight. A writer is in a tug-of-war with the controller when it undid FightUndos repairs
+// within FightWindow (a tool writing back at once or every few minutes); or named writers
+// undid SlowUndos within SlowWindow and it is one of them (a rotating name, a ten-minute job);
+// or its change finds the budget spent (a loop that deletes the DaemonSet). An unnamed change
+// (a deletion) is nobody in particular: unrelated deletions fight only through the budget. A
+// fight ends once its writer has nothing outstanding and has undone nothing for twice its
+// slowest rhythm (the longest gap between its recent undos), within [FightClearMin,
+// FightWindow]: a periodic writer stays reported between syncs, a stopped one clears.
 
 package core
 
@@ -61,28 +52,22 @@ type Policy struct {
 }
 
 // DefaultPolicy is the policy the controller runs with. Why these numbers:
-//   - Burst 6, one more a minute: an isolated edit, a correction and another writer's edit
-//     during a fight are all undone at once; a writer that undoes every repair gets one a
-//     minute, about 10 template writes in a 5-minute fight against 150 with a writer every
-//     2 s and no gate.
-//   - Settle 2 s: clients that write in storms (a script of kubectl patch, a controller's
-//     retries) write within a second of each other, so a storm's last change is undone
-//     about 2 s after it ends (within 5 s while the budget allows).
-//   - MaxDefer 25 s: a writer that never pauses for Settle is still repaired while the
-//     budget allows, and its undos counted. A script's storm (20 s of kubectl patch) is over
-//     within it and costs one repair, not two; a writer that goes on longer is likely a
-//     controller on a timer, and its third undo, which reports it, comes within a minute of
-//     its first write (two MaxDefers and a write).
-//   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's second try, two can
-//     be a retry, three is a writer that will go on; 15 minutes catches a GitOps tool's
-//     periodic sync (Argo CD self-heals every 3 minutes by default, 5 is common) by its third.
-//   - SlowUndos 6 within SlowWindow 1 hour: a writer that escapes the 15-minute window by
-//     its period (a 10-minute CronJob) or by rotating its name is reported within the hour;
-//     6 rolls an hour is the most such writers get unreported, and an admin's run of edits
-//     (a few undos in minutes) stays well below it.
-//   - FightClearMin 2 minutes: longer than the budget's one-a-minute repair of a writer that
-//     reacts at once, so a fight does not clear between two of its undos; it clears about 2
-//     minutes after such a writer stops.
+//   - Burst 6, one more a minute: an edit, its correction and another writer's edit during a
+//     fight are undone at once; a writer that undoes every repair gets one a minute: about 10
+//     template writes in a 5-minute fight, against 150 with a writer every 2 s and no gate.
+//   - Settle 2 s: storms (a script of kubectl patch, a controller's retries) write within a
+//     second of each other, so a storm's last change is undone about 2 s after it ends.
+//   - MaxDefer 25 s: a writer that never pauses is still repaired and its undos counted. A
+//     script's 20 s storm costs one repair; a longer writer, likely a controller on a timer,
+//     is reported by its third undo within a minute of its first write.
+//   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's second try, two can be
+//     a retry, three will go on; 15 minutes catches a GitOps sync (Argo CD self-heals every 3
+//     minutes by default, 5 is common) by its third.
+//   - SlowUndos 6 within SlowWindow 1 hour: a writer that escapes 15 minutes by its period (a
+//     10-minute CronJob) or by rotating names is reported within the hour, after at most 6
+//     rolls; an admin's run of edits (a few undos in minutes) stays well below it.
+//   - FightClearMin 2 minutes: longer than the one-a-minute repair of a writer that reacts at
+//     once, so a fight does not clear between its undos; it clears 2 minutes after it stops.
 func DefaultPolicy() Policy {
 	return Policy{
 		Burst:         6,
@@ -114,8 +99,7 @@ const (
 	MaxNamedWriters = 5
 	// OtherWriters is the writer that stands for all writers beyond MaxNamedWriters.
 	OtherWriters = "other writers"
-	// Unnamed is the writer of a change no managedFields entry names (a deletion, an update
-	// that cleared managedFields).
+	// Unnamed is the writer of a change no managedFields entry names (a deletion, say).
 	Unnamed   = "a writer managedFields does not name"
 	undoTimes = 4 // per writer: enough to tell a fight (FightUndos) and its rhythm
 	slowTimes = 8 // named writers' undo times, for SlowUndos
@@ -124,9 +108,7 @@ const (
 // Log is what the gate remembers: the budget and a bounded record of recent writers. The zero
 // Log has its whole budget and no writers; the functions here never modify their argument.
 type Log struct {
-	// budgetAt is the budget's theoretical arrival time: it is full from then on. Each
-	// repair moves it Every later, from now at the earliest.
-	budgetAt    time.Time
+	budgetAt    time.Time   // the budget is full from then on; each repair moves it Every later
 	writers     []Writer    // by name; at most MaxNamedWriters named, plus OtherWriters and Unnamed
 	since, last time.Time   // the first and latest outstanding change; zero when none is
 	undos       []time.Time // named writers' latest undo times, oldest first (at most slowTimes)
@@ -136,14 +118,12 @@ type Log struct {
 type Writer struct {
 	Name        string
 	Outstanding bool // it changed the DaemonSet and no repair undid that yet
-	// Repaired: the latest repair undid its change and, as far as the gate knows, stands:
-	// its next change is an undo.
-	Repaired   bool
-	LastChange time.Time
-	Undos      []time.Time // its latest undo times, oldest first (at most undoTimes)
-	Fight      bool        // in a tug-of-war with the controller since FightSince
-	FightSince time.Time
-	FightUndos int // its undos since the fight began
+	Repaired    bool // the latest repair undid its change and stands: its next change is an undo
+	LastChange  time.Time
+	Undos       []time.Time // its latest undo times, oldest first (at most undoTimes)
+	Fight       bool        // in a tug-of-war with the controller since FightSince
+	FightSince  time.Time
+	FightUndos  int // its undos since the fight began
 }
 
 // Decision is the gate's answer: repair now, or not before At (zero At: nothing to repair).
@@ -164,8 +144,7 @@ func (l Log) Fighting() bool {
 }
 
 // Available is how many repairs the budget allows at now: k once now is after
-// budgetAt - (Burst-k+1)·Every. That is B(T) exactly: Burst repairs at one instant, one
-// more any instant after them, and one per Every after that.
+// budgetAt - (Burst-k+1)·Every, which is B(T) exactly.
 func (p Policy) Available(l Log, now time.Time) int {
 	if !l.budgetAt.After(now) {
 		return p.Burst
@@ -200,8 +179,7 @@ func (p Policy) Changed(l Log, names []string, now time.Time) (Log, Decision) {
 	spent := p.Available(l, now) == 0
 	contested := false
 	for _, n := range names {
-		i := l.writerIndex(n)
-		w := &l.writers[i]
+		w := &l.writers[l.writerIndex(n)]
 		if w.Repaired { // it undoes the controller's repair of its last change
 			w.Undos = keepLast(append(w.Undos, now), undoTimes)
 			if w.Fight {
@@ -209,7 +187,7 @@ func (p Policy) Changed(l Log, names []string, now time.Time) (Log, Decision) {
 			}
 			if w.Name != Unnamed {
 				l.undos = keepLast(append(l.undos, now), slowTimes)
-				if p.undosWithin(*w, now) >= p.FightUndos {
+				if p.undosIn(*w, now, p.FightWindow) >= p.FightUndos {
 					p.fight(w, w.Undos[len(w.Undos)-p.FightUndos])
 				}
 			}
@@ -218,9 +196,9 @@ func (p Policy) Changed(l Log, names []string, now time.Time) (Log, Decision) {
 			p.fight(w, now)
 		}
 		w.Outstanding, w.Repaired, w.LastChange = true, false, now
-		contested = contested || p.undosWithin(*w, now) > 0
+		contested = contested || p.undosIn(*w, now, p.FightWindow) > 0
 	}
-	if p.slowUndos(l, now) >= p.SlowUndos {
+	if countSince(l.undos, now.Add(-p.SlowWindow)) >= p.SlowUndos {
 		for i := range l.writers {
 			if w := &l.writers[i]; w.Name != Unnamed && p.undosIn(*w, now, p.SlowWindow) > 0 {
 				p.fight(w, w.Undos[len(w.Undos)-p.undosIn(*w, now, p.SlowWindow)])
@@ -239,12 +217,7 @@ func (p Policy) fight(w *Writer, since time.Time) {
 	if w.Fight {
 		return
 	}
-	w.Fight, w.FightSince, w.FightUndos = true, since, 0
-	for _, u := range w.Undos {
-		if !u.Before(since) {
-			w.FightUndos++
-		}
-	}
+	w.Fight, w.FightSince, w.FightUndos = true, since, countSince(w.Undos, since)
 }
 
 // Due decides whether the outstanding repair may be made at now; the loop asks when a
@@ -254,13 +227,12 @@ func (p Policy) Due(l Log, now time.Time) (Log, Decision) {
 	if !l.Outstanding() {
 		return l, Decision{}
 	}
-	contested := slices.ContainsFunc(l.writers, func(w Writer) bool { return w.Outstanding && p.undosWithin(w, now) > 0 })
+	contested := slices.ContainsFunc(l.writers, func(w Writer) bool { return w.Outstanding && p.undosIn(w, now, p.FightWindow) > 0 })
 	return l, p.decide(l, contested, now)
 }
 
-// decide: a repair now, or when it may be made. A change needs one repair
-// of the budget; a contested one (some writer of it has undone a repair)
-// quiet as well.
+// decide: a repair now, or when it may be made. A change needs one repair of the budget; a
+// contested one (some writer of it has undone a repair) quiet as well.
 func (p Policy) decide(l Log, contested bool, now time.Time) Decision {
 	at := p.BudgetAllows(l, 1)
 	if contested {

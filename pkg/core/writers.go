@@ -13,10 +13,7 @@ import (
 func (p Policy) FightEnds(l Log) time.Time {
 	var next time.Time
 	for _, w := range l.writers {
-		if !w.Fight || w.Outstanding {
-			continue
-		}
-		if end := p.fightEnds(w); next.IsZero() || end.Before(next) {
+		if end := p.fightEnds(w); w.Fight && !w.Outstanding && (next.IsZero() || end.Before(next)) {
 			next = end
 		}
 	}
@@ -26,18 +23,16 @@ func (p Policy) FightEnds(l Log) time.Time {
 // ForgetWriters is l with only its budget kept: the repairs the budget paid for were made.
 func ForgetWriters(l Log) Log { return Log{budgetAt: l.budgetAt} }
 
-func (p Policy) undosWithin(w Writer, now time.Time) int { return p.undosIn(w, now, p.FightWindow) }
-
+// undosIn counts w's undos within window at now.
 func (p Policy) undosIn(w Writer, now time.Time, window time.Duration) int {
-	return countWithin(w.Undos, now, window)
+	return countSince(w.Undos, now.Add(-window))
 }
 
-func (p Policy) slowUndos(l Log, now time.Time) int { return countWithin(l.undos, now, p.SlowWindow) }
-
-func countWithin(ts []time.Time, now time.Time, window time.Duration) int {
+// countSince counts the times in ts at or after from.
+func countSince(ts []time.Time, from time.Time) int {
 	n := 0
 	for _, t := range ts {
-		if now.Sub(t) <= window {
+		if !t.Before(from) {
 			n++
 		}
 	}
@@ -84,12 +79,6 @@ func (l *Log) writerIndex(name string) int {
 	if i, ok := l.find(name); ok {
 		return i
 	}
-	// While the other writers' record lasts, a name not kept apart counts
-	// there: it may be one of them (the log does not keep their names),
-	// and a record of its own would forget its undos.
-	if i, ok := l.find(OtherWriters); ok && name != Unnamed {
-		return i
-	}
 	if name != Unnamed && name != OtherWriters {
 		named := 0
 		for _, w := range l.writers {
@@ -97,15 +86,17 @@ func (l *Log) writerIndex(name string) int {
 				named++
 			}
 		}
-		if named >= MaxNamedWriters {
+		// While the other writers' record lasts, a name not kept apart counts there: it may
+		// be one of them (the log does not keep their names), and a record of its own would
+		// forget its undos.
+		if _, others := l.find(OtherWriters); others || named >= MaxNamedWriters {
 			name = OtherWriters
-			if i, ok := l.find(name); ok {
-				return i
-			}
 		}
 	}
-	i, _ := l.find(name)
-	l.writers = slices.Insert(l.writers, i, Writer{Name: name})
+	i, ok := l.find(name)
+	if !ok {
+		l.writers = slices.Insert(l.writers, i, Writer{Name: name})
+	}
 	return i
 }
 
