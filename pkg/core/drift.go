@@ -138,25 +138,17 @@ func MergeEdits(into, es []Edit) []Edit {
 	return into
 }
 
-// writers names d's writers for the gate. A change no managedFields entry
-// records is the newest other manager's, the likely writer, else the unnamed
-// writer's.
+// writers names d's writers for the gate. A change no managedFields entry records is the
+// newest other manager's, the likely writer, else the unnamed writer's (""). A name twice
+// counts once.
 func (d Drain) writers() []string {
 	var names []string
 	for _, e := range d.Edits {
 		names = append(names, e.Manager)
 	}
-	likely := d.Likely
-	if len(d.Kinds) == 0 || len(d.Edits) == 0 && len(likely) == 0 {
-		likely = append(likely, "")
-	}
-	for _, m := range likely {
-		if m == "" {
-			m = Unnamed
-		}
-		if !slices.Contains(names, m) {
-			names = append(names, m)
-		}
+	names = append(names, d.Likely...)
+	if len(d.Kinds) == 0 || len(d.Edits) == 0 && len(d.Likely) == 0 {
+		names = append(names, "")
 	}
 	return names
 }

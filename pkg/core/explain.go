@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,20 +51,13 @@ func (c Cause) Why(created bool) string {
 	}
 }
 
-// driftWords says what drift kinds mean to an admin.
+// kindWords says what drift kinds mean to an admin; another kind (deleted) says its name.
+var kindWords = map[DriftKind]string{DriftModified: "spec changed", DriftMetadata: "owned label or annotation changed"}
+
 func driftWords(kinds []DriftKind) string {
 	words := make([]string, 0, len(kinds))
 	for _, k := range kinds {
-		switch k {
-		case DriftModified:
-			words = append(words, "spec changed")
-		case DriftMetadata:
-			words = append(words, "owned label or annotation changed")
-		case DriftDeleted:
-			words = append(words, "deleted")
-		default:
-			words = append(words, string(k))
-		}
+		words = append(words, cmp.Or(kindWords[k], string(k)))
 	}
 	return strings.Join(words, ", ")
 }

@@ -16,18 +16,17 @@ func (g *gate) grant()  { g.granted, g.deferred = true, false }
 func (g *gate) hold()   { g.granted, g.deferred = false, true }
 func (g *gate) settle() { g.granted, g.deferred = false, false }
 
-// step runs one of the gate's functions; its effects report how that moved the fight
-// verdict.
-func (s *State) step(f func(Log) Log) []Effect {
+// step runs one of the gate's functions; its effects report how that moved the fight verdict.
+func (s *State) step(f func(Log) (Log, Decision)) (dec Decision, fc []Effect) {
 	was := s.gate.log.Fighting()
-	s.gate.log = f(s.gate.log)
+	s.gate.log, dec = f(s.gate.log)
 	switch is := s.gate.log.Fighting(); {
 	case !was && is:
-		return effect(EffectFightStarted)
+		return dec, effect(EffectFightStarted)
 	case was && !is:
-		return effect(EffectFightEnded)
+		return dec, effect(EffectFightEnded)
 	}
-	return nil
+	return dec, nil
 }
 
 // Policy is the repair gate's rules.
@@ -59,11 +58,7 @@ func (s *State) onDrift(d Drift, now time.Time) []Effect {
 	changed := d.Hint || len(d.Drain.Kinds) > 0
 	switch {
 	case changed && d.Enabled:
-		var dec Decision
-		fc := s.step(func(l Log) Log {
-			l, dec = s.policy.Changed(l, d.Drain.writers(), now)
-			return l
-		})
+		dec, fc := s.step(func(l Log) (Log, Decision) { return s.policy.Changed(l, d.Drain.writers(), now) })
 		if dec.Repair {
 			s.gate.grant()
 			return append(fc, Effect{Kind: EffectRepair})
@@ -75,10 +70,8 @@ func (s *State) onDrift(d Drift, now time.Time) []Effect {
 	case d.Drain.Gone && !d.Present && d.Deleting:
 		return effect(EffectDeleteDone)
 	case d.Drain.Gone && !d.Present && d.Enabled:
-		// An expected deletion, yet a DaemonSet is wanted: one deleted while
-		// insights-config disabled it, held by a finalizer until after it
-		// enabled it again (the apply then found it terminating and could
-		// not write it), or one replaced while held.
+		// An expected deletion, yet a DaemonSet is wanted: one deleted while disabled, held
+		// by a finalizer until enabled again (the apply found it terminating), or replaced.
 		return effect(EffectReassert)
 	}
 	return nil
@@ -106,10 +99,7 @@ func (s *State) AskWrite(now time.Time) Write {
 	if !s.Outstanding() {
 		return Write{Allowed: true}
 	}
-	if s.gate.granted {
-		return Write{Allowed: true, Repair: true}
-	}
-	if _, dec := s.policy.Due(s.gate.log, now); dec.Repair {
+	if _, dec := s.policy.Due(s.gate.log, now); s.gate.granted || dec.Repair {
 		return Write{Allowed: true, Repair: true}
 	}
 	s.gate.hold()
@@ -150,22 +140,16 @@ func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 // still wants it; a level that does not drops the deadline's claim (a write it allows
 // later asks AskWrite).
 func (s *State) gateDue(enabled bool, now time.Time) []Effect {
-	var dec Decision
-	fc := s.step(func(l Log) Log {
-		l, dec = s.policy.Due(l, now)
-		return l
-	})
+	dec, fc := s.step(func(l Log) (Log, Decision) { return s.policy.Due(l, now) })
 	switch {
 	case !s.gate.deferred:
-		return fc
 	case !enabled: // disabled since, or holding: no repair is due
 		s.gate.settle()
-		return fc
-	case !dec.Repair:
-		return fc // the deadline follows the gate; it comes again when due
+	case dec.Repair:
+		s.gate.grant()
+		return append(fc, Effect{Kind: EffectRepair})
 	}
-	s.gate.grant()
-	return append(fc, Effect{Kind: EffectRepair})
+	return fc // a repair not due yet: the deadline follows the gate and comes again when due
 }
 
 // ForgetWriters forgets the gate's writers (Run ends, or the DaemonSet is deleted) and
