@@ -8,16 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// DriftKind classifies an external change of the managed DaemonSet (the
-// values of the drift_events_total metric's kind label).
+// DriftKind classifies an external change of the managed DaemonSet (drift_events_total's kind).
 type DriftKind string
 
 const (
 	DriftModified DriftKind = "modified" // the spec changed (metadata.generation moved), or the object appeared
 	DriftDeleted  DriftKind = "deleted"
-	// DriftMetadata: an owned label or annotation was removed or changed,
-	// which moves no generation.
-	DriftMetadata DriftKind = "metadata"
+	DriftMetadata DriftKind = "metadata" // an owned label or annotation changed: no generation moves
 )
 
 // Edit is a change a managedFields entry records: who made it, how, when.
@@ -30,23 +27,19 @@ func (e Edit) String() string {
 	return fmt.Sprintf("%s (%s at %s)", e.Manager, e.Operation, e.Time.UTC().Format(time.RFC3339))
 }
 
-// Observation is one change of the DaemonSet the informer saw, before anyone
-// decides whose it is: an own write's watch event may come before the
-// controller has recorded the write, so that is decided when the loop drains
-// it (Classify), after its own apply has returned.
+// Observation is one change of the DaemonSet the informer saw, whoever made it: an own write's
+// watch event may come before the controller recorded the write, so the loop decides whose it
+// is when it drains it (Classify), after its own apply returned.
 type Observation struct {
 	Kind       DriftKind
 	UID        types.UID
 	Generation int64
-	// Expected: the deletion of an object already known gone, counted (or
-	// the controller's own) when that became known.
-	Expected bool
-	Meta     map[string]string // owned metadata seen, for DriftMetadata
-	Version  string            // the resourceVersion seen, for DriftMetadata
-	Edits    []Edit            // from the event's managedFields; none for a deletion
-	// Likely is the newest other manager, for a change no entry records: the
-	// API server keeps managedFields times to the second, so a second write
-	// within a second leaves the entry as it was.
+	Expected   bool              // a deletion of an object known gone: counted (or own) then
+	Meta       map[string]string // owned metadata seen, for DriftMetadata
+	Version    string            // the resourceVersion seen, for DriftMetadata
+	Edits      []Edit            // from the event's managedFields; none for a deletion
+	// Likely is the newest other manager, for a change no entry records: managedFields times
+	// are kept to the second, so a second write within a second leaves the entry as it was.
 	Likely string
 }
 
@@ -59,8 +52,7 @@ type Seen struct {
 	Meta        map[string]string // its owned metadata
 }
 
-// Ownership tells the controller's own writes apart; resources.Manager keeps
-// their record.
+// Ownership tells the controller's own writes apart; resources.Manager keeps their record.
 type Ownership interface {
 	Owns(uid types.UID) bool
 	IsOwnWrite(uid types.UID, generation int64) bool
@@ -72,35 +64,29 @@ type Drain struct {
 	Kinds   []DriftKind // someone else's drift, each kind once, in order seen
 	Edits   []Edit      // who made it
 	Unnamed bool        // some of it no managedFields entry names
-	// Likely: for the unnamed part, the newest other manager of each object
-	// changed: the gate's guess of whose streak it continues, never shown.
-	Likely []string
-	Gone   bool // an expected deletion (own, or in a state without the DaemonSet)
+	Likely  []string    // for the unnamed part, each object's newest other manager: a guess, never shown
+	Gone    bool        // an expected deletion (own, or in a state without the DaemonSet)
 }
 
-// Classify decides which observations are someone else's drift. wantsOne:
-// the machine's state wants a DaemonSet. A change of an object since gone or
-// being deleted is not drift: its deletion is.
+// Classify decides which observations are someone else's drift. wantsOne: the machine's state
+// wants a DaemonSet. A change of an object since gone or being deleted is not drift: its
+// deletion is.
 func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, deletedByUs func(types.UID) bool) Drain {
 	var d Drain
 	for _, o := range obs {
 		switch o.Kind {
 		case DriftModified, DriftMetadata:
-			if !seen.Present || seen.UID != o.UID || seen.Terminating {
-				continue
-			}
-			if o.Kind == DriftModified && own.IsOwnWrite(o.UID, o.Generation) ||
-				o.Kind == DriftMetadata && own.IsOwnMetadata(o.UID, o.Version, o.Meta) {
-				continue
-			}
-			// A metadata change the object the view shows no longer carries
-			// was undone since, by a write of the controller's.
-			if o.Kind == DriftMetadata && own.IsOwnMetadata(seen.UID, seen.Version, seen.Meta) {
+			// A metadata change the object the view shows no longer carries was undone since,
+			// by a write of the controller's.
+			if !seen.Present || seen.UID != o.UID || seen.Terminating ||
+				o.Kind == DriftModified && own.IsOwnWrite(o.UID, o.Generation) ||
+				o.Kind == DriftMetadata && own.IsOwnMetadata(o.UID, o.Version, o.Meta) ||
+				o.Kind == DriftMetadata && own.IsOwnMetadata(seen.UID, seen.Version, seen.Meta) {
 				continue
 			}
 		case DriftDeleted:
-			// Only the object the controller still owns needs repair, not
-			// one it has since replaced, deleted or given up.
+			// Only the object the controller still owns needs repair, not one it has since
+			// replaced, deleted or given up.
 			if o.Expected || deletedByUs(o.UID) || !wantsOne || !own.Owns(o.UID) {
 				d.Gone = true
 				continue
@@ -122,8 +108,8 @@ func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, delete
 	return d
 }
 
-// MergeEdits adds es to the edits of one repair, one per manager and
-// operation at its newest time, newest first.
+// MergeEdits adds es to the edits of one repair, one per manager and operation at its newest
+// time, newest first.
 func MergeEdits(into, es []Edit) []Edit {
 	for _, e := range es {
 		i := slices.IndexFunc(into, func(x Edit) bool { return x.Manager == e.Manager && x.Operation == e.Operation })
@@ -153,8 +139,8 @@ func (d Drain) writers() []string {
 	return names
 }
 
-// Repair describes what the next repair undoes, for its Event, log line and
-// repairs_total. It decides nothing, so it is no part of the key.
+// Repair describes what the next repair undoes, for its Event, log line and repairs_total. It
+// decides nothing, so it is no part of the key.
 type Repair struct {
 	Kinds   []DriftKind
 	Edits   []Edit // at most MaxNamedWriters: a client chooses its manager name
@@ -164,22 +150,21 @@ type Repair struct {
 // NextRepair is what the next repair undoes.
 func (s *State) NextRepair() Repair { return s.next }
 
-// describe adds a drain's drift to the next repair: outstanding drift adds
-// up, so its repair's Event names it all; otherwise the drain's drift
-// replaces what an earlier repair undid.
+// describe adds a drain's drift to the next repair: outstanding drift adds up, so its repair's
+// Event names it all; otherwise the drain's drift replaces what an earlier repair undid.
 func (s *State) describe(d Drain) {
-	capped := func(es []Edit) []Edit { return es[:min(len(es), MaxNamedWriters)] } // MergeEdits sorts newest first
-	switch {
-	case len(d.Kinds) == 0:
-	case s.Outstanding():
-		for _, k := range d.Kinds {
-			if !slices.Contains(s.next.Kinds, k) {
-				s.next.Kinds = append(s.next.Kinds, k)
-			}
-		}
-		s.next.Edits = capped(MergeEdits(s.next.Edits, d.Edits))
-		s.next.Unnamed = s.next.Unnamed || d.Unnamed
-	default:
-		s.next = Repair{Kinds: slices.Clone(d.Kinds), Edits: capped(slices.Clone(d.Edits)), Unnamed: d.Unnamed}
+	if len(d.Kinds) == 0 {
+		return
 	}
+	if !s.Outstanding() {
+		s.next = Repair{}
+	}
+	for _, k := range d.Kinds {
+		if !slices.Contains(s.next.Kinds, k) {
+			s.next.Kinds = append(s.next.Kinds, k)
+		}
+	}
+	es := MergeEdits(s.next.Edits, d.Edits) // newest first
+	s.next.Edits = es[:min(len(es), MaxNamedWriters)]
+	s.next.Unnamed = s.next.Unnamed || d.Unnamed
 }

@@ -55,8 +55,5 @@ func (s *State) LastError() error { return s.retry.lastErr }
 // admission refusal) can end without the controller, so it persists only after the inertia.
 func (s *State) Persists(now time.Time) bool {
 	r := s.retry
-	if r.failures == 0 || r.lastErr == nil {
-		return false
-	}
-	return r.ownInput || !now.Before(r.since.Add(s.inertia))
+	return r.failures > 0 && r.lastErr != nil && (r.ownInput || !now.Before(r.since.Add(s.inertia)))
 }

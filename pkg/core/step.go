@@ -2,8 +2,7 @@ package core
 
 import "time"
 
-// Input is one thing that woke the loop, with what the core needs to know of
-// the world then.
+// Input is one thing that woke the loop, with what the core needs to know of the world then.
 type Input struct {
 	Kind   InputKind
 	Signal Signal // InputSignal: which levels may have moved
@@ -12,9 +11,8 @@ type Input struct {
 	DueAt  time.Time
 	// Enabled: the level wants a DaemonSet (for the gate's deferred repair).
 	Enabled bool
-	// DriftQueued: the informer holds drift the core has yet to see. A
-	// timer's re-assert waits for it: its notification wakes the loop next,
-	// and the gate decides that repair. No timer may make a repair early.
+	// DriftQueued: the informer holds drift the core has yet to see. A timer's re-assert waits
+	// for its notification, so that the gate decides that repair: no timer may make it early.
 	DriftQueued bool
 }
 
@@ -28,8 +26,7 @@ const (
 	InputDeadline                  // a part's deadline, due at DueAt
 )
 
-// Effect is one thing the loop does for an input; Step returns them in the
-// order they are done.
+// Effect is one thing the loop does for an input; Step returns them in the order they are done.
 type Effect struct {
 	Kind   EffectKind
 	Signal Signal        // EffectActOnLevel
@@ -50,9 +47,8 @@ const (
 	EffectFightEnded                     // the tug-of-war is over
 )
 
-// Step decides what the loop does about in, at now. The writes themselves
-// are decided when they are made (AskWrite) and counted when they return
-// (Wrote).
+// Step decides what the loop does about in, at now. The writes themselves are decided when
+// they are made (AskWrite) and counted when they return (Wrote).
 func (s *State) Step(in Input, now time.Time) []Effect {
 	switch in.Kind {
 	case InputSignal:
@@ -64,10 +60,9 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 	case InputResync:
 		return reassertUnless(in.DriftQueued)
 	case InputDeadline:
-		if !s.Fire(in.Part, in.DueAt) {
-			return nil
+		if s.Fire(in.Part, in.DueAt) {
+			return s.deadline(in, now)
 		}
-		return s.deadline(in, now)
 	}
 	return nil
 }
