@@ -4,9 +4,9 @@ import "time"
 
 // The front door coalesces level signals (config, version and TLS notifications): the first
 // after a quiet spell is acted on at once; those within LevelQuiet of the last action or of
-// each other merge into one action on the latest level once they stop, or every
-// LevelMaxDelay in a storm that never stops. So 200 config toggles cost a handful of writes,
-// and the end state follows the last toggle within LevelQuiet plus one action.
+// each other merge into one action on the latest level once they stop, or every LevelMaxDelay
+// in an endless storm. So 200 config toggles cost a handful of writes, and the end state
+// follows the last toggle within LevelQuiet plus one action.
 const (
 	LevelQuiet    = 200 * time.Millisecond
 	LevelMaxDelay = time.Second
@@ -37,7 +37,7 @@ func (s *State) Admit(k Signal, now time.Time) bool {
 	}
 	if d.queued == 0 {
 		d.queuedSince = now
-		s.timers[PartDoor].armAt(now.Add(LevelQuiet))
+		s.timers[PartDoor] = now.Add(LevelQuiet)
 	}
 	d.queued |= k
 	d.lastSignal = now
@@ -59,12 +59,12 @@ func (s *State) Take(now time.Time) Signal {
 		at = capAt
 	}
 	if at.After(now) {
-		s.timers[PartDoor].armAt(at)
+		s.timers[PartDoor] = at
 		return 0
 	}
 	k := d.queued
 	d.queued = 0
-	s.timers[PartDoor].stop()
+	s.timers[PartDoor] = time.Time{}
 	return k
 }
 

@@ -35,8 +35,8 @@ func (s *State) Policy() Policy { return s.policy }
 // Log is the repair gate's log, for what status and the log lines say.
 func (s *State) Log() Log { return s.gate.log }
 
-// Outstanding: someone else changed the DaemonSet and no controller write has undone it
-// yet. The next write that changes the DaemonSet is its repair, whatever led to it.
+// Outstanding: someone else's change waits for a repair, which is the next write that changes
+// the DaemonSet, whatever led to it.
 func (s *State) Outstanding() bool { return s.gate.log.Outstanding() }
 
 // Fighting: some writer is in a tug-of-war with the controller.
@@ -87,14 +87,11 @@ func (s *State) RolloutCounts() bool { return !s.gate.deferred && !s.gate.lostRa
 // Write is the core's verdict on an apply of the level.
 type Write struct {
 	Allowed bool // the apply may be made now; one held back waits for the gate's deadline
-	// Repair: the apply would undo someone else's outstanding change, so it is gated and,
-	// if it writes, counted against the budget and its writers.
-	Repair bool
+	Repair  bool // it would undo someone else's outstanding change: gated, and counted if it writes
 }
 
-// AskWrite decides an apply of the level, whatever asked for it. A write while someone
-// else's change is outstanding undoes it, so it is a repair, and no other write is; a
-// repair is allowed once the gate granted it, or when its budget and quiet allow it now.
+// AskWrite decides an apply of the level, whatever asked for it: a repair (any write while a
+// change is outstanding) is allowed once the gate granted it, or if budget and quiet allow.
 func (s *State) AskWrite(now time.Time) Write {
 	if !s.Outstanding() {
 		return Write{Allowed: true}
@@ -117,10 +114,9 @@ const (
 	ApplyLost                           // it lost a race to another writer's change, and wrote nothing
 )
 
-// Wrote records what an apply AskWrite allowed (w) did. counted: the budget paid for a
-// repair that wrote, or may have (its answer was lost; the retry then undoes nothing
-// outstanding, so it is paid once). After a lost race, the other writer's change is the
-// gate's to repair when it arrives as drift.
+// Wrote records what an apply AskWrite allowed (w) did. counted: the budget paid for a repair
+// that wrote, or may have (its answer was lost; its retry then undoes nothing, so it is paid
+// once). After a lost race, the other writer's change is repaired when it arrives as drift.
 func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 	s.gate.lostRace = o == ApplyLost
 	switch {
@@ -136,9 +132,8 @@ func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 	return false
 }
 
-// gateDue answers the gate's deadline: the deferred repair, when it is due and the level
-// still wants it; a level that does not drops the deadline's claim (a write it allows
-// later asks AskWrite).
+// gateDue answers the gate's deadline: the deferred repair, if due and the level still wants
+// it; a level that does not drops the claim (a write it allows later asks AskWrite).
 func (s *State) gateDue(enabled bool, now time.Time) []Effect {
 	dec, fc := s.step(func(l Log) (Log, Decision) { return s.policy.Due(l, now) })
 	switch {
@@ -157,14 +152,15 @@ func (s *State) gateDue(enabled bool, now time.Time) []Effect {
 func (s *State) ForgetWriters() (ended bool) {
 	ended = s.Fighting()
 	s.next = Repair{}
-	s.gate.log = ForgetWriters(s.gate.log)
+	s.gate.log = Log{budgetAt: s.gate.log.budgetAt} // the repairs the budget paid for were made
 	s.gate.settle()
-	s.timers[PartGate].stop()
+	s.timers[PartGate] = time.Time{}
 	return ended
 }
 
 // FollowGate arms the gate's deadline for when the deferred repair may be due, else the
-// first fight may end. A repair under way needs none: an action's retry carries it on.
+// first fight may end (none: neither). A repair under way needs none: an action's retry
+// carries it on.
 func (s *State) FollowGate(now time.Time) {
 	next := s.policy.FightEnds(s.gate.log)
 	if s.gate.deferred {
@@ -174,9 +170,5 @@ func (s *State) FollowGate(now time.Time) {
 			next = dec.At
 		}
 	}
-	if next.IsZero() {
-		s.timers[PartGate].stop()
-		return
-	}
-	s.timers[PartGate].armAt(next)
+	s.timers[PartGate] = next
 }

@@ -277,7 +277,3 @@ func (p Policy) Stood(l Log, now time.Time) Log {
 	l.since, l.last = time.Time{}, time.Time{}
 	return l
 }
-
-// Settled ends, at now, the fights whose writers have stopped, and forgets writers with
-// nothing left to tell.
-func (p Policy) Settled(l Log, now time.Time) Log { return p.expire(l.clone(), now) }

@@ -151,7 +151,7 @@ func (w *world) run() error {
 			at = now
 		}
 		now = at
-		w.l = w.p.Settled(w.l, now)
+		w.l = w.p.expire(w.l.clone(), now)
 		var names []string
 		wrote := false
 		for i, n := range w.next {

@@ -69,7 +69,7 @@ func play(t *testing.T, p Policy, steps []step) Log {
 		if d.Repair {
 			l = p.Repaired(l, now)
 		}
-		if got := p.Settled(l, now).Fighting(); got != s.fight {
+		if got := p.expire(l.clone(), now).Fighting(); got != s.fight {
 			t.Fatalf("step %d (%s at %s by %v): fighting %t, want %t", i, s.op, s.at, s.names, got, s.fight)
 		}
 	}

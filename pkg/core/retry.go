@@ -2,10 +2,9 @@ package core
 
 import "time"
 
-// retry is the failures of the controller's actions: a failed apply or delete is never
-// dropped but re-asserted at the retry's deadline. The backoff curve is the loop's limiter's
-// (an embedder may replace it); when failures persist, and when the retry comes relative to
-// that, are decided here.
+// retry is the failures of the controller's actions: a failed apply or delete is re-asserted
+// at the retry's deadline, never dropped. The backoff curve is the loop's limiter's; when
+// failures persist, and so when the retry comes at the latest, is decided here.
 type retry struct {
 	failures int           // consecutive failed actions
 	since    time.Time     // the first of them
@@ -27,7 +26,7 @@ func (s *State) Failed(err error, ownInput bool, took time.Duration, now time.Ti
 // Succeeded ends the failures and cancels a pending retry, which would only re-assert.
 func (s *State) Succeeded() {
 	s.retry = retry{}
-	s.timers[PartRetry].stop()
+	s.timers[PartRetry] = time.Time{}
 }
 
 // ScheduleRetry arms the retry after backoff, or sooner when the failures reach the inertia,
@@ -36,13 +35,13 @@ func (s *State) ScheduleRetry(backoff time.Duration, now time.Time) time.Duratio
 	if until := s.retry.since.Add(s.inertia).Sub(now); until > 0 && until < backoff {
 		backoff = until
 	}
-	s.timers[PartRetry].armAt(now.Add(backoff))
+	s.timers[PartRetry] = now.Add(backoff)
 	s.retry.retryIn = backoff
 	return backoff
 }
 
 // RetryPending: a retry is armed.
-func (s *State) RetryPending() bool { return s.timers[PartRetry].set }
+func (s *State) RetryPending() bool { return !s.timers[PartRetry].IsZero() }
 
 // Failures are the consecutive failures and the pending retry's backoff (0 for none).
 func (s *State) Failures() (n int, retryIn time.Duration) { return s.retry.failures, s.retry.retryIn }
@@ -51,8 +50,8 @@ func (s *State) Failures() (n int, retryIn time.Duration) { return s.retry.failu
 func (s *State) LastError() error { return s.retry.lastErr }
 
 // Persists: the failures have lasted the inertia, or the latest is of the controller's own
-// input, which no retry changes. What the cluster answers (an outage, a conflict, an RBAC or
-// admission refusal) can end without the controller, so it persists only after the inertia.
+// input, which no retry changes; what the cluster answers (an outage, a refusal) can end
+// without the controller.
 func (s *State) Persists(now time.Time) bool {
 	r := s.retry
 	return r.failures > 0 && r.lastErr != nil && (r.ownInput || !now.Before(r.since.Add(s.inertia)))

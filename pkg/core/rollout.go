@@ -15,22 +15,22 @@ type rollout struct {
 	since    time.Time // the last progress
 }
 
-// FollowRollout follows the rollout the loop waits for now (zero: none); held: a diagnosis
-// of it is under way, or its verdict stands. A new rollout, progress, or a diagnosis that
-// found nothing starts a deadline from now; otherwise the deadline, diagnosis or verdict
-// stays. void: the diagnosis and verdict so far no longer apply.
+// FollowRollout follows the rollout the loop waits for now (zero: none); held: a diagnosis of
+// it is under way, or its verdict stands. A new rollout, progress, or a diagnosis that found
+// nothing starts a deadline from now; else what stands stays. void: the diagnosis and verdict
+// so far no longer apply.
 func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now time.Time) (void bool) {
 	t := &s.timers[PartRollout]
 	switch {
 	case p == Rollout{}:
 		s.rollout = rollout{}
-		t.stop()
+		*t = time.Time{}
 		return true
-	case p == s.rollout.progress && (t.set || held):
+	case p == s.rollout.progress && (!t.IsZero() || held):
 		return false
 	}
 	s.rollout = rollout{progress: p, since: now}
-	t.armAt(now.Add(deadline))
+	*t = now.Add(deadline)
 	return true
 }
 
@@ -43,8 +43,8 @@ func (s *State) FollowExpect(pending bool, timeout time.Duration, now time.Time)
 	t := &s.timers[PartExpect]
 	switch {
 	case !pending:
-		t.stop()
-	case !t.set:
-		t.armAt(now.Add(timeout))
+		*t = time.Time{}
+	case t.IsZero():
+		*t = now.Add(timeout)
 	}
 }

@@ -30,21 +30,11 @@ var partNames = [numParts]string{"door", "retry", "expect", "gate", "rollout"}
 
 func (p Part) String() string { return partNames[p] }
 
-// deadline is when a part next needs the loop.
-type deadline struct {
-	at  time.Time // meaningful while set
-	set bool
-}
-
-func (d *deadline) armAt(at time.Time)     { d.at, d.set = at, true }
-func (d *deadline) stop()                  { d.set = false }
-func (d *deadline) due(now time.Time) bool { return d.set && !now.Before(d.at) }
-
 // State is the loop's timing and repair decisions. Its zero value is unusable: New sets the rules.
 type State struct {
 	policy  Policy
-	inertia time.Duration // how long failures last before they persist
-	timers  [numParts]deadline
+	inertia time.Duration       // how long failures last before they persist
+	timers  [numParts]time.Time // when each part next needs the loop; zero: never
 	door    door
 	gate    gate
 	retry   retry
@@ -58,49 +48,52 @@ func New(policy Policy, inertia time.Duration) *State {
 }
 
 // At is part p's deadline, if it has one.
-func (s *State) At(p Part) (time.Time, bool) { return s.timers[p].at, s.timers[p].set }
+func (s *State) At(p Part) (time.Time, bool) { return s.timers[p], !s.timers[p].IsZero() }
 
 // Fire clears p's deadline and reports true if it has come at now; Step then runs p.
 func (s *State) Fire(p Part, now time.Time) bool {
-	if !s.timers[p].due(now) {
+	if !s.due(p, now) {
 		return false
 	}
-	s.timers[p].stop()
+	s.timers[p] = time.Time{}
 	return true
+}
+
+func (s *State) due(p Part, now time.Time) bool {
+	return !s.timers[p].IsZero() && !now.Before(s.timers[p])
 }
 
 // Deadline is the parts' earliest deadline, when the loop's one timer fires.
 func (s *State) Deadline() (time.Time, bool) {
 	var at time.Time
-	for i := range s.timers {
-		if t := &s.timers[i]; t.set && (at.IsZero() || t.at.Before(at)) {
-			at = t.at
+	for _, t := range s.timers {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
 		}
 	}
 	return at, !at.IsZero()
 }
 
-// Due returns the parts due at now, earliest first (Part order on a tie). The loop steps
-// each; Step runs it only if Fire still finds it due: an earlier part's action may have
-// moved a later one's.
+// Due returns the parts due at now, earliest first (Part order on a tie). Step runs each only
+// if Fire still finds it due: an earlier part's action may have moved a later one's.
 func (s *State) Due(now time.Time) []Part {
 	var due []Part
 	for p := range numParts {
-		if s.timers[p].due(now) {
+		if s.due(p, now) {
 			due = append(due, p)
 		}
 	}
-	slices.SortStableFunc(due, func(a, b Part) int { return s.timers[a].at.Compare(s.timers[b].at) })
+	slices.SortStableFunc(due, func(a, b Part) int { return s.timers[a].Compare(s.timers[b]) })
 	return due
 }
 
 // Key is the state as a canonical string, times relative to now: states with one key decide
-// alike from now on; the convergence model merges states by it.
+// alike from now on (the convergence model merges states by it).
 func (s *State) Key(now time.Time) string {
 	var b strings.Builder
 	for p := range numParts {
-		if t := s.timers[p]; t.set {
-			fmt.Fprintf(&b, "%s@%s ", p, rel(t.at, now))
+		if t := s.timers[p]; !t.IsZero() {
+			fmt.Fprintf(&b, "%s@%s ", p, rel(t, now))
 		}
 	}
 	fmt.Fprintf(&b, "door=%b since=%s last=%s act=%s ", s.door.queued,
@@ -126,7 +119,5 @@ func (s *State) Stopped() {
 	s.gate.lostRace = false
 	s.retry.retryIn = 0
 	s.rollout = rollout{}
-	for i := range s.timers {
-		s.timers[i].stop()
-	}
+	s.timers = [numParts]time.Time{}
 }

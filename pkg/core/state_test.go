@@ -14,10 +14,10 @@ func testPolicy() Policy { return DefaultPolicy() }
 func TestDueRunsTheEarliestFirstAndPartOrderOnATie(t *testing.T) {
 	s := New(testPolicy(), time.Minute)
 	t0 := time.Unix(1_000_000, 0)
-	s.timers[PartRollout].armAt(t0.Add(time.Second))
-	s.timers[PartGate].armAt(t0.Add(2 * time.Second))
-	s.timers[PartExpect].armAt(t0.Add(2 * time.Second))
-	s.timers[PartRetry].armAt(t0.Add(time.Hour))
+	s.timers[PartRollout] = t0.Add(time.Second)
+	s.timers[PartGate] = t0.Add(2 * time.Second)
+	s.timers[PartExpect] = t0.Add(2 * time.Second)
+	s.timers[PartRetry] = t0.Add(time.Hour)
 	if at, ok := s.Deadline(); !ok || !at.Equal(t0.Add(time.Second)) {
 		t.Fatalf("Deadline() = %v, %v; want the rollout's, 1s", at.Sub(t0), ok)
 	}

@@ -20,9 +20,6 @@ func (p Policy) FightEnds(l Log) time.Time {
 	return next
 }
 
-// ForgetWriters is l with only its budget kept: the repairs the budget paid for were made.
-func ForgetWriters(l Log) Log { return Log{budgetAt: l.budgetAt} }
-
 // undosIn counts w's undos within window at now.
 func (p Policy) undosIn(w Writer, now time.Time, window time.Duration) int {
 	return countSince(w.Undos, now.Add(-window))
