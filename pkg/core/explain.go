@@ -30,13 +30,12 @@ func (c Cause) Why(created bool) string {
 	if c.Version != "" {
 		at = " at version " + c.Version
 	}
-	state := c.Transition.To
 	switch {
 	case c.Repair && created:
 		return "recreated after it was deleted by someone else" + at
 	case c.Repair:
 		return "repaired a change made by someone else (" + driftWords(c.Drift.Kinds) + restoredWords(c.Restored) + ")" + editorsWords(c.Drift.Kinds, c.Drift.Edits, c.Drift.Unnamed)
-	case state == fsm.StateUpgrading && c.UpgradeFrom != "" && c.UpgradeFrom != c.Version:
+	case c.Transition.To == fsm.StateUpgrading && c.UpgradeFrom != "" && c.UpgradeFrom != c.Version:
 		return fmt.Sprintf("version moved from %s to %s", c.UpgradeFrom, c.Version)
 	case created && c.Reenabled:
 		return "runtime extractor re-enabled by insights-config" + at
