@@ -12,30 +12,21 @@ import (
 
 // prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet already read (from
 // the cache, usually), so its Get costs no request, and stamps FieldManager on
-// its writes.
+// its writes. As a DaemonSetsGetter it returns itself, scoped to a namespace.
 type prefetchedDaemonSets struct {
-	getter   appsclientv1.DaemonSetsGetter
-	existing *appsv1.DaemonSet // nil: known not to exist
-	attempt  *writeAttempt     // told of each write sent
+	appsclientv1.DaemonSetInterface // of namespace, once scoped
+	getter                          appsclientv1.DaemonSetsGetter
+	namespace                       string
+	existing                        *appsv1.DaemonSet // nil: known not to exist
+	attempt                         *writeAttempt     // told of each write sent
 }
 
 func (p prefetchedDaemonSets) DaemonSets(namespace string) appsclientv1.DaemonSetInterface {
-	return prefetchedDaemonSet{
-		DaemonSetInterface: p.getter.DaemonSets(namespace),
-		namespace:          namespace,
-		existing:           p.existing,
-		attempt:            p.attempt,
-	}
+	p.DaemonSetInterface, p.namespace = p.getter.DaemonSets(namespace), namespace
+	return p
 }
 
-type prefetchedDaemonSet struct {
-	appsclientv1.DaemonSetInterface
-	namespace string
-	existing  *appsv1.DaemonSet
-	attempt   *writeAttempt
-}
-
-func (p prefetchedDaemonSet) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error) {
+func (p prefetchedDaemonSets) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error) {
 	if p.namespace != Namespace || name != DaemonSetName {
 		return p.DaemonSetInterface.Get(ctx, name, opts)
 	}
@@ -45,13 +36,13 @@ func (p prefetchedDaemonSet) Get(ctx context.Context, name string, opts metav1.G
 	return p.existing.DeepCopy(), nil
 }
 
-func (p prefetchedDaemonSet) Create(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.CreateOptions) (*appsv1.DaemonSet, error) {
+func (p prefetchedDaemonSets) Create(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.CreateOptions) (*appsv1.DaemonSet, error) {
 	opts.FieldManager = FieldManager
 	p.attempt.sent()
 	return p.DaemonSetInterface.Create(ctx, ds, opts)
 }
 
-func (p prefetchedDaemonSet) Update(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.UpdateOptions) (*appsv1.DaemonSet, error) {
+func (p prefetchedDaemonSets) Update(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.UpdateOptions) (*appsv1.DaemonSet, error) {
 	opts.FieldManager = FieldManager
 	p.attempt.sent()
 	return p.DaemonSetInterface.Update(ctx, ds, opts)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/openshift/library-go/pkg/operator/resource/resourcehelper"
@@ -54,9 +55,9 @@ func applyBackoff() wait.Backoff {
 }
 
 // retryLostRaces runs attempt until it succeeds, fails other than by a lost
-// race, or has lost m.backoff.Steps times, sleeping on the manager's clock.
+// race, or has lost applyAttempts times, sleeping on the manager's clock.
 func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) error {
-	b := m.backoff
+	b := applyBackoff()
 	for {
 		err := attempt()
 		if err == nil || !isLostRace(err) || b.Steps <= 1 || ctx.Err() != nil {
@@ -69,30 +70,25 @@ func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) erro
 // readAfterLostRace returns the DaemonSet after a write based on tried lost a
 // race: from the cache once it shows other than tried, else from the server.
 func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
-	var fresh *appsv1.DaemonSet
-	moved := func(context.Context) (bool, error) {
+	for waited := time.Duration(0); ; waited += catchUpPoll {
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
 		switch {
 		case apierrors.IsNotFound(err):
-			return tried != nil, nil // gone (an update lost to a delete)
+			if tried != nil {
+				return nil, nil // gone (an update lost to a delete)
+			}
 		case err != nil:
-			return false, nil
 		case tried == nil || cached.UID != tried.UID || cached.ResourceVersion != tried.ResourceVersion:
-			fresh = cached.DeepCopy()
-			return true, nil
+			if m.cacheBehind(cached) {
+				return m.read(ctx, true)
+			}
+			return cached.DeepCopy(), nil
 		}
-		return false, nil
-	}
-	for waited := time.Duration(0); ctx.Err() == nil && waited < cacheCatchUp; waited += catchUpPoll {
-		if ok, _ := moved(ctx); ok {
-			break
+		if ctx.Err() != nil || waited >= cacheCatchUp {
+			return m.read(ctx, true)
 		}
 		m.clock.Sleep(catchUpPoll)
 	}
-	if caught, _ := moved(ctx); caught && (fresh == nil || !m.cacheBehind(fresh)) {
-		return fresh, nil
-	}
-	return m.read(ctx, true)
 }
 
 // deleteReplaced deletes ds, someone else's object no update makes the desired
@@ -119,19 +115,11 @@ func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) erro
 // and nothing else: only then does a replace cure it.
 func isImmutableSelector(err error) bool {
 	var status apierrors.APIStatus
-	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
 		return false
 	}
-	details := status.Status().Details
-	if details == nil || len(details.Causes) == 0 {
-		return false
-	}
-	for _, c := range details.Causes {
-		if c.Field != "spec.selector" {
-			return false
-		}
-	}
-	return true
+	causes := status.Status().Details.Causes
+	return len(causes) > 0 && !slices.ContainsFunc(causes, func(c metav1.StatusCause) bool { return c.Field != "spec.selector" })
 }
 
 // isLostRace reports the errors of a stale read, which a fresh one fixes.

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/utils/clock"
@@ -47,7 +46,6 @@ type Manager struct {
 	lister   appslisters.DaemonSetLister
 	recorder events.Recorder
 	base     Desired
-	backoff  wait.Backoff
 
 	mu    sync.Mutex
 	owned ownedObject   // last written, or adopted: its generation is the next apply's expected one
@@ -84,7 +82,6 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 		lister:   lister,
 		recorder: recorder,
 		base:     base,
-		backoff:  applyBackoff(),
 		clock:    clock.RealClock{},
 	}
 	for _, o := range opts {
