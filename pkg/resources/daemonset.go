@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	configv1 "github.com/openshift/api/config/v1"
@@ -99,10 +100,8 @@ func applyScheduling(podSpec *corev1.PodSpec, s config.RuntimeExtractor) {
 }
 
 func findContainer(podSpec *corev1.PodSpec, name string) *corev1.Container {
-	for i := range podSpec.Containers {
-		if podSpec.Containers[i].Name == name {
-			return &podSpec.Containers[i]
-		}
+	if i := slices.IndexFunc(podSpec.Containers, func(c corev1.Container) bool { return c.Name == name }); i >= 0 {
+		return &podSpec.Containers[i]
 	}
 	return nil
 }
@@ -146,20 +145,26 @@ func (r Rollout) Unavailable() int32 { return max(r.Desired-r.Available, 0) }
 
 // MaxUnavailable is how many desired nodes may lack an available pod during a
 // rolling update, resolved as the DaemonSet controller does: percentages round
-// up, and it is 1 when it and maxSurge both come to 0 on a DaemonSet that
-// wants pods. ok is false for OnDelete, or a value that does not resolve.
+// up, unset is 0, and it is 1 (the API server's default) when it and maxSurge
+// both come to 0 on a DaemonSet that wants pods. ok is false for OnDelete, or
+// a value that does not resolve.
 func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		return 0, false
 	}
 	desired := int(ds.Status.DesiredNumberScheduled)
+	scaled := func(v *intstr.IntOrString) (int, error) {
+		if v == nil {
+			return 0, nil
+		}
+		return intstr.GetScaledValueFromIntOrPercent(v, desired, true)
+	}
 	var unavailable, surge int
 	if r := ds.Spec.UpdateStrategy.RollingUpdate; r != nil {
-		var err error
-		if unavailable, err = scaled(r.MaxUnavailable, desired); err != nil {
-			return 0, false
-		}
-		if surge, err = scaled(r.MaxSurge, desired); err != nil {
+		var err1, err2 error
+		unavailable, err1 = scaled(r.MaxUnavailable)
+		surge, err2 = scaled(r.MaxSurge)
+		if err1 != nil || err2 != nil {
 			return 0, false
 		}
 	}
@@ -167,17 +172,4 @@ func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 		unavailable = 1
 	}
 	return int32(unavailable), true
-}
-
-// scaled resolves v against total, rounding up; unset is 0, and the fallback
-// to 1 above matches the API server's default maxUnavailable.
-func scaled(v *intstr.IntOrString, total int) (int, error) {
-	if v == nil {
-		return 0, nil
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(v, total, true)
-	if err != nil {
-		return 0, fmt.Errorf("resolve %s against %d: %w", v.String(), total, err)
-	}
-	return n, nil
 }

@@ -19,44 +19,41 @@ import (
 // left with no cipher, or with an unknown version, falls back to
 // Intermediate: kube-rbac-proxy must never start with an empty cipher list.
 func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
-	if args, ok := tlsArgsForSpec(tlsProfileSpec(p)); ok {
+	if args := tlsArgsForSpec(tlsProfileSpec(p)); args != nil {
 		return args
 	}
-	args, _ := tlsArgsForSpec(configv1.TLSProfiles[configv1.TLSProfileIntermediateType])
-	return args
+	return tlsArgsForSpec(configv1.TLSProfiles[configv1.TLSProfileIntermediateType])
 }
 
 func tlsProfileSpec(p *configv1.TLSSecurityProfile) *configv1.TLSProfileSpec {
-	if p == nil {
+	switch {
+	case p == nil:
 		return nil
-	}
-	if p.Type == configv1.TLSProfileCustomType {
-		if p.Custom == nil {
-			return nil
-		}
+	case p.Type == configv1.TLSProfileCustomType && p.Custom != nil:
 		return &p.Custom.TLSProfileSpec
 	}
 	// Old, Intermediate and Modern are predefined; anything else has no entry.
 	return configv1.TLSProfiles[p.Type]
 }
 
-func tlsArgsForSpec(spec *configv1.TLSProfileSpec) ([]string, bool) {
+// tlsArgsForSpec returns nil for a spec kube-rbac-proxy cannot be given.
+func tlsArgsForSpec(spec *configv1.TLSProfileSpec) []string {
 	if spec == nil {
-		return nil, false
+		return nil
 	}
 	minVersion, err := crypto.TLSVersion(string(spec.MinTLSVersion))
 	if err != nil {
-		return nil, false
+		return nil
 	}
-	args := []string{"--tls-min-version=" + crypto.TLSVersionToNameOrDie(minVersion)}
+	args := []string{flagTLSMinVersion + "=" + crypto.TLSVersionToNameOrDie(minVersion)}
 	if minVersion >= tls.VersionTLS13 {
-		return args, true
+		return args
 	}
 	suites := configurableCipherSuites(spec.Ciphers, minVersion)
 	if len(suites) == 0 {
-		return nil, false
+		return nil
 	}
-	return append(args, "--tls-cipher-suites="+strings.Join(suites, ",")), true
+	return append(args, flagTLSCipherSuites+"="+strings.Join(suites, ","))
 }
 
 // configurableCipherSuites converts OpenSSL cipher names to the IANA names of
@@ -79,15 +76,11 @@ func configurableCipherSuites(openSSLNames []string, minVersion uint16) []string
 }
 
 func negotiableBelowTLS13(id, minVersion uint16) bool {
-	for _, suite := range slices.Concat(tls.CipherSuites(), tls.InsecureCipherSuites()) {
-		if suite.ID != id {
-			continue
-		}
-		return slices.ContainsFunc(suite.SupportedVersions, func(v uint16) bool {
-			return v >= minVersion && v < tls.VersionTLS13
-		})
-	}
-	return false
+	suites := slices.Concat(tls.CipherSuites(), tls.InsecureCipherSuites())
+	i := slices.IndexFunc(suites, func(s *tls.CipherSuite) bool { return s.ID == id })
+	return i >= 0 && slices.ContainsFunc(suites[i].SupportedVersions, func(v uint16) bool {
+		return v >= minVersion && v < tls.VersionTLS13
+	})
 }
 
 // TLSArgs returns kube-rbac-proxy's TLS arguments for d.
@@ -139,16 +132,14 @@ func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 	return args, true
 }
 
-var predefinedTLSProfiles = []configv1.TLSProfileType{
-	configv1.TLSProfileOldType, configv1.TLSProfileIntermediateType, configv1.TLSProfileModernType,
-}
-
 // PredefinedTLSArgs reports whether args, in any order, are KubeRBACProxyTLSArgs
 // of Old, Intermediate or Modern: a DaemonSet may keep these while the
 // cluster's profile is unknown, whoever wrote them.
 func PredefinedTLSArgs(args []string) bool {
 	have := slices.Sorted(slices.Values(args))
-	for _, t := range predefinedTLSProfiles {
+	for _, t := range []configv1.TLSProfileType{
+		configv1.TLSProfileOldType, configv1.TLSProfileIntermediateType, configv1.TLSProfileModernType,
+	} {
 		want := KubeRBACProxyTLSArgs(&configv1.TLSSecurityProfile{Type: t})
 		if slices.Equal(have, slices.Sorted(slices.Values(want))) {
 			return true
