@@ -12,18 +12,15 @@ import (
 // (a healthy watch shows it within milliseconds) before the server is read.
 const ExpectationTimeout = 5 * time.Second
 
-// ownedObject identifies one incarnation of the DaemonSet: a generation is
-// only meaningful for the same UID (a recreated object restarts at 1).
+// ownedObject is one incarnation of the DaemonSet as this manager wrote it: a
+// generation is only meaningful for the same UID (a recreate restarts at 1).
 type ownedObject struct {
 	uid        types.UID
 	generation int64
-	// meta is OwnedMetadata as last written to (or adopted on) this object.
-	meta map[string]string
-	// versions are the resourceVersions of the last few writes to it, and of
-	// what each of them replaced: a watch event of an older own write (or of
-	// a version a later own write overwrote, such as a status update seen
-	// only after a re-list) can still arrive after a newer one. They are told
-	// apart by resourceVersion, never by values someone else may write back.
+	meta       map[string]string // OwnedMetadata as last written or adopted
+	// versions are the resourceVersions of the last few writes, and of what
+	// each replaced: a watch event of an older one (or of a status update a
+	// later write overwrote) can still arrive after a newer one.
 	versions []string
 }
 
@@ -145,7 +142,7 @@ func (o *ownedObject) addVersion(rv string) {
 	}
 }
 
-// retire moves the owned object to the past; the caller holds m.mu.
+// retire moves the owned object to the past; caller holds m.mu.
 func (m *Manager) retire() {
 	if m.owned.uid == "" {
 		return

@@ -61,13 +61,11 @@ type Manager struct {
 	clock      clock.Clock
 
 	// required, with its spec hash, is built for the Desired whose JSON is
-	// requiredKey (a copy: Desired holds pointers), as building and hashing
-	// cost more than the rest of a repair. Never modified: library-go copies.
+	// requiredKey, as building and hashing cost more than the rest of a repair.
 	required    *appsv1.DaemonSet
 	requiredKey string
 }
 
-// ManagerOption configures a Manager.
 type ManagerOption func(*Manager)
 
 // WithClock sets the manager's clock (default: the real one); a controller
@@ -206,7 +204,8 @@ func (m *Manager) Current() (*appsv1.DaemonSet, bool) {
 	return ds.DeepCopy(), true
 }
 
-// ApplyRuntimeExtractorResources applies the base desired state with tlsProfile.
+// ApplyRuntimeExtractorResources, DeleteRuntimeExtractorResources and
+// ResourcesExists are the seed's ResourceManager.
 func (m *Manager) ApplyRuntimeExtractorResources(ctx context.Context, tlsProfile *configv1.TLSSecurityProfile) error {
 	d := m.base
 	d.TLSProfile = tlsProfile
@@ -214,13 +213,11 @@ func (m *Manager) ApplyRuntimeExtractorResources(ctx context.Context, tlsProfile
 	return err
 }
 
-// DeleteRuntimeExtractorResources deletes the DaemonSet.
 func (m *Manager) DeleteRuntimeExtractorResources(ctx context.Context) error {
 	_, err := m.Delete(ctx)
 	return err
 }
 
-// ResourcesExists reports whether the informer cache holds the DaemonSet.
 func (m *Manager) ResourcesExists(_ context.Context) bool {
 	_, ok := m.Current()
 	return ok
@@ -258,8 +255,7 @@ func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error
 	return ds, nil
 }
 
-// requiredFor returns the DaemonSet for d with its spec hash, rebuilt only when
-// d changes.
+// requiredFor returns the DaemonSet for d with its spec hash.
 func (m *Manager) requiredFor(d Desired) (*appsv1.DaemonSet, error) {
 	key, err := json.Marshal(d)
 	if err != nil {
