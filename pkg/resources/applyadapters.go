@@ -15,14 +15,14 @@ import (
 // its writes. As a DaemonSetsGetter it returns itself, scoped to a namespace.
 type prefetchedDaemonSets struct {
 	appsclientv1.DaemonSetInterface // of namespace, once scoped
-	getter                          appsclientv1.DaemonSetsGetter
+	m                               *Manager
 	namespace                       string
 	existing                        *appsv1.DaemonSet // nil: known not to exist
-	attempt                         *writeAttempt     // told of each write sent
+	sent                            *bool             // set by each write
 }
 
 func (p prefetchedDaemonSets) DaemonSets(namespace string) appsclientv1.DaemonSetInterface {
-	p.DaemonSetInterface, p.namespace = p.getter.DaemonSets(namespace), namespace
+	p.DaemonSetInterface, p.namespace = p.m.client.AppsV1().DaemonSets(namespace), namespace
 	return p
 }
 
@@ -38,13 +38,15 @@ func (p prefetchedDaemonSets) Get(ctx context.Context, name string, opts metav1.
 
 func (p prefetchedDaemonSets) Create(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.CreateOptions) (*appsv1.DaemonSet, error) {
 	opts.FieldManager = FieldManager
-	p.attempt.sent()
+	*p.sent = true
+	p.m.sending()
 	return p.DaemonSetInterface.Create(ctx, ds, opts)
 }
 
 func (p prefetchedDaemonSets) Update(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.UpdateOptions) (*appsv1.DaemonSet, error) {
 	opts.FieldManager = FieldManager
-	p.attempt.sent()
+	*p.sent = true
+	p.m.sending()
 	return p.DaemonSetInterface.Update(ctx, ds, opts)
 }
 

@@ -34,8 +34,7 @@ func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 
 	daemonSets := m.client.AppsV1().DaemonSets(Namespace)
 	for attempt := 1; ; attempt++ {
-		uid := target
-		err := daemonSets.Delete(ctx, DaemonSetName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		err := daemonSets.Delete(ctx, DaemonSetName, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(target))})
 		switch {
 		case err == nil:
 			m.disown()

@@ -96,16 +96,15 @@ func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet
 // pods go in the background: the garbage collector removes them, as the new
 // selector would not match them.
 func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) error {
-	uid := ds.UID
 	err := m.client.AppsV1().DaemonSets(Namespace).Delete(ctx, DaemonSetName, metav1.DeleteOptions{
-		Preconditions:     &metav1.Preconditions{UID: &uid},
+		Preconditions:     metav1.NewUIDPreconditions(string(ds.UID)),
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 	})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
-		return fmt.Errorf("replace object %s with another selector: delete: %w", uid, err)
+		return fmt.Errorf("replace object %s with another selector: delete: %w", ds.UID, err)
 	}
 	resourcehelper.ReportDeleteEvent(m.recorder, ds, nil)
 	return nil

@@ -115,12 +115,12 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		// replaced by deleteReplaced, because why: reported with the create
 		replaced types.UID
 		because  string
-		attempt  = &writeAttempt{m: m}
+		sent     bool // a write by the last attempt
 	)
 	err = m.retryLostRaces(ctx, func() error {
 		var existing *appsv1.DaemonSet
 		var err error
-		attempt.at = time.Time{}
+		sent = false
 		switch lost {
 		case 0:
 			existing, err = m.read(ctx, false)
@@ -146,7 +146,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 			return nil
 		}
 		expected, adopting := m.expectedGeneration(existing)
-		client := prefetchedDaemonSets{getter: m.client.AppsV1(), existing: existing, attempt: attempt}
+		client := prefetchedDaemonSets{m: m, existing: existing, sent: &sent}
 		// ApplyDaemonSet is SetSpecHashAnnotation and then this; required
 		// carries the annotation already (requiredFor).
 		actual, changed, err := resourceapply.ApplyDaemonSetWithForce(ctx, client, writeEventsOnly{m.recorder}, required, expected, false)
@@ -187,7 +187,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		return nil
 	})
 	if err != nil {
-		unanswered := !attempt.at.IsZero() && mayHaveWritten(err)
+		unanswered := sent && mayHaveWritten(err)
 		m.answered(unanswered)
 		return Result{Replaced: replaced, ReplacedBecause: because, Unanswered: unanswered}, fmt.Errorf("apply daemonset %s/%s: %w", Namespace, DaemonSetName, err)
 	}

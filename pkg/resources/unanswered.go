@@ -17,17 +17,11 @@ import (
 // watch event can come first).
 type unansweredWrite struct{ from, to time.Time }
 
-// writeAttempt is when the apply last sent a write (zero: none since reset).
-type writeAttempt struct {
-	m  *Manager
-	at time.Time
-}
-
-func (w *writeAttempt) sent() {
-	w.at = w.m.clock.Now()
-	w.m.mu.Lock()
-	defer w.m.mu.Unlock()
-	w.m.unanswered = &unansweredWrite{from: w.at.Truncate(time.Second)}
+// sending records a write about to be sent as unanswered.
+func (m *Manager) sending() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unanswered = &unansweredWrite{from: m.clock.Now().Truncate(time.Second)}
 }
 
 // mayHaveWritten: no answer came, so the request may have been carried out
@@ -51,12 +45,10 @@ func mayHaveWritten(err error) bool {
 func (m *Manager) answered(unanswered bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch {
-	case m.unanswered == nil:
-	case unanswered:
-		m.unanswered.to = m.clock.Now().Add(time.Second)
-	default:
+	if !unanswered {
 		m.unanswered = nil
+	} else if m.unanswered != nil {
+		m.unanswered.to = m.clock.Now().Add(time.Second)
 	}
 }
 

@@ -66,7 +66,7 @@ func TestClaimUnansweredByManagedFields(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &Manager{clock: clocktesting.NewFakeClock(sent)}
-			(&writeAttempt{m: m}).sent()
+			m.sending()
 			if !tc.inFlight {
 				m.clock.(*clocktesting.FakeClock).Step(500 * time.Millisecond)
 				m.answered(true) // the connection broke
