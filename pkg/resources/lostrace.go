@@ -40,8 +40,7 @@ func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 }
 
 // cacheCatchUp bounds the wait, polling every catchUpPoll, for the cache to
-// show what a lost race ran into (usually within milliseconds) before the
-// server is read.
+// show what a lost race ran into (usually within milliseconds).
 const cacheCatchUp, catchUpPoll = time.Second, 5 * time.Millisecond
 
 const applyAttempts = 5
@@ -92,9 +91,8 @@ func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet
 }
 
 // deleteReplaced deletes ds, someone else's object no update makes the desired
-// one, by UID precondition (a Conflict is a lost race the retry re-reads). Its
-// pods go in the background: the garbage collector removes them, as the new
-// selector would not match them.
+// one, by UID precondition (a Conflict is a lost race the retry re-reads). The
+// garbage collector removes its pods, which the new selector would not match.
 func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) error {
 	err := m.client.AppsV1().DaemonSets(Namespace).Delete(ctx, DaemonSetName, metav1.DeleteOptions{
 		Preconditions:     metav1.NewUIDPreconditions(string(ds.UID)),

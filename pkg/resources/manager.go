@@ -121,15 +121,12 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		var existing *appsv1.DaemonSet
 		var err error
 		sent = false
-		switch lost {
-		case 0:
-			existing, err = m.read(ctx, false)
-		case 1:
+		if lost == 1 {
 			existing, err = m.readAfterLostRace(ctx, tried)
-		default:
+		} else {
 			// Lost twice: the cache is behind a stream of writes (status
 			// updates during a rollout), and its next copy would lose again.
-			existing, err = m.read(ctx, true)
+			existing, err = m.read(ctx, lost > 1)
 		}
 		lost++
 		if err != nil {
@@ -171,11 +168,11 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		if changed || adopting {
 			m.own(actual, existing)
 		}
-		rolls := changed && (existing == nil || existing.UID != actual.UID || existing.Generation != actual.Generation)
+		created := changed && (existing == nil || existing.UID != actual.UID)
+		rolls := created || changed && existing.Generation != actual.Generation
 		if rolls {
 			m.expect(actual)
 		}
-		created := changed && (existing == nil || existing.UID != actual.UID)
 		result = Result{Generation: actual.Generation, Changed: changed, Created: created, Rolls: rolls, Object: actual}
 		if changed && !created {
 			result.Restored = restoredFields(existing, actual)

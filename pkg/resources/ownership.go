@@ -65,9 +65,8 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 
 // IsOwnMetadata reports whether an update of object uid to resourceVersion rv
 // with OwnedMetadata meta is not drift: meta is that of this manager's latest
-// write there, or rv one its writes returned or overwrote (see
-// ownedObject.versions). Older owned values written back by someone else (a
-// restore, a GitOps sync) are drift.
+// write there, or rv one its writes returned or overwrote. Older owned values
+// written back by someone else (a restore, a GitOps sync) are drift.
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -54,9 +54,8 @@ func (m *Manager) answered(unanswered bool) {
 
 // ClaimUnanswered reports whether ds is the object of this manager's write
 // whose answer was lost (as when the API server restarts) or is yet to come,
-// which by UID and generation would look like someone else's change: the
-// server records who wrote, and ds's newest managedFields entry (status
-// aside) is this manager's, timed within that write. The manager then owns it.
+// which by UID and generation would look like someone else's change (see
+// writtenWithin). The manager then owns it.
 func (m *Manager) ClaimUnanswered(ds *appsv1.DaemonSet) bool {
 	m.mu.Lock()
 	u := m.unanswered
