@@ -45,18 +45,14 @@ const cacheCatchUp, catchUpPoll = time.Second, 5 * time.Millisecond
 
 const applyAttempts = 5
 
-// applyBackoff bounds an apply's in-call retries after lost races; longer is
-// the executor's rate-limited retry, which recomputes the desired state. No
-// jitter: one leader writes, its race is with the DaemonSet controller, which
-// jitter would not spread, and without it the model replays a run exactly.
-func applyBackoff() wait.Backoff {
-	return wait.Backoff{Steps: applyAttempts, Duration: 10 * time.Millisecond, Factor: 2}
-}
-
 // retryLostRaces runs attempt until it succeeds, fails other than by a lost
 // race, or has lost applyAttempts times, sleeping on the manager's clock.
+// Longer is the executor's rate-limited retry, which recomputes the desired
+// state. No jitter: one leader writes, its race is with the DaemonSet
+// controller, which jitter would not spread, and without it the model replays
+// a run exactly.
 func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) error {
-	b := applyBackoff()
+	b := wait.Backoff{Steps: applyAttempts, Duration: 10 * time.Millisecond, Factor: 2}
 	for {
 		err := attempt()
 		if err == nil || !isLostRace(err) || b.Steps <= 1 || ctx.Err() != nil {
