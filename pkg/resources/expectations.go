@@ -36,10 +36,9 @@ func (m *Manager) expectedGeneration(existing *appsv1.DaemonSet) (int64, bool) {
 		return 0, false // library-go creates; the value is unused.
 	}
 	m.mu.Lock()
-	owned := m.owned
-	m.mu.Unlock()
-	if owned.uid != "" && owned.uid == existing.UID {
-		return owned.generation, false
+	defer m.mu.Unlock()
+	if m.owned.uid != "" && m.owned.uid == existing.UID {
+		return m.owned.generation, false
 	}
 	return -1, true // no generation matches: write.
 }
