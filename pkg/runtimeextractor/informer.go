@@ -62,7 +62,7 @@ var _ ResourceInformer = (*daemonSetInformer)(nil)
 // the returned controller. Its handlers queue what they see for the control
 // loop: it has no work queue of its own, so eventRecorder is unused (it stays
 // for the seed's signature).
-func NewResourceInformer(_ events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
+func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
 	ri := &daemonSetInformer{
 		modified: make(chan struct{}, 1),
 		rollout:  make(chan struct{}, 1),
