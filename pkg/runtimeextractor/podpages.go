@@ -24,6 +24,7 @@ func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv
 		return nil, fmt.Errorf("selector of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 	}
 	opts := metav1.ListOptions{LabelSelector: selector.String(), Limit: podPageSize}
+	owned := func(r metav1.OwnerReference) bool { return r.UID == ds.UID }
 	var nodes []string
 	for {
 		page, err := client.CoreV1().Pods(ds.Namespace).List(ctx, opts)
@@ -31,11 +32,13 @@ func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv
 			return nil, fmt.Errorf("list pods of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 		}
 		for i := range page.Items {
-			if pod := &page.Items[i]; pod.Spec.NodeName != "" && ownedBy(pod, ds) && !podReady(pod) {
+			if pod := &page.Items[i]; pod.Spec.NodeName != "" && slices.ContainsFunc(pod.OwnerReferences, owned) && !podReady(pod) {
 				nodes = append(nodes, pod.Spec.NodeName)
 			}
 		}
-		nodes = fewestNames(nodes)
+		slices.Sort(nodes)
+		nodes = slices.Compact(nodes)
+		nodes = nodes[:min(len(nodes), maxStuckNodes)]
 		if page.Continue == "" {
 			return nodes, nil
 		}
@@ -43,13 +46,8 @@ func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv
 	}
 }
 
-func ownedBy(pod *corev1.Pod, ds *appsv1.DaemonSet) bool {
-	return slices.ContainsFunc(pod.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == ds.UID })
-}
-
-// fewestNames sorts names, drops repeats and keeps the first maxStuckNodes.
-func fewestNames(names []string) []string {
-	slices.Sort(names)
-	names = slices.Compact(names)
-	return names[:min(len(names), maxStuckNodes)]
+// podReady: the first Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
+	return i >= 0 && pod.Status.Conditions[i].Status == corev1.ConditionTrue
 }

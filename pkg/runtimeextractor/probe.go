@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
@@ -43,10 +44,8 @@ type watchHealth struct {
 	wake   chan struct{}
 	// clk is replaced when a controller adopts the informer (setClock), while
 	// the reflector may already run: hence atomic.
-	clk atomic.Pointer[clockOf]
+	clk atomic.Pointer[clock.WithTicker]
 }
-
-type clockOf struct{ clock.WithTicker }
 
 func newWatchHealth(client kubernetes.Interface) *watchHealth {
 	w := &watchHealth{client: client, wake: make(chan struct{}, 1)}
@@ -54,9 +53,9 @@ func newWatchHealth(client kubernetes.Interface) *watchHealth {
 	return w
 }
 
-func (w *watchHealth) setClock(c clock.WithTicker) { w.clk.Store(&clockOf{c}) }
+func (w *watchHealth) setClock(c clock.WithTicker) { w.clk.Store(&c) }
 
-func (w *watchHealth) clock() clock.WithTicker { return w.clk.Load().WithTicker }
+func (w *watchHealth) clock() clock.WithTicker { return *w.clk.Load() }
 
 func (w *watchHealth) failed(err error) {
 	if w.broken.CompareAndSwap(false, true) {
@@ -74,17 +73,9 @@ func (w *watchHealth) established() {
 // instrument wraps a watch so its events tell watchHealth whether it works.
 // For a watch-list, listed gets what the initial events showed (nil: none).
 func (w *watchHealth) instrument(inner watch.Interface, opts metav1.ListOptions, listed func(*appsv1.DaemonSet)) watch.Interface {
-	ow := &observedWatch{
-		inner:  inner,
-		health: w,
-		out:    make(chan watch.Event),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-	}
-	if opts.TimeoutSeconds != nil {
-		ow.timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-	}
-	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+	ow := &observedWatch{inner: inner, health: w, timeout: time.Duration(ptr.Deref(opts.TimeoutSeconds, 0)) * time.Second,
+		out: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{})}
+	if ptr.Deref(opts.SendInitialEvents, false) {
 		ow.listed = listed
 	}
 	go ow.run(w.clock())
@@ -98,6 +89,7 @@ type observedWatch struct {
 	health  *watchHealth
 	timeout time.Duration           // asked of the server; 0 when none
 	listed  func(*appsv1.DaemonSet) // nil unless a watch-list
+	initial *appsv1.DaemonSet       // what a watch-list's initial events showed
 	out     chan watch.Event
 	stop    chan struct{}
 	once    sync.Once
@@ -121,21 +113,13 @@ func (w *observedWatch) run(clk clock.WithTicker) {
 	start := clk.Now()
 	grace := clk.NewTimer(establishGrace)
 	defer grace.Stop()
-	graceC := grace.C()
-	working := func() {
-		if graceC != nil {
-			graceC = nil
-			w.health.established()
-		}
-	}
-	var initial *appsv1.DaemonSet // what a watch-list's initial events showed
 	in := w.inner.ResultChan()
 	for {
 		select {
 		case <-w.stop:
 			return
-		case <-graceC:
-			working()
+		case <-grace.C():
+			w.health.established()
 		case e, ok := <-in:
 			if !ok {
 				select {
@@ -148,8 +132,10 @@ func (w *observedWatch) run(clk clock.WithTicker) {
 			if e.Type == watch.Error {
 				w.health.failed(fmt.Errorf("watch ended with an error: %w", apierrors.FromObject(e.Object)))
 			} else {
-				working()
-				initial = w.trackInitial(e, initial)
+				if grace.Stop() { // the first event: the watch works
+					w.health.established()
+				}
+				w.trackInitial(e)
 			}
 			select {
 			case w.out <- e:
@@ -162,24 +148,21 @@ func (w *observedWatch) run(clk clock.WithTicker) {
 
 // trackInitial hands on what a watch-list's initial events listed at the
 // bookmark that ends them, before the reflector replaces its cache with it.
-func (w *observedWatch) trackInitial(e watch.Event, initial *appsv1.DaemonSet) *appsv1.DaemonSet {
+func (w *observedWatch) trackInitial(e watch.Event) {
 	if w.listed == nil {
-		return nil
+		return
 	}
 	switch e.Type {
 	case watch.Added:
 		if ds, ok := e.Object.(*appsv1.DaemonSet); ok && ds.Name == resources.DaemonSetName {
-			return ds
+			w.initial = ds
 		}
 	case watch.Bookmark:
 		if m, err := meta.Accessor(e.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-			listed := w.listed
-			w.listed = nil // later events are changes, not the list
-			listed(initial)
-			return nil
+			w.listed(w.initial)
+			w.listed, w.initial = nil, nil // later events are changes, not the list
 		}
 	}
-	return initial
 }
 
 // ended: a watch that ends before its timeout lost its connection.
@@ -197,9 +180,6 @@ type probedDaemonSet struct{ ds *appsv1.DaemonSet }
 // probeInterval apart, so one that timed out is followed at once.
 func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 	clk := ri.watch.clock()
-	timer := clk.NewTimer(probeInterval)
-	timer.Stop()
-	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -210,11 +190,10 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 		for ri.watch.broken.Load() {
 			start := clk.Now()
 			reached = ri.probe(ctx, !reached)
-			timer.Reset(max(0, probeInterval-clk.Since(start)))
 			select {
 			case <-ctx.Done():
 				return
-			case <-timer.C():
+			case <-clk.After(max(0, probeInterval-clk.Since(start))):
 			}
 		}
 		// The watch is back: the cache is the view again.
@@ -245,11 +224,9 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	}
 
 	ri.mu.Lock()
-	var prev *appsv1.DaemonSet
+	_, prev, _ := ri.cachedObject()
 	if ri.probed != nil {
 		prev = ri.probed.ds
-	} else {
-		_, prev, _ = ri.cachedObject()
 	}
 	if prev != nil && ri.gone[prev.UID] {
 		prev = nil
@@ -260,17 +237,11 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 		ri.markGoneLocked(prev.UID)
 	}
 	ri.mu.Unlock()
-	if prev == nil && live == nil && afterGap {
-		ri.reportAbsent("")
-		return true
-	}
-	ri.observeProbe(prev, live)
-	return true
-}
-
-func (ri *daemonSetInformer) observeProbe(prev, live *appsv1.DaemonSet) {
 	switch {
 	case prev == nil && live == nil:
+		if afterGap {
+			ri.reportAbsent("")
+		}
 	case prev == nil:
 		ri.onAdd(live, false)
 	case live == nil || live.UID != prev.UID:
@@ -282,6 +253,7 @@ func (ri *daemonSetInformer) observeProbe(prev, live *appsv1.DaemonSet) {
 	case live.ResourceVersion != prev.ResourceVersion:
 		ri.onUpdate(prev, live)
 	}
+	return true
 }
 
 // relisted gets what a re-list found, before the reflector replaces its

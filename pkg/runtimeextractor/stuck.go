@@ -48,8 +48,7 @@ type rolloutWatch struct {
 	denied      *denials // shared by the diagnosis and the lookups
 }
 
-// unavailableKey: the names are read once per change of it, not per status
-// update.
+// unavailableKey: the names are read once per change of it, not per status update.
 type unavailableKey struct {
 	uid         types.UID
 	generation  int64
@@ -57,16 +56,14 @@ type unavailableKey struct {
 }
 
 type unavailableLookup struct {
-	key    unavailableKey
+	namedResult
 	cancel context.CancelFunc // of a lookup under way; nil when none
-	nodes  []string           // nil until read, and after a failed read
-	denied bool               // RBAC forbids the lookup
 }
 
 type namedResult struct {
 	key    unavailableKey
-	nodes  []string
-	denied bool
+	nodes  []string // nil until read, and after a failed read
+	denied bool     // RBAC forbids the lookup
 }
 
 type stuckResult struct {
@@ -104,9 +101,8 @@ func (w *rolloutWatch) reset() bool {
 
 // forget reports whether a stuck verdict was cleared.
 func (w *rolloutWatch) forget() bool {
-	w.diagnosing = false
 	cleared := w.stuck != nil
-	w.stuck = nil
+	w.diagnosing, w.stuck = false, nil
 	return cleared
 }
 
@@ -114,10 +110,8 @@ func (w *rolloutWatch) forget() bool {
 // changes to above 0; any other change drops the names.
 func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
-	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() {
-		if n := r.Unavailable(); n > 0 {
-			key = unavailableKey{uid: ds.UID, generation: ds.Generation, unavailable: n}
-		}
+	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() && r.Unavailable() > 0 {
+		key = unavailableKey{uid: ds.UID, generation: ds.Generation, unavailable: r.Unavailable()}
 	}
 	if key == w.unavailable.key {
 		return
@@ -131,10 +125,8 @@ func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.I
 	ds = ds.DeepCopy()
 	go func() {
 		defer recovered("the lookup of unavailable nodes")
-		settle := w.clock.NewTimer(unavailableSettle)
-		defer settle.Stop()
 		select {
-		case <-settle.C():
+		case <-w.clock.After(unavailableSettle):
 		case <-lctx.Done():
 			return
 		}
@@ -160,17 +152,15 @@ func (w *rolloutWatch) setUnavailable(key unavailableKey) {
 	if w.unavailable.cancel != nil {
 		w.unavailable.cancel()
 	}
-	w.unavailable = unavailableLookup{key: key}
+	w.unavailable = unavailableLookup{namedResult: namedResult{key: key}}
 }
 
 func (w *rolloutWatch) acceptNames(r namedResult) {
 	if r.key != w.unavailable.key || w.unavailable.key == (unavailableKey{}) {
 		return // the count moved since: stale
 	}
-	if w.unavailable.cancel != nil {
-		w.unavailable.cancel() // the lookup is over; release its context
-	}
-	w.unavailable.cancel, w.unavailable.nodes, w.unavailable.denied = nil, r.nodes, r.denied
+	w.setUnavailable(r.key) // the lookup is over; release its context
+	w.unavailable.namedResult = r
 }
 
 // expired diagnoses ds in the background; the result arrives on w.result.
@@ -207,51 +197,33 @@ func (w *rolloutWatch) accept(r stuckResult) bool {
 func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, nodeNames bool, denied *denials) *status.RolloutStuck {
 	r := resources.RolloutOf(ds)
 	s := &status.RolloutStuck{NotReady: max(r.Unavailable(), r.Desired-r.Updated)} // unavailable, or not yet updated
-	podsDenied := false
-	if nodeNames {
-		var err error
-		podsDenied, err = denied.try(status.DeniedPodsList, func() (err error) {
-			s.Nodes, err = notReadyNodesOf(ctx, client, ds)
-			return err
-		})
-		if err != nil {
+	read := func(what string, f func() error) {
+		switch forbidden, err := denied.try(what, f); {
+		case forbidden:
+			s.Denied = append(s.Denied, what)
+		case err != nil:
 			klog.Warningf("diagnose stuck rollout: %v", err)
 		}
 	}
-	var events *corev1.EventList
-	eventsDenied, err := denied.try(status.DeniedEventsList, func() (err error) {
-		events, err = client.CoreV1().Events(ds.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+	if nodeNames {
+		read(status.DeniedPodsList, func() (err error) {
+			s.Nodes, err = notReadyNodesOf(ctx, client, ds)
+			return err
+		})
+	}
+	read(status.DeniedEventsList, func() error {
+		events, err := client.CoreV1().Events(ds.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
 			"involvedObject.uid": string(ds.UID), "type": corev1.EventTypeWarning,
 		}.String()})
 		if err != nil {
 			return fmt.Errorf("list events of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 		}
-		return nil
-	})
-	switch {
-	case err != nil:
-		klog.Warningf("diagnose stuck rollout: %v", err)
-	case events != nil:
 		if ev := newest(events.Items); ev != nil {
 			s.Warning = fmt.Sprintf("%s: %s", ev.Reason, ev.Message)
 		}
-	}
-	if podsDenied {
-		s.Denied = append(s.Denied, status.DeniedPodsList)
-	}
-	if eventsDenied {
-		s.Denied = append(s.Denied, status.DeniedEventsList)
-	}
+		return nil
+	})
 	return s
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // newest returns the Event seen last, or nil.
