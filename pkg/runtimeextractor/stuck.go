@@ -167,14 +167,13 @@ func (w *rolloutWatch) acceptNames(r namedResult) {
 func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, now time.Time) {
 	w.diagnosing = true
 	p, since := w.core.FollowedRollout()
-	stalled := now.Sub(since)
 	ds = ds.DeepCopy()
 	go func() {
 		defer recovered("the diagnosis of a stuck rollout")
 		dctx, cancel := context.WithTimeout(ctx, diagnosisTimeout)
 		defer cancel()
 		s := diagnose(dctx, client, ds, w.nodeNames, w.denied)
-		s.For = stalled
+		s.For = now.Sub(since)
 		select {
 		case w.result <- stuckResult{progress: p, stuck: s}:
 		case <-ctx.Done():
