@@ -94,9 +94,9 @@ func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, s
 }
 
 // reset is forget that also stops a lookup under way.
-func (w *rolloutWatch) reset() bool {
+func (w *rolloutWatch) reset() {
 	w.setUnavailable(unavailableKey{})
-	return w.forget()
+	w.forget()
 }
 
 // forget reports whether a stuck verdict was cleared.
