@@ -76,8 +76,8 @@ func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, delete
 	for _, o := range obs {
 		switch o.Kind {
 		case DriftModified, DriftMetadata:
-			// A metadata change the object the view shows no longer carries was undone since,
-			// by a write of the controller's.
+			// Not drift: a change of an object since gone or being deleted (its deletion
+			// is), an own write, or a metadata change the view shows undone by an own write.
 			if !seen.Present || seen.UID != o.UID || seen.Terminating ||
 				o.Kind == DriftModified && own.IsOwnWrite(o.UID, o.Generation) ||
 				o.Kind == DriftMetadata && own.IsOwnMetadata(o.UID, o.Version, o.Meta) ||
