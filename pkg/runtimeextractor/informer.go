@@ -137,14 +137,12 @@ func managedIn(list *appsv1.DaemonSetList) *appsv1.DaemonSet {
 // Name is the informer's name as a library-go controller.
 func (ri *daemonSetInformer) Name() string { return "RuntimeExtractorResourceInformer" }
 
-// Run runs the broken-watch bridge until ctx ends; workers is unused.
+// Run runs the broken-watch bridge, and returns when ctx ends; workers is unused.
 func (ri *daemonSetInformer) Run(ctx context.Context, _ int) {
-	if ri.watch == nil {
-		<-ctx.Done()
-		return
+	if ri.watch != nil {
+		func() { defer recovered("the broken-watch bridge"); ri.bridgeBrokenWatch(ctx) }()
 	}
-	defer recovered("the broken-watch bridge")
-	ri.bridgeBrokenWatch(ctx)
+	<-ctx.Done()
 }
 
 // ResourceModified is notified, coalesced, when someone else modifies or
