@@ -28,16 +28,22 @@ func (e Edit) String() string {
 }
 
 // Observation is one change of the DaemonSet the informer saw, whoever made it: an own write's
-// watch event may come before the controller recorded the write, so the loop decides whose it
-// is when it drains it (Classify), after its own apply returned.
+// watch event may come before the controller recorded the write, so whose it is is decided
+// once, when the loop drains it (Classify), after its own apply returned.
 type Observation struct {
 	Kind       DriftKind
 	UID        types.UID
 	Generation int64
 	Expected   bool              // a deletion of an object known gone: counted (or own) then
-	Meta       map[string]string // owned metadata seen, for DriftMetadata
-	Version    string            // the resourceVersion seen, for DriftMetadata
-	Edits      []Edit            // from the event's managedFields; none for a deletion
+	Meta       map[string]string // owned metadata seen
+	Version    string            // the resourceVersion seen
+	// MetaDamaged: a DriftModified that also lost or changed owned metadata, which is drift even
+	// when the spec change is the controller's (an update may fold two writers' changes).
+	MetaDamaged bool
+	// WrittenAt is when the controller's field manager alone made the newest write that
+	// managedFields records (status aside), else zero: how a write whose answer was lost is told.
+	WrittenAt time.Time
+	Edits     []Edit // from the event's managedFields; none for a deletion
 	// Likely is the newest other manager, for a change no entry records: managedFields times
 	// are kept to the second, so a second write within a second leaves the entry as it was.
 	Likely string
@@ -57,6 +63,9 @@ type Ownership interface {
 	Owns(uid types.UID) bool
 	IsOwnWrite(uid types.UID, generation int64) bool
 	IsOwnMetadata(uid types.UID, resourceVersion string, meta map[string]string) bool
+	// ClaimUnanswered takes o as the object of an own write whose answer was lost or is yet to
+	// come, if its WrittenAt says so, and reports whether it did.
+	ClaimUnanswered(o Observation) bool
 }
 
 // Drain is what one drain of observations found.
@@ -78,9 +87,15 @@ func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, delete
 		case DriftModified, DriftMetadata:
 			// Not drift: a change of an object since gone or being deleted (its deletion
 			// is), an own write, or a metadata change the view shows undone by an own write.
-			if !seen.Present || seen.UID != o.UID || seen.Terminating ||
-				o.Kind == DriftModified && own.IsOwnWrite(o.UID, o.Generation) ||
-				o.Kind == DriftMetadata && own.IsOwnMetadata(o.UID, o.Version, o.Meta) ||
+			// A claim comes first, as the object's later deletion is then of an own object.
+			ownWrite := o.Kind == DriftModified && (own.IsOwnWrite(o.UID, o.Generation) || own.ClaimUnanswered(o))
+			if !seen.Present || seen.UID != o.UID || seen.Terminating || ownWrite && !o.MetaDamaged {
+				continue
+			}
+			if ownWrite {
+				o.Kind = DriftMetadata // the own write's new metadata is told apart below
+			}
+			if o.Kind == DriftMetadata && own.IsOwnMetadata(o.UID, o.Version, o.Meta) ||
 				o.Kind == DriftMetadata && own.IsOwnMetadata(seen.UID, seen.Version, seen.Meta) {
 				continue
 			}

@@ -11,9 +11,6 @@ type Input struct {
 	DueAt  time.Time
 	// Enabled: the level wants a DaemonSet (for the gate's deferred repair).
 	Enabled bool
-	// DriftQueued: the informer holds drift the core has yet to see. A timer's re-assert waits
-	// for its notification, so that the gate decides that repair: no timer may make it early.
-	DriftQueued bool
 }
 
 // InputKind names what woke the loop.
@@ -58,7 +55,7 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 	case InputDrift:
 		return s.onDrift(in.Drift, now)
 	case InputResync:
-		return reassertUnless(in.DriftQueued)
+		return effect(EffectReassert)
 	case InputDeadline:
 		if s.Fire(in.Part, in.DueAt) {
 			return s.deadline(in, now)
@@ -77,7 +74,9 @@ func (s *State) deadline(in Input, now time.Time) []Effect {
 	case PartRetry:
 		return effect(EffectReassert)
 	case PartExpect: // an own write the cache never showed; a pending retry re-reads then
-		return reassertUnless(s.RetryPending() || in.DriftQueued)
+		if !s.RetryPending() {
+			return effect(EffectReassert)
+		}
 	case PartGate:
 		return s.gateDue(in.Enabled, now)
 	case PartRollout:
@@ -87,10 +86,3 @@ func (s *State) deadline(in Input, now time.Time) []Effect {
 }
 
 func effect(k EffectKind) []Effect { return []Effect{{Kind: k}} }
-
-func reassertUnless(skip bool) []Effect {
-	if skip {
-		return nil
-	}
-	return effect(EffectReassert)
-}

@@ -118,17 +118,25 @@ func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
 func (m *Manager) own(ds, replaced *appsv1.DaemonSet) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.unanswered = nil // this write answered, or is the one that did not
-	if m.owned.uid != ds.UID {
-		m.retire()
-		m.owned = ownedObject{uid: ds.UID}
-	}
-	m.owned.generation = ds.Generation
-	m.owned.meta = OwnedMetadata(ds)
+	var replacedRV string
 	if replaced != nil && replaced.UID == ds.UID {
-		m.owned.addVersion(replaced.ResourceVersion)
+		replacedRV = replaced.ResourceVersion
 	}
-	m.owned.addVersion(ds.ResourceVersion)
+	m.record(ds.UID, ds.Generation, OwnedMetadata(ds), ds.ResourceVersion, replacedRV)
+}
+
+// record makes object uid at generation, with owned metadata meta at resourceVersion rv, the
+// owned object; replacedRV is the version it replaced ("" for none). Caller holds m.mu.
+func (m *Manager) record(uid types.UID, generation int64, meta map[string]string, rv, replacedRV string) {
+	m.unanswered = nil // this write answered, or is the one that did not
+	if m.owned.uid != uid {
+		m.retire()
+		m.owned = ownedObject{uid: uid}
+	}
+	m.owned.generation = generation
+	m.owned.meta = meta
+	m.owned.addVersion(replacedRV)
+	m.owned.addVersion(rv)
 }
 
 func (o *ownedObject) addVersion(rv string) {

@@ -10,6 +10,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 )
 
 // unansweredWrite is when a write without an answer was sent, to the second
@@ -52,24 +54,24 @@ func (m *Manager) answered(unanswered bool) {
 	}
 }
 
-// ClaimUnanswered reports whether ds is the object of this manager's write
-// whose answer was lost (as when the API server restarts) or is yet to come,
-// which by UID and generation would look like someone else's change (see
-// writtenWithin). The manager then owns it.
-func (m *Manager) ClaimUnanswered(ds *appsv1.DaemonSet) bool {
+// ClaimUnanswered reports whether o shows the object of this manager's write whose answer was
+// lost (as when the API server restarts) or is yet to come, which by UID and generation would
+// look like someone else's change: o.WrittenAt (WrittenAt) is within the write's time. The
+// manager then owns it.
+func (m *Manager) ClaimUnanswered(o core.Observation) bool {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	u := m.unanswered
-	m.mu.Unlock()
-	if u == nil || !writtenWithin(ds, u.from, u.to) {
+	if u == nil || o.WrittenAt.IsZero() || o.WrittenAt.Before(u.from) || !u.to.IsZero() && o.WrittenAt.After(u.to) {
 		return false
 	}
-	m.own(ds, nil) // forgets the lost answer
+	m.record(o.UID, o.Generation, o.Meta, o.Version, "") // forgets the lost answer
 	return true
 }
 
-// writtenWithin: ds's newest managedFields entry with a time, status aside,
-// is FieldManager's, and its time is within [from, to] (to zero: open).
-func writtenWithin(ds *appsv1.DaemonSet, from, to time.Time) bool {
+// WrittenAt is the time of ds's newest managedFields entry with a time, status aside, when it
+// is FieldManager's alone; zero otherwise (a tie with another writer is not provably ours).
+func WrittenAt(ds *appsv1.DaemonSet) time.Time {
 	var newest *time.Time
 	mine := false
 	for i := range ds.ManagedFields {
@@ -80,8 +82,11 @@ func writtenWithin(ds *appsv1.DaemonSet, from, to time.Time) bool {
 		if t := e.Time.Time; newest == nil || t.After(*newest) {
 			newest, mine = &t, e.Manager == FieldManager
 		} else if t.Equal(*newest) && e.Manager != FieldManager {
-			mine = false // a tie with another writer: not provably ours
+			mine = false
 		}
 	}
-	return mine && !newest.Before(from) && (to.IsZero() || !newest.After(to))
+	if !mine {
+		return time.Time{}
+	}
+	return *newest
 }

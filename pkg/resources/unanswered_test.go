@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 )
 
 func TestMayHaveWritten(t *testing.T) {
@@ -72,13 +74,14 @@ func TestClaimUnansweredByManagedFields(t *testing.T) {
 				m.answered(true) // the connection broke
 			}
 			ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: DaemonSetName, Namespace: Namespace, UID: "landed", Generation: 1, ManagedFields: tc.fields}}
-			if got := m.ClaimUnanswered(ds); got != tc.want {
+			seen := core.Observation{UID: ds.UID, Generation: ds.Generation, WrittenAt: WrittenAt(ds)}
+			if got := m.ClaimUnanswered(seen); got != tc.want {
 				t.Fatalf("ClaimUnanswered = %v, want %v", got, tc.want)
 			}
 			if got := m.IsOwnWrite(ds.UID, ds.Generation); got != tc.want {
 				t.Errorf("IsOwnWrite after the claim = %v, want %v", got, tc.want)
 			}
-			if tc.want && m.ClaimUnanswered(ds) {
+			if tc.want && m.ClaimUnanswered(seen) {
 				t.Errorf("a second object claimed for the same lost answer")
 			}
 		})

@@ -9,7 +9,6 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/events"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -23,9 +22,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Controller keeps the runtime extractor DaemonSet in its desired state. One
-// goroutine (Run) owns the state machine, sources only signal it, and its
-// decisions about time are one pure value, the core.
+// Controller keeps the runtime extractor DaemonSet in its desired state. One goroutine (Run)
+// owns the state machine; sources only signal it; its decisions are the core's.
 type Controller struct {
 	cfg      settings     // the seed's arguments and the options, as given
 	config   configSource // insights-config
@@ -45,8 +43,8 @@ type Controller struct {
 	pub publication // the latest snapshot, for Status
 }
 
-// ownInformer is set when a caller passed no informer of this package: the
-// controller then runs one of its own, and the caller's one only hints.
+// ownInformer is set when the caller's informer is not this package's: the controller runs
+// one of its own, and the caller's only hints.
 type ownInformer struct {
 	run   func(ctx context.Context)
 	hints <-chan struct{}
@@ -67,9 +65,8 @@ type publication struct {
 	changed  chan struct{}
 }
 
-// NewRuntimeExtractorController has the seed's signature (then Options), so it
-// cannot return New's error: a controller that could not be built logs it and
-// its Run returns at once.
+// NewRuntimeExtractorController has the seed's signature (then Options), so it cannot
+// return New's error: it logs it, and Run returns at once.
 func NewRuntimeExtractorController(
 	configNotifier ConfigNotifier,
 	updateCh chan struct{},
@@ -97,9 +94,8 @@ type Args struct {
 	ResourceInformer ResourceInformer
 }
 
-// New is NewRuntimeExtractorController with its error, for a host that can
-// fail its start (the Insights Operator's Operator.Run): a controller that
-// cannot be built then fails the start instead of staying silent.
+// New is NewRuntimeExtractorController with its error, for a host that can fail its start
+// (the Insights Operator's Operator.Run).
 func New(a Args, opts ...Option) (*Controller, error) {
 	kubeClient, recorder, resourceInformer := a.KubeClient, a.Recorder, a.ResourceInformer
 	switch {
@@ -117,9 +113,8 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		cfg.metrics = metrics.New() // kept, exported nowhere: no nil checks at every observation
 	}
 	if cfg.images == nil {
+		// An invalid image is never applied: every Apply fails with err until it is fixed.
 		images, err := resources.ImagesFromEnv(os.Getenv, cfg.defaultImages)
-		// An invalid image is never applied: every Apply fails with err
-		// (Degraded, a Warning) until the environment is fixed.
 		cfg.images, cfg.imagesErr = &images, err
 	}
 	state := core.New(cfg.repairPolicy, cfg.degradedInertia)
@@ -158,16 +153,10 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		ri.watch.setClock(cfg.clock)
 	}
 	c.events.recorder = cfg.eventRecorder
-	// library-go's generic DaemonSet Events are dropped: the controller records
-	// its own, saying why, and logging them dumped a raw Event struct per write.
+	// library-go's generic DaemonSet Events are dropped: the controller records its own, saying why.
 	c.manager = resources.NewManager(kubeClient, ri.lister, discardRecorder{component: c.component()}, resources.Desired{
 		Images: *cfg.images, TLSProfile: a.TLSProfile,
 	}, resources.WithClock(cfg.clock))
-	// A write whose answer was lost is told by its managedFields (ClaimUnanswered).
-	ownWrite := func(ds *appsv1.DaemonSet) bool {
-		return c.manager.IsOwnWrite(ds.UID, ds.Generation) || c.manager.ClaimUnanswered(ds)
-	}
-	ri.ownWrite.Store(&ownWrite)
 	cfg.metrics.SetState(c.machine.State())
 	c.machine.OnTransition(c.transitioned)
 	return c, nil
@@ -184,8 +173,7 @@ func (c *Controller) component() string {
 // State returns the machine's current state (safe from any goroutine).
 func (c *Controller) State() fsm.State { return c.machine.State() }
 
-// relay drains in into a coalescing channel so that no sender ever waits for
-// the control loop. A nil in gives a nil channel (never ready).
+// relay drains in into a coalescing channel, so no sender waits for the loop; nil gives nil.
 func relay(ctx context.Context, wg *sync.WaitGroup, in <-chan struct{}) <-chan struct{} {
 	if in == nil {
 		return nil
@@ -221,8 +209,7 @@ func (c *Controller) Run(ctx context.Context) {
 	if c.own.run != nil {
 		c.own.run(ctx)
 	}
-	// The host sends on updateCh and its config channel, some sends blocking:
-	// both are drained from the start, even while an action runs.
+	// The host's sends on updateCh and its config channel may block: drain both from the start.
 	configCh, stopConfig := c.config.ConfigChanged()
 	defer stopConfig()
 	relayCtx, stopRelays := context.WithCancel(ctx)

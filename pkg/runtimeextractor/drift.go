@@ -25,19 +25,13 @@ const (
 // observation is one change the informer saw (core.Observation).
 type observation = core.Observation
 
-// classifyUpdate decides whether an update is someone else's change: not a
-// status update, nor a spec the controller wrote (own). One update can fold an
-// own spec write and someone's metadata change (a re-list, a live read),
-// so the owned metadata is checked on that path too; the drain tells an own
-// write's new metadata apart (Manager.IsOwnMetadata).
-func classifyUpdate(old, cur *appsv1.DaemonSet, own bool) (DriftKind, bool) {
-	if (old.UID != cur.UID || cur.Generation != old.Generation) && !own {
-		return DriftModified, true
-	}
-	if ownedMetadataDamaged(old, cur) {
-		return DriftMetadata, true
-	}
-	return "", false
+// observed is the observation of cur (old: before it, nil for an Add) as the drain classifies
+// it (core.Classify). damaged: owned metadata was lost or changed, which one update can fold
+// into an own spec write (a re-list, a live read).
+func observed(kind DriftKind, old, cur *appsv1.DaemonSet, damaged bool) observation {
+	return observation{Kind: kind, UID: cur.UID, Generation: cur.Generation, Meta: resources.OwnedMetadata(cur),
+		Version: cur.ResourceVersion, MetaDamaged: damaged, WrittenAt: resources.WrittenAt(cur),
+		Edits: changedBy(old, cur), Likely: newestOtherManager(cur)}
 }
 
 // ownedMetadataDamaged: an ownership label no longer right, or an owned

@@ -52,8 +52,6 @@ func BenchmarkChangedByTenThousandEntries(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			notOwn := func(*appsv1.DaemonSet) bool { return false }
-			ri.ownWrite.Store(&notOwn)
 			for b.Loop() {
 				ri.onUpdate(old, bc.cur)
 				if obs := ri.drainDrift(); len(obs) != 1 {

@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/core"
@@ -46,7 +45,6 @@ func TestObservationNamesTheWriter(t *testing.T) {
 	older := entry("argocd", metav1.ManagedFieldsOperationApply, t0, "")
 	patch := entry("kubectl-patch", metav1.ManagedFieldsOperationUpdate, t0.Add(time.Second), "")
 	tied := entry("helm", metav1.ManagedFieldsOperationUpdate, t0.Add(time.Second), "")
-	notOwn := func(types.UID, int64) bool { return false }
 
 	for _, tc := range []struct {
 		name string
@@ -78,7 +76,7 @@ func TestObservationNamesTheWriter(t *testing.T) {
 		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ri := newTestInformer(t, notOwn)
+			ri := newTestInformer(t)
 			tc.feed(ri)
 			obs := ri.drainDrift()
 			if len(obs) != 1 {
@@ -98,7 +96,7 @@ func TestObservationNamesTheWriter(t *testing.T) {
 // A manager name is the client's choice: it is made printable and bounded.
 func TestWriterNamesAreSanitized(t *testing.T) {
 	hostile := "evil\x1b[31m\n\u202e" + strings.Repeat("x", 10000) + "\xff"
-	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
+	ri := newTestInformer(t)
 	ri.onUpdate(managed(3), managed(4, withFields(entry(hostile, metav1.ManagedFieldsOperationUpdate, t0, ""))))
 	obs := ri.drainDrift()
 	if len(obs) != 1 || len(obs[0].Edits) != 1 {
@@ -181,7 +179,7 @@ func TestChangedByWorkIsLinearInTheEntries(t *testing.T) {
 func TestTiedWritersAreCapped(t *testing.T) {
 	const n = 50
 	future := t0.AddDate(100, 0, 0)
-	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
+	ri := newTestInformer(t)
 	ri.onUpdate(managed(3, withFields(manyApplyEntries(n, func(int) time.Time { return t0 })...)),
 		managed(4, withFields(manyApplyEntries(n, func(int) time.Time { return future })...)))
 	obs := ri.drainDrift()

@@ -14,8 +14,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// fire carries out the chain of actions and outcomes ev leads to. An apply that
-// changed nothing produces no watch event, so its rollout is read from the cache.
+// fire carries out the chain of actions and outcomes ev leads to. An apply that changed
+// nothing produces no watch event, so its rollout is read from the cache.
 func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 	if ev == nil || c.holding() {
 		return
@@ -36,8 +36,8 @@ func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 	}
 }
 
-// execute returns the outcome event of t's action (nil for none) and whether
-// an apply succeeded. The write comes first, its Event after, asynchronously.
+// execute returns the outcome event of t's action (nil for none) and whether an apply
+// succeeded. The write comes first, its Event after, asynchronously.
 func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
 	switch t.Action {
 	case fsm.ActionApply:
@@ -51,9 +51,8 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 }
 
 func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
-	// The core decides every apply, whatever led to it, and counts it
-	// (core.State.AskWrite, Wrote); one it holds back is made by the gate's
-	// deadline.
+	// The core decides and counts every apply, whatever led to it; one it holds back is made
+	// at the gate's deadline.
 	w := c.core.AskWrite(c.cfg.clock.Now())
 	if !w.Allowed {
 		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)", t.From, fsm.Describe(t.Event), c.backoffNote())
@@ -136,8 +135,8 @@ func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Ev
 // maxDeleted: own deletes' events arrive within moments, so a few suffice.
 const maxDeleted = 4
 
-// rememberDeleted: the view hides an own delete's object until the cache drops
-// it (a quick re-enable must create, not adopt it); its event is never drift.
+// rememberDeleted: the view hides an own delete's object until the cache drops it (a quick
+// re-enable must create, not adopt it); its event is never drift.
 func (c *Controller) rememberDeleted(uid types.UID) {
 	c.informer.markGone(uid)
 	c.known.deleted = append(c.known.deleted, uid)
@@ -161,9 +160,8 @@ func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
 	return c.manager.Apply(ctx, d)
 }
 
-// onRollout fires RolloutComplete when the machine has a use for it. While an
-// apply waits for the repair gate, or lost a race to another writer, what is
-// rolled out is not what the level wants: nothing is complete.
+// onRollout fires RolloutComplete when the machine has a use for it; not while an apply
+// waits for the gate or lost a race: what is rolled out is not what the level wants.
 func (c *Controller) onRollout(ctx context.Context) {
 	ds, ok := c.informer.current()
 	if !ok || !resources.RolloutOf(ds).Complete() || !c.core.RolloutCounts() {

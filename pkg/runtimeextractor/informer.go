@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/openshift/library-go/pkg/controller/factory"
@@ -27,10 +26,9 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// daemonSetInformer watches the managed DaemonSet alone and tells the
-// controller of external changes and rollout progress. Its view (current, and
-// the lister the resource manager reads) is the cache without the objects
-// known to be gone; while the watch is broken, the latest live read stands in.
+// daemonSetInformer watches the managed DaemonSet alone and queues what changes for the loop.
+// Its view (current, and the manager's lister) is the cache without the objects known gone;
+// while the watch is broken, the latest live read stands in.
 type daemonSetInformer struct {
 	informer cache.SharedIndexInformer
 	cached   appslisters.DaemonSetLister // the informer cache as it is
@@ -39,11 +37,7 @@ type daemonSetInformer struct {
 	modified chan struct{} // drift, coalesced
 	rollout  chan struct{} // status or generation moved, coalesced
 
-	// ownWrite tells the controller's own writes apart (set by the controller).
-	ownWrite atomic.Pointer[func(*appsv1.DaemonSet) bool]
-
-	// watch tracks the health of the informer's watch; nil when the factory
-	// already had a DaemonSet informer that this one could not instrument.
+	// watch is nil when the factory already had a DaemonSet informer, not instrumented.
 	watch *watchHealth
 
 	mu     sync.Mutex
@@ -54,14 +48,11 @@ type daemonSetInformer struct {
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
 
-// NewResourceInformer creates an informer that notifies when someone other
-// than this controller modifies the runtime-extractor resources. It registers
-// in kubeInformers a DaemonSet informer restricted to the managed DaemonSet by
-// field selector; a factory keeps one informer per type, so other users of its
-// DaemonSet informer see the same restricted cache. Start the factory and Run
-// the returned controller. Its handlers queue what they see for the control
-// loop: it has no work queue of its own, so eventRecorder is unused (it stays
-// for the seed's signature).
+// NewResourceInformer creates an informer that notifies when someone other than this
+// controller modifies the runtime-extractor resources. It registers in kubeInformers a
+// DaemonSet informer restricted by field selector to the managed DaemonSet (other users of
+// the factory's DaemonSet informer share that cache). Start the factory and Run the result.
+// eventRecorder is unused: it stays for the seed's signature.
 func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
 	ri := &daemonSetInformer{
 		modified: make(chan struct{}, 1),
@@ -85,9 +76,8 @@ func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.
 	return ri, nil
 }
 
-// newInformer builds the factory's DaemonSet informer: the list and watch
-// calls and the watch's events report to watchHealth, and every re-list is
-// checked for a DaemonSet gone unseen (relisted).
+// newInformer builds the factory's DaemonSet informer: list and watch report to watchHealth,
+// and every re-list is checked for a DaemonSet gone unseen (relisted).
 func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 	ri.watch = newWatchHealth(client)
 	selector := fields.OneTermEqualSelector("metadata.name", resources.DaemonSetName).String()
@@ -145,8 +135,7 @@ func (ri *daemonSetInformer) Run(ctx context.Context, _ int) {
 	<-ctx.Done()
 }
 
-// ResourceModified is notified, coalesced, when someone else modifies or
-// deletes the DaemonSet.
+// ResourceModified is notified, coalesced, when the DaemonSet changes.
 func (ri *daemonSetInformer) ResourceModified() <-chan struct{} { return ri.modified }
 
 // Sync serves library-go's Sync, which a host may call.
@@ -162,11 +151,6 @@ func notify(ch chan struct{}) {
 	}
 }
 
-func (ri *daemonSetInformer) isOwnWrite(ds *appsv1.DaemonSet) bool {
-	f := ri.ownWrite.Load()
-	return f != nil && (*f)(ds)
-}
-
 func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 	defer recovered("the informer's event handler")
 	ds, ok := obj.(*appsv1.DaemonSet)
@@ -174,16 +158,10 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 		return
 	}
 	notify(ri.rollout)
-	// Objects present at startup are the first observation, not drift; a
-	// later Add it did not write is. So is its own object lacking owned
-	// metadata: a re-list can fold someone's removal into the first sight.
-	switch {
-	case isInInitialList:
-	case !ri.isOwnWrite(ds):
-		ri.drift(observation{Kind: DriftModified, UID: ds.UID, Generation: ds.Generation, Edits: changedBy(nil, ds), Likely: newestOtherManager(ds)})
-	case ownedMetadataMissing(ds):
-		ri.drift(observation{Kind: DriftMetadata, UID: ds.UID, Generation: ds.Generation, Meta: resources.OwnedMetadata(ds), Version: ds.ResourceVersion,
-			Edits: changedBy(nil, ds), Likely: newestOtherManager(ds)})
+	// At startup an object is a first sight, not drift. Later, the drain decides whose an Add
+	// is; our own object lacking owned metadata is drift (a re-list can fold a removal in).
+	if !isInInitialList {
+		ri.drift(observed(DriftModified, nil, ds, ownedMetadataMissing(ds)))
 	}
 }
 
@@ -200,10 +178,14 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		delete(ri.gone, old.UID)
 		ri.mu.Unlock()
 	}
-	// The drift first, so the loop it wakes repairs before it looks at the rollout.
-	if kind, drifted := classifyUpdate(old, cur, ri.isOwnWrite(cur)); drifted {
-		ri.drift(observation{Kind: kind, UID: cur.UID, Generation: cur.Generation, Meta: resources.OwnedMetadata(cur), Version: cur.ResourceVersion,
-			Edits: changedBy(old, cur), Likely: newestOtherManager(cur)})
+	// The drift first, so the loop it wakes repairs before it looks at the rollout. A status
+	// update is none; whose a spec change is, the drain decides.
+	damaged := ownedMetadataDamaged(old, cur)
+	switch {
+	case cur.UID != old.UID || cur.Generation != old.Generation:
+		ri.drift(observed(DriftModified, old, cur, damaged))
+	case damaged:
+		ri.drift(observed(DriftMetadata, old, cur, false))
 	}
 	if cur.UID != old.UID || cur.Generation != old.Generation || !apiequality.Semantic.DeepEqual(cur.Status, old.Status) {
 		notify(ri.rollout)
@@ -255,13 +237,12 @@ func (ri *daemonSetInformer) markGone(uid types.UID) {
 	ri.markGoneLocked(uid)
 }
 
-// maxGone bounds the gone set: an object the cache never held never gets a
-// delete event to forget it by.
+// maxGone bounds the gone set: an object the cache never held gets no delete event.
 const maxGone = 8
 
 func (ri *daemonSetInformer) markGoneLocked(uid types.UID) {
 	if len(ri.gone) >= maxGone {
-		_, cached, _ := ri.cachedObject()
+		cached := ri.cachedObject()
 		for u := range ri.gone {
 			if cached == nil || cached.UID != u {
 				delete(ri.gone, u)
@@ -281,15 +262,13 @@ func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 	return ds, true
 }
 
-// shownLocked is the DaemonSet the cluster shows, gone or not: the live read
-// while the watch is broken, else the cache; ri.mu is held. A watch that works
-// again makes the cache the view at once: it delivers its first event only
-// after saying it works, and the bridge forgets its read only after its wait.
+// shownLocked is the DaemonSet shown, gone or not: the live read while the watch is broken,
+// else the cache; ri.mu is held.
 func (ri *daemonSetInformer) shownLocked() *appsv1.DaemonSet {
 	if ri.probed != nil && ri.watch.broken.Load() {
 		return ri.probed.ds
 	}
-	_, ds, _ := ri.cachedObject()
+	ds := ri.cachedObject()
 	return ds
 }
 
@@ -307,20 +286,13 @@ func (ri *daemonSetInformer) terminating() (finalizers []string, ok bool) {
 	return finalizers, true
 }
 
-// cachedObject: ds is nil when the cache has none.
-func (ri *daemonSetInformer) cachedObject() (bool, *appsv1.DaemonSet, error) {
-	ds, err := ri.cached.DaemonSets(resources.Namespace).Get(resources.DaemonSetName)
-	if apierrors.IsNotFound(err) {
-		return false, nil, nil
-	}
-	if err != nil {
-		return false, nil, err
-	}
-	return true, ds, nil
+// cachedObject is the cache's DaemonSet, or nil.
+func (ri *daemonSetInformer) cachedObject() *appsv1.DaemonSet {
+	ds, _ := ri.cached.DaemonSets(resources.Namespace).Get(resources.DaemonSetName)
+	return ds
 }
 
-// viewLister is the lister the resource manager reads: the view for the
-// managed DaemonSet, the cache for anything else.
+// viewLister is the manager's lister: the view for the managed DaemonSet, else the cache.
 type viewLister struct {
 	appslisters.DaemonSetLister
 	ri *daemonSetInformer

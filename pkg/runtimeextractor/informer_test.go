@@ -22,20 +22,40 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-func newTestInformer(t *testing.T, own func(types.UID, int64) bool) *daemonSetInformer {
+func newTestInformer(t *testing.T) *daemonSetInformer {
 	t.Helper()
 	rec := events.NewInMemoryRecorder("test", clocktesting.NewFakePassiveClock(time.Now()))
 	ri, err := NewResourceInformer(rec, informers.NewSharedInformerFactory(fake.NewClientset(), 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	byObject := func(ds *appsv1.DaemonSet) bool { return own(ds.UID, ds.Generation) }
-	ri.ownWrite.Store(&byObject)
 	return ri
+}
+
+// ownUpTo is the record of own writes: object uid at generations up to own(uid).
+type ownUpTo func(types.UID, int64) bool
+
+func (o ownUpTo) Owns(uid types.UID) bool                                { return o(uid, 0) }
+func (o ownUpTo) IsOwnWrite(uid types.UID, generation int64) bool        { return o(uid, generation) }
+func (ownUpTo) IsOwnMetadata(types.UID, string, map[string]string) bool { return false }
+func (ownUpTo) ClaimUnanswered(core.Observation) bool                    { return false }
+
+// classified is what the loop's drain makes of each observation ri queued, on its own, with
+// the view showing the observed object and own as the record of own writes.
+func classified(ri *daemonSetInformer, own ownUpTo) map[DriftKind]int {
+	out := map[DriftKind]int{}
+	for _, o := range ri.drainDrift() {
+		seen := core.Seen{Present: o.Kind != DriftDeleted, UID: o.UID, Version: o.Version, Meta: o.Meta}
+		for _, k := range core.Classify([]observation{o}, seen, own, true, func(types.UID) bool { return false }).Kinds {
+			out[k]++
+		}
+	}
+	return out
 }
 
 func managed(gen int64, mutate ...func(*appsv1.DaemonSet)) *appsv1.DaemonSet {
@@ -62,75 +82,75 @@ const (
 )
 
 func TestInformerFiltering(t *testing.T) {
-	notOwn := func(types.UID, int64) bool { return false }
-	ownUpTo := func(gen int64) func(types.UID, int64) bool {
+	notOwn := ownUpTo(func(types.UID, int64) bool { return false })
+	upTo := func(gen int64) ownUpTo {
 		return func(uid types.UID, g int64) bool { return uid == "uid-1" && g <= gen }
 	}
 	cases := []struct {
 		name string
-		own  func(types.UID, int64) bool
+		own  ownUpTo
 		feed func(ri *daemonSetInformer)
 		want map[DriftKind]int
 	}{
 		{"status-only update is ignored", notOwn, func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { ds.Status.NumberAvailable = 2 }))
 		}, map[DriftKind]int{}},
-		{"own write is ignored", ownUpTo(4), func(ri *daemonSetInformer) {
+		{"own write is ignored", upTo(4), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(4))
 		}, map[DriftKind]int{}},
-		{"spec change by someone else counts", ownUpTo(3), func(ri *daemonSetInformer) {
+		{"spec change by someone else counts", upTo(3), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(4))
 		}, map[DriftKind]int{DriftModified: 1}},
-		{"owned label removed counts", ownUpTo(3), func(ri *daemonSetInformer) {
+		{"owned label removed counts", upTo(3), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { delete(ds.Labels, resources.LabelManagedBy) }))
 		}, map[DriftKind]int{DriftMetadata: 1}},
-		{"owned annotation changed counts", ownUpTo(3), func(ri *daemonSetInformer) {
+		{"owned annotation changed counts", upTo(3), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { ds.Annotations[resources.VersionAnnotation] = "1.0" }))
 		}, map[DriftKind]int{DriftMetadata: 1}},
 		// Issue 46, escape 2: the apply puts the manifest's annotations back,
 		// so their removal is drift too, not a resync's silent write.
-		{"the capability annotation removed counts", ownUpTo(3), func(ri *daemonSetInformer) {
+		{"the capability annotation removed counts", upTo(3), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { delete(ds.Annotations, capabilityAnnotation) }))
 		}, map[DriftKind]int{DriftMetadata: 1}},
-		{"a cluster profile annotation changed counts", ownUpTo(3), func(ri *daemonSetInformer) {
+		{"a cluster profile annotation changed counts", upTo(3), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(3, func(ds *appsv1.DaemonSet) { ds.Annotations[includeSelfManaged] = "false" }))
 		}, map[DriftKind]int{DriftMetadata: 1}},
-		{"own create without the capability annotation counts", ownUpTo(1), func(ri *daemonSetInformer) {
+		{"own create without the capability annotation counts", upTo(1), func(ri *daemonSetInformer) {
 			ri.onAdd(managed(1, func(ds *appsv1.DaemonSet) { delete(ds.Annotations, capabilityAnnotation) }), false)
 		}, map[DriftKind]int{DriftMetadata: 1}},
-		{"own spec write with a new spec hash is left to the drain", ownUpTo(4), func(ri *daemonSetInformer) {
+		{"own spec write with a new spec hash is left to the drain", upTo(4), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(4, func(ds *appsv1.DaemonSet) { ds.Annotations[resources.SpecHashAnnotation] = "def" }))
 		}, map[DriftKind]int{DriftMetadata: 1}},
-		{"own spec write coalesced with an owned label removed counts", ownUpTo(4), func(ri *daemonSetInformer) {
+		{"own spec write coalesced with an owned label removed counts", upTo(4), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(4, func(ds *appsv1.DaemonSet) { delete(ds.Labels, resources.LabelManagedBy) }))
 		}, map[DriftKind]int{DriftMetadata: 1}},
-		{"own spec write coalesced with an owned annotation removed counts", ownUpTo(4), func(ri *daemonSetInformer) {
+		{"own spec write coalesced with an owned annotation removed counts", upTo(4), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3), managed(4, func(ds *appsv1.DaemonSet) { delete(ds.Annotations, resources.VersionAnnotation) }))
 		}, map[DriftKind]int{DriftMetadata: 1}},
-		{"restoring owned metadata is not drift", ownUpTo(3), func(ri *daemonSetInformer) {
+		{"restoring owned metadata is not drift", upTo(3), func(ri *daemonSetInformer) {
 			ri.onUpdate(managed(3, func(ds *appsv1.DaemonSet) { delete(ds.Labels, resources.LabelManagedBy) }), managed(3))
 		}, map[DriftKind]int{}},
-		{"delete counts", ownUpTo(3), func(ri *daemonSetInformer) {
+		{"delete counts", upTo(3), func(ri *daemonSetInformer) {
 			ri.onDelete(managed(3))
 		}, map[DriftKind]int{DriftDeleted: 1}},
-		{"tombstone counts", ownUpTo(3), func(ri *daemonSetInformer) {
+		{"tombstone counts", upTo(3), func(ri *daemonSetInformer) {
 			ri.onDelete(cache.DeletedFinalStateUnknown{Key: "openshift-insights/insights-runtime-extractor", Obj: managed(3)})
 		}, map[DriftKind]int{DriftDeleted: 1}},
-		{"add by someone else counts", ownUpTo(3), func(ri *daemonSetInformer) {
+		{"add by someone else counts", upTo(3), func(ri *daemonSetInformer) {
 			ri.onAdd(managed(1, func(ds *appsv1.DaemonSet) { ds.UID = "uid-2" }), false)
 		}, map[DriftKind]int{DriftModified: 1}},
 		{"add in the initial list is an observation, not drift", notOwn, func(ri *daemonSetInformer) {
 			ri.onAdd(managed(1), true)
 		}, map[DriftKind]int{}},
-		{"own create is ignored", ownUpTo(1), func(ri *daemonSetInformer) {
+		{"own create is ignored", upTo(1), func(ri *daemonSetInformer) {
 			ri.onAdd(managed(1), false)
 		}, map[DriftKind]int{}},
 		// A re-list that first shows the controller's object can fold
 		// someone's removal of an owned label into the Add.
-		{"own create without an owned label counts", ownUpTo(1), func(ri *daemonSetInformer) {
+		{"own create without an owned label counts", upTo(1), func(ri *daemonSetInformer) {
 			ri.onAdd(managed(1, func(ds *appsv1.DaemonSet) { delete(ds.Labels, resources.LabelManagedBy) }), false)
 		}, map[DriftKind]int{DriftMetadata: 1}},
-		{"own create without the version annotation counts", ownUpTo(1), func(ri *daemonSetInformer) {
+		{"own create without the version annotation counts", upTo(1), func(ri *daemonSetInformer) {
 			ri.onAdd(managed(1, func(ds *appsv1.DaemonSet) { delete(ds.Annotations, resources.VersionAnnotation) }), false)
 		}, map[DriftKind]int{DriftMetadata: 1}},
 		{"other DaemonSets are ignored", notOwn, func(ri *daemonSetInformer) {
@@ -140,9 +160,9 @@ func TestInformerFiltering(t *testing.T) {
 		}, map[DriftKind]int{}},
 	}
 	for i, tc := range cases {
-		ri := newTestInformer(t, tc.own)
+		ri := newTestInformer(t)
 		tc.feed(ri)
-		got := kinds(ri.drainDrift())
+		got := classified(ri, tc.own)
 		if len(got) != len(tc.want) {
 			t.Errorf("#%d %s: got %v, want %v", i, tc.name, got, tc.want)
 			continue
@@ -164,7 +184,7 @@ func kinds(obs []observation) map[DriftKind]int {
 }
 
 func TestNotificationsCoalesceAndNeverBlock(t *testing.T) {
-	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
+	ri := newTestInformer(t)
 	for i := 0; i < 100; i++ {
 		ri.onDelete(managed(1)) // would block forever if a notification could block
 	}
@@ -186,8 +206,6 @@ func newSyncedInformer(t *testing.T, objs ...runtime.Object) *daemonSetInformer 
 	if err != nil {
 		t.Fatal(err)
 	}
-	notOwn := func(*appsv1.DaemonSet) bool { return false }
-	ri.ownWrite.Store(&notOwn)
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
 	t.Cleanup(func() { cancel(); factory.Shutdown() })
@@ -247,7 +265,7 @@ func TestRelistReportsADaemonSetGoneUnseen(t *testing.T) {
 
 // The first list, before the sync, is the controller's first observation.
 func TestFirstListReportsNothing(t *testing.T) {
-	ri := newTestInformer(t, func(types.UID, int64) bool { return false })
+	ri := newTestInformer(t)
 	ri.relisted(nil)
 	if got := ri.drainDrift(); len(got) != 0 {
 		t.Fatalf("observed %+v before the sync", got)

@@ -40,6 +40,11 @@ func (w wake) String() string { return wakeNames[w] }
 var levelSignals = map[wake]core.Signal{wakeConfig: core.SignalConfig, wakeVersion: core.SignalVersion, wakeTLS: core.SignalTLS}
 
 func (c *Controller) handle(ctx context.Context, w wake, payload any) {
+	// The core sees queued observations before a timer's input, so that the gate decides the
+	// repair a timer's re-assert would make: no timer may make it early.
+	if (w == wakeResync || w == wakeAlarm) && c.informer.driftQueued() {
+		c.onDrift(ctx, false)
+	}
 	switch w {
 	case wakeConfig, wakeVersion, wakeTLS:
 		// A config signal is acted on even when the newest content was
@@ -53,7 +58,7 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	case wakeRollout:
 		c.onRollout(ctx)
 	case wakeResync:
-		c.step(ctx, core.Input{Kind: core.InputResync, DriftQueued: c.informer.driftQueued()})
+		c.step(ctx, core.Input{Kind: core.InputResync})
 	case wakeAlarm:
 		c.alarm.fired()
 		// The parts due when the alarm woke the loop, earliest first, each if
@@ -62,7 +67,7 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 		now := c.cfg.clock.Now()
 		for _, p := range c.core.Due(now) {
 			c.step(ctx, core.Input{Kind: core.InputDeadline, Part: p, DueAt: now,
-				Enabled: c.level() == (fsm.Enabled{}), DriftQueued: c.informer.driftQueued()})
+				Enabled: c.level() == (fsm.Enabled{})})
 		}
 	case wakeDiagnosis:
 		if r, ok := payload.(stuckResult); ok && c.rollouts.accept(r) {

@@ -224,7 +224,7 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	}
 
 	ri.mu.Lock()
-	_, prev, _ := ri.cachedObject()
+	prev := ri.cachedObject()
 	if ri.probed != nil {
 		prev = ri.probed.ds
 	}
@@ -267,7 +267,7 @@ func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 		return
 	}
 	ri.mu.Lock()
-	_, cached, _ := ri.cachedObject()
+	cached := ri.cachedObject()
 	if cached != nil && !ri.gone[cached.UID] {
 		ri.mu.Unlock()
 		return // the replace deletes it from the cache, and onDelete reports it

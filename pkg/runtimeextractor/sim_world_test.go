@@ -768,8 +768,7 @@ func (s *propSim) stored() *appsv1.DaemonSet {
 // cached is the informer cache as it is (not the controller's view, which
 // hides objects known to be gone): what processDeltas and Replace compare with.
 func (s *propSim) cached() (*appsv1.DaemonSet, bool) {
-	_, ds, err := s.ri.cachedObject()
-	s.must(err)
+	ds := s.ri.cachedObject()
 	return ds, ds != nil
 }
 
