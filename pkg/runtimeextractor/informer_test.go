@@ -40,10 +40,10 @@ func newTestInformer(t *testing.T) *daemonSetInformer {
 // ownUpTo is the record of own writes: object uid at generations up to own(uid).
 type ownUpTo func(types.UID, int64) bool
 
-func (o ownUpTo) Owns(uid types.UID) bool                                { return o(uid, 0) }
-func (o ownUpTo) IsOwnWrite(uid types.UID, generation int64) bool        { return o(uid, generation) }
+func (o ownUpTo) Owns(uid types.UID) bool                               { return o(uid, 0) }
+func (o ownUpTo) IsOwnWrite(uid types.UID, generation int64) bool       { return o(uid, generation) }
 func (ownUpTo) IsOwnMetadata(types.UID, string, map[string]string) bool { return false }
-func (ownUpTo) ClaimUnanswered(core.Observation) bool                    { return false }
+func (ownUpTo) ClaimUnanswered(core.Observation) bool                   { return false }
 
 // classified is what the loop's drain makes of each observation ri queued, on its own, with
 // the view showing the observed object and own as the record of own writes.
