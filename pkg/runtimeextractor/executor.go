@@ -51,8 +51,9 @@ func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, 
 }
 
 func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
-	// The core decides and counts every apply, whatever led to it; one it holds back is made
-	// at the gate's deadline.
+	// The core decides every apply, whatever led to it, and counts it
+	// (core.State.AskWrite, Wrote); one it holds back is made by the gate's
+	// deadline.
 	w := c.core.AskWrite(c.cfg.clock.Now())
 	if !w.Allowed {
 		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)", t.From, fsm.Describe(t.Event), c.backoffNote())
