@@ -66,6 +66,8 @@ type Ownership interface {
 	// ClaimUnanswered takes o as the object of an own write whose answer was lost or is yet to
 	// come, if its WrittenAt says so, and reports whether it did.
 	ClaimUnanswered(o Observation) bool
+	AwaitsOwnWrite() bool           // an own write is yet to show in the cache
+	ObservedDeletion(uid types.UID) // the cache is to be believed: uid is gone ("": none found)
 }
 
 // Drain is what one drain of observations found.
@@ -82,7 +84,16 @@ type Drain struct {
 // deletion is.
 func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, deletedByUs func(types.UID) bool) Drain {
 	var d Drain
+	awaiting := own.AwaitsOwnWrite()
 	for _, o := range obs {
+		if o.Kind == DriftDeleted {
+			if o.UID == "" && awaiting {
+				// A list without a DaemonSet may predate the awaited write (a lagging watch
+				// cache). If the write is gone, the expectation's deadline re-reads.
+				continue
+			}
+			own.ObservedDeletion(o.UID)
+		}
 		switch o.Kind {
 		case DriftModified, DriftMetadata:
 			// Not drift: a change of an object since gone or being deleted (its deletion

@@ -44,6 +44,8 @@ func (o ownUpTo) Owns(uid types.UID) bool                               { return
 func (o ownUpTo) IsOwnWrite(uid types.UID, generation int64) bool       { return o(uid, generation) }
 func (ownUpTo) IsOwnMetadata(types.UID, string, map[string]string) bool { return false }
 func (ownUpTo) ClaimUnanswered(core.Observation) bool                   { return false }
+func (ownUpTo) AwaitsOwnWrite() bool                                    { return false }
+func (ownUpTo) ObservedDeletion(types.UID)                              {}
 
 // classified is what the loop's drain makes of each observation ri queued, on its own, with
 // the view showing the observed object and own as the record of own writes.

@@ -18,39 +18,32 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/version"
 )
 
-// The controller's timing: the defaults hosts and tests derive their waits
-// from, and the bounds of the controller's writes.
+// The controller's timing: the defaults hosts and tests derive their waits from.
 const (
 	// DefaultResync is how often the controller re-asserts the level when nothing happens.
 	DefaultResync = 10 * time.Minute
 	// DefaultRetryBase and DefaultRetryMax bound the exponential retry backoff.
 	DefaultRetryBase = 100 * time.Millisecond
 	DefaultRetryMax  = 5 * time.Minute
-	// DefaultRolloutDeadline is how long a rollout may make no progress before
-	// it is reported stuck.
+	// DefaultRolloutDeadline is how long a rollout may make no progress before it is reported stuck.
 	DefaultRolloutDeadline = 10 * time.Minute
-	// DefaultDegradedInertia is how long an apply or a delete must keep
-	// failing before RuntimeExtractorDegraded says so: the ClusterOperator
-	// contract wants no Degraded in a normal upgrade, when kube-apiservers
-	// restart one by one and admission webhooks come and go for tens of seconds.
+	// DefaultDegradedInertia is how long an apply or a delete must keep failing before
+	// RuntimeExtractorDegraded says so: the ClusterOperator contract wants no Degraded in a
+	// normal upgrade, when kube-apiservers restart and webhooks come and go for tens of seconds.
 	DefaultDegradedInertia = 2 * time.Minute
-	// StatusSettle is how long a status snapshot must stay unchanged before it
-	// is written, so a quick repair (Running, Drifted, Running) writes nothing.
-	// A new failure is written at once.
+	// StatusSettle is how long a status snapshot must stay unchanged before it is written, so
+	// a quick repair (Running, Drifted, Running) writes nothing; a new failure is written at once.
 	StatusSettle = 2 * time.Second
-	// StatusMaxDelay bounds how long a change waits and spaces the writes, so
-	// a long rollout writes at most this often. A rollout in progress always
-	// waits it out, so a repair that ends within it writes nothing.
+	// StatusMaxDelay bounds how long a change waits and spaces the writes. A rollout in
+	// progress always waits it out, so a repair that ends within it writes nothing.
 	StatusMaxDelay = 5 * time.Second
-	// actionTimeout: a hung request becomes a failure, retried with backoff,
-	// instead of stalling the only loop.
+	// actionTimeout: a hung request becomes a failure, retried, instead of stalling the loop.
 	actionTimeout = 30 * time.Second
 	statusTimeout = 10 * time.Second
 	statusRetry   = 5 * time.Second
 )
 
-// VersionSource reports the cluster's target release version; version.Source
-// implements it (ClusterVersion watch or RELEASE_VERSION).
+// VersionSource reports the cluster's target release version; version.Source implements it.
 type VersionSource interface {
 	Version() string
 	Changed() <-chan struct{}
@@ -58,11 +51,9 @@ type VersionSource interface {
 	HasSynced() bool
 }
 
-// TLSProfileSource reports the cluster's TLS security profile for
-// kube-rbac-proxy; tlsprofile.Source implements it.
+// TLSProfileSource reports the cluster's TLS security profile; tlsprofile.Source implements it.
 type TLSProfileSource interface {
-	// Profile returns the profile (nil means Intermediate), or an error saying
-	// why it is unknown (not read yet, or unreadable).
+	// Profile returns the profile (nil means Intermediate), or why it is unknown.
 	Profile() (*configv1.TLSSecurityProfile, error)
 	// Changed signals (coalesced, never blocking) that Profile's answer changed.
 	Changed() <-chan struct{}
@@ -114,39 +105,34 @@ func defaultSettings() settings {
 // WithResync sets the period of the level re-assert (default 10 minutes).
 func WithResync(d time.Duration) Option { return func(s *settings) { s.resync = d } }
 
-// WithRateLimiter replaces the retry backoff (default: exponential from 100 ms to
-// 5 min, with jitter).
+// WithRateLimiter replaces the retry backoff (default: exponential from 100 ms to 5 min, with jitter).
 func WithRateLimiter(l workqueue.TypedRateLimiter[string]) Option {
 	return func(s *settings) { s.limiter = l }
 }
 
-// WithVersionSource makes the controller follow src (e.g. the ClusterVersion)
-// instead of reading RELEASE_VERSION when updateCh fires.
+// WithVersionSource makes the controller follow src (e.g. the ClusterVersion) instead of
+// reading RELEASE_VERSION when updateCh fires.
 func WithVersionSource(src VersionSource) Option { return func(s *settings) { s.versions = src } }
 
-// WithTLSProfileSource makes the controller follow src instead of the
-// constructor's tlsProfile; a change rolls kube-rbac-proxy once. While src
-// cannot tell the profile, kube-rbac-proxy keeps its TLS arguments if a
-// predefined profile's or this controller's (else Intermediate), and every
-// apply records a RuntimeExtractorTLSProfileUnknown Warning.
+// WithTLSProfileSource makes the controller follow src instead of the constructor's
+// tlsProfile. While src cannot tell the profile, kube-rbac-proxy keeps its TLS arguments if a
+// predefined profile's or this controller's (else Intermediate), and every apply records a
+// RuntimeExtractorTLSProfileUnknown Warning.
 func WithTLSProfileSource(src TLSProfileSource) Option { return func(s *settings) { s.tls = src } }
 
 // WithImages sets the container images (default: resources.ImagesFromEnv).
 func WithImages(images resources.Images) Option { return func(s *settings) { s.images = &images } }
 
-// WithDefaultImages says whether an unset RELATED_IMAGE_* variable selects
-// the default image (the default) or makes every apply fail, naming it.
-// WithImages overrides both.
+// WithDefaultImages says whether an unset RELATED_IMAGE_* variable selects the default image
+// (the default) or makes every apply fail, naming it. WithImages overrides both.
 func WithDefaultImages(allowed bool) Option { return func(s *settings) { s.defaultImages = allowed } }
 
-// WithNodeNames says whether the status names the nodes without an available
-// pod (the default). That lists the DaemonSet's pods (RBAC: list pods in
-// openshift-insights) when the count changes and when a rollout is diagnosed
-// stuck; with false no pod is read, and the messages give counts alone.
+// WithNodeNames says whether the status names the nodes without an available pod (the
+// default), listing the DaemonSet's pods (RBAC: list pods in openshift-insights); with false,
+// the messages give counts alone.
 func WithNodeNames(named bool) Option { return func(s *settings) { s.nodeNames = named } }
 
-// WithRepairPolicy sets the repair gate's rules (default
-// DefaultRepairPolicy()); a policy that is not Valid leaves the default.
+// WithRepairPolicy sets the repair gate's rules; a policy that is not Valid leaves the default.
 func WithRepairPolicy(p RepairPolicy) Option {
 	return func(s *settings) {
 		if p.Valid() {
@@ -155,25 +141,20 @@ func WithRepairPolicy(p RepairPolicy) Option {
 	}
 }
 
-// WithClock runs everything the controller times on clk (default: the real
-// clock); only the API calls' own timeouts are wall time.
+// WithClock runs everything the controller times on clk; the API calls' timeouts are wall time.
 func WithClock(clk clock.WithTicker) Option { return func(s *settings) { s.clock = clk } }
 
-// WithMetrics reports the controller's metrics on m (without it, they are
-// kept and exported nowhere).
+// WithMetrics reports the controller's metrics on m (without it, they are exported nowhere).
 func WithMetrics(m *metrics.Metrics) Option { return func(s *settings) { s.metrics = m } }
 
-// WithRolloutDeadline sets how long a rollout may make no progress before it
-// is reported stuck (default 10 minutes).
+// WithRolloutDeadline sets how long a rollout may make no progress before it is reported stuck.
 func WithRolloutDeadline(d time.Duration) Option { return func(s *settings) { s.rolloutDeadline = d } }
 
-// WithDegradedInertia sets how long an apply or a delete must keep failing
-// before RuntimeExtractorDegraded turns True (default DefaultDegradedInertia).
-// A failure no retry can fix (a bad RELATED_IMAGE_* value) is Degraded at once.
+// WithDegradedInertia sets how long an apply or a delete must keep failing before
+// RuntimeExtractorDegraded turns True; a failure no retry fixes is Degraded at once.
 func WithDegradedInertia(d time.Duration) Option { return func(s *settings) { s.degradedInertia = d } }
 
-// WithEventRecorder records the controller's Events through r instead of a
-// client-go broadcaster of its own.
+// WithEventRecorder records the controller's Events through r instead of a broadcaster of its own.
 func WithEventRecorder(r record.EventRecorder) Option {
 	return func(s *settings) { s.eventRecorder = r }
 }
@@ -181,8 +162,7 @@ func WithEventRecorder(r record.EventRecorder) Option {
 // WithStatusReporter reports the RuntimeExtractor* conditions through r.
 func WithStatusReporter(r *status.Reporter) Option { return func(s *settings) { s.reporter = r } }
 
-// jitteredExponential is an exponential per-item backoff with up to 10% jitter,
-// so several controllers failing together do not retry in lockstep.
+// jitteredExponential adds up to 10% jitter, so controllers failing together do not retry in lockstep.
 type jitteredExponential struct {
 	workqueue.TypedRateLimiter[string]
 }
@@ -196,8 +176,7 @@ func defaultRateLimiter() workqueue.TypedRateLimiter[string] {
 	return jitteredExponential{workqueue.NewTypedItemExponentialFailureRateLimiter[string](DefaultRetryBase, DefaultRetryMax)}
 }
 
-// envVersion reads RELEASE_VERSION whenever asked, so a signal on the seed's
-// updateCh picks up a new value; it never signals by itself.
+// envVersion reads RELEASE_VERSION whenever asked (on the seed's updateCh); it never signals.
 type envVersion struct{}
 
 func (envVersion) Version() string          { return os.Getenv(version.EnvReleaseVersion) }

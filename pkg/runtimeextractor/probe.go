@@ -21,19 +21,15 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// Bridging a broken watch: during an API server outage, and up to a minute
-// after (the reflector's reconnect backoff; a resumed watch often ends at once
-// with 410 Expired and re-lists only after that backoff), the informer
-// delivers no change. Meanwhile it reads the DaemonSet live about once a
-// second and feeds what it finds into the drift path. A watch is broken when
-// its call fails, ends before its timeout (a lost connection: client-go may
-// return an empty watch and no error) or ends with an error event; it works
-// again once it delivers an event or stays open for establishGrace.
+// Bridging a broken watch: during an API server outage, and up to a minute after (the
+// reflector's reconnect backoff), the informer delivers no change, so the DaemonSet is read
+// live about once a second and what is found goes into the drift path. A watch is broken when
+// its call fails, ends before its timeout (a lost connection) or ends with an error event; it
+// works again once it delivers an event or stays open for establishGrace (a watch from a
+// resourceVersion the server no longer has is rejected at once).
 const (
-	probeInterval = time.Second
-	probeTimeout  = time.Second
-	// establishGrace: the API server rejects a watch from a resourceVersion it
-	// no longer has at once, so a watch open this long works.
+	probeInterval  = time.Second
+	probeTimeout   = time.Second
 	establishGrace = 2 * time.Second
 )
 
@@ -42,9 +38,7 @@ type watchHealth struct {
 	client kubernetes.Interface
 	broken atomic.Bool
 	wake   chan struct{}
-	// clk is replaced when a controller adopts the informer (setClock), while
-	// the reflector may already run: hence atomic.
-	clk atomic.Pointer[clock.WithTicker]
+	clk    atomic.Pointer[clock.WithTicker] // set when a controller adopts the informer, maybe running
 }
 
 func newWatchHealth(client kubernetes.Interface) *watchHealth {
@@ -70,8 +64,8 @@ func (w *watchHealth) established() {
 	}
 }
 
-// instrument wraps a watch so its events tell watchHealth whether it works.
-// For a watch-list, listed gets what the initial events showed (nil: none).
+// instrument wraps a watch so its events tell watchHealth whether it works. For a watch-list,
+// listed gets what the initial events showed (nil: none).
 func (w *watchHealth) instrument(inner watch.Interface, opts metav1.ListOptions, listed func(*appsv1.DaemonSet)) watch.Interface {
 	ow := &observedWatch{inner: inner, health: w, timeout: time.Duration(ptr.Deref(opts.TimeoutSeconds, 0)) * time.Second,
 		out: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{})}
@@ -82,8 +76,7 @@ func (w *watchHealth) instrument(inner watch.Interface, opts metav1.ListOptions,
 	return ow
 }
 
-// observedWatch forwards a watch's events unchanged. Stop ends its goroutine
-// and waits for it, whether or not the consumer still reads.
+// observedWatch forwards a watch's events unchanged. Stop ends its goroutine and waits for it.
 type observedWatch struct {
 	inner   watch.Interface
 	health  *watchHealth
@@ -146,8 +139,8 @@ func (w *observedWatch) run(clk clock.WithTicker) {
 	}
 }
 
-// trackInitial hands on what a watch-list's initial events listed at the
-// bookmark that ends them, before the reflector replaces its cache with it.
+// trackInitial hands on what a watch-list's initial events listed at the bookmark that ends
+// them, before the reflector replaces its cache with it.
 func (w *observedWatch) trackInitial(e watch.Event) {
 	if w.listed == nil {
 		return
@@ -176,8 +169,7 @@ func (w *observedWatch) ended(lasted time.Duration) {
 // probedDaemonSet is a live read's result; ds is nil when there was none.
 type probedDaemonSet struct{ ds *appsv1.DaemonSet }
 
-// bridgeBrokenWatch probes while the watch is broken. Probes start
-// probeInterval apart, so one that timed out is followed at once.
+// bridgeBrokenWatch probes while the watch is broken, probes starting probeInterval apart.
 func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 	clk := ri.watch.clock()
 	for {
@@ -203,14 +195,12 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 	}
 }
 
-// probe reads the DaemonSet once and reports its difference from the view as
-// the handlers would; it returns whether the read reached the server. After a
-// gap (afterGap) the view may miss a DaemonSet created and deleted since, so
-// finding none is reported. Before the first sync the controller is not
-// acting: nothing to bridge.
+// probe reads the DaemonSet once and reports its difference from the view as the handlers
+// would; it returns whether the read reached the server. After a gap (afterGap) the view may
+// miss a DaemonSet created and deleted since, so finding none is reported.
 func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	if !ri.informer.HasSynced() {
-		return false
+		return false // the controller is not acting yet: nothing to bridge
 	}
 	rctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	live, err := ri.watch.client.AppsV1().DaemonSets(resources.Namespace).Get(rctx, resources.DaemonSetName, metav1.GetOptions{})
@@ -256,12 +246,10 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	return true
 }
 
-// relisted gets what a re-list found, before the reflector replaces its
-// cache. The replace says nothing of an object the cache never held, so a
-// DaemonSet created and deleted while the watch was down would leave the
-// controller waiting for a rollout that never comes: when the list shows none
-// and the replace will report no deletion, the absence is reported. The first
-// list, before the sync, is not a change.
+// relisted gets what a re-list found, before the reflector replaces its cache. The replace
+// says nothing of an object the cache never held (created and deleted while the watch was
+// down), so when the list shows none and the replace will report no deletion, the absence is
+// reported. The first list, before the sync, is not a change.
 func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 	if live != nil || ri.informer == nil || !ri.informer.HasSynced() {
 		return
@@ -284,8 +272,8 @@ func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 	ri.reportAbsent(uid)
 }
 
-// reportAbsent: a live read found no DaemonSet where the view may not know one
-// went away; uid is the object last known, or "".
+// reportAbsent: a live read found no DaemonSet where the view may not know one went away; uid
+// is the object last known, or "".
 func (ri *daemonSetInformer) reportAbsent(uid types.UID) {
 	klog.V(2).Infof("a live read found no DaemonSet %s/%s: the controller compares it with the desired state", resources.Namespace, resources.DaemonSetName)
 	notify(ri.rollout)

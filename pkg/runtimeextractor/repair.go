@@ -2,7 +2,6 @@ package runtimeextractor
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,18 +18,6 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 	obs := c.informer.drainDrift()
 	if c.holding() {
 		return
-	}
-	if c.manager.AwaitsOwnWrite() {
-		// A list without a DaemonSet, while an own write is awaited in the
-		// cache, may predate that write (a lagging watch cache): it tells
-		// nothing of it. If the write is gone, the expectation's timeout
-		// re-reads the server.
-		obs = slices.DeleteFunc(obs, func(o observation) bool { return o.Kind == DriftDeleted && o.UID == "" })
-	}
-	for _, o := range obs {
-		if o.Kind == DriftDeleted {
-			c.manager.ObservedDeletion(o.UID)
-		}
 	}
 	ds, present := c.informer.current()
 	d := core.Classify(obs, seenOf(ds), c.manager, c.machine.State().Enabled(), c.deletedByUs)
