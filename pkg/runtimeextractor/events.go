@@ -17,10 +17,9 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Reasons of the controller's Events: one per change it makes to the
-// DaemonSet, saying what and why, and one Warning per distinct failure. They
-// go on the DaemonSet, so `kubectl describe` shows its history; once it is
-// gone, on the Namespace.
+// Reasons of the controller's Events: one per change it makes to the DaemonSet, saying what
+// and why, and one Warning per distinct failure. They go on the DaemonSet (or, once it is
+// gone, on the Namespace).
 const (
 	ReasonCreated      = "RuntimeExtractorCreated"      // the DaemonSet was created (Normal)
 	ReasonUpdated      = "RuntimeExtractorUpdated"      // the DaemonSet was updated (Normal)
@@ -30,13 +29,12 @@ const (
 	ReasonRolloutStuck = "RuntimeExtractorRolloutStuck" // the rollout made no progress for the rollout deadline (Warning)
 	// ReasonConflictingWriter: another writer keeps undoing the controller's repairs, which back off (Warning).
 	ReasonConflictingWriter = "RuntimeExtractorConflictingWriter"
-	// ReasonTLSProfileUnknown: an apply could not read the cluster TLS profile
-	// (Warning); recorded per apply, so the aggregated Event's count shows it lasts.
+	// ReasonTLSProfileUnknown: an apply could not read the cluster TLS profile (Warning, per apply).
 	ReasonTLSProfileUnknown = "RuntimeExtractorTLSProfileUnknown"
 )
 
-// newEventRecorder returns client-go's asynchronous recorder and its stop:
-// recording never waits for the API server, so Events stay off the repair path.
+// newEventRecorder returns client-go's asynchronous recorder and its stop: Events stay off
+// the repair path.
 func newEventRecorder(ctx context.Context, client kubernetes.Interface, component string) (record.EventRecorder, func()) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -48,8 +46,7 @@ type changeEvents struct {
 	warned   string // the last failure recorded; the same again is not
 }
 
-// namespaceRef stands for a DaemonSet that is gone. Its namespace stores the
-// Event there, where the controller may write Events, not in "default".
+// namespaceRef stands for a DaemonSet that is gone; its namespace is where we may write Events.
 var namespaceRef = &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: resources.Namespace, Namespace: resources.Namespace}
 
 func (e *changeEvents) applied(ds *appsv1.DaemonSet, created bool, why string) {
@@ -106,8 +103,7 @@ func daemonSetRef(ds *appsv1.DaemonSet) *corev1.ObjectReference {
 	}
 }
 
-// discardRecorder is the library-go recorder given to resourceapply: it
-// records nothing, as the controller's own Events replace library-go's.
+// discardRecorder is the library-go recorder given to resourceapply: our Events replace its.
 type discardRecorder struct{ component string }
 
 var _ events.Recorder = discardRecorder{}

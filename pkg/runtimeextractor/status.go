@@ -9,18 +9,16 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Status returns what the controller knows now; status.Conditions(c.Status())
-// are the RuntimeExtractor* conditions for a host to aggregate. Safe from any
-// goroutine. Until Run has synced and made its first observation it is the
-// zero Snapshot, whose conditions are Unknown [Starting].
+// Status returns what the controller knows now; status.Conditions(c.Status()) are the
+// RuntimeExtractor* conditions for a host to aggregate. Safe from any goroutine. Until Run's
+// first observation it is the zero Snapshot, whose conditions are Unknown [Starting].
 func (c *Controller) Status() status.Snapshot {
 	c.pub.mu.Lock()
 	defer c.pub.mu.Unlock()
 	return c.pub.snapshot
 }
 
-// StatusChanged is notified, coalesced, each time Status changes; it has one
-// buffered slot, for a single consumer that then calls Status.
+// StatusChanged is notified, coalesced, each time Status changes (for a single consumer).
 func (c *Controller) StatusChanged() <-chan struct{} { return c.pub.changed }
 
 // report publishes the snapshot to Status, the gauges and the status writer.
@@ -51,8 +49,8 @@ func degradedReason(conds []configv1.ClusterOperatorStatusCondition) string {
 	return ""
 }
 
-// snapshot includes what the cluster shows, so a replica that starts now
-// reports the conditions of one that has run all along.
+// snapshot includes what the cluster shows, so a replica that starts now reports the
+// conditions of one that has run all along.
 func (c *Controller) snapshot() status.Snapshot {
 	s := status.Snapshot{
 		State:   c.machine.State(),

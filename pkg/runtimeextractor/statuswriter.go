@@ -14,9 +14,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// statusWriter writes the conditions off the control loop, so a slow or
-// failing status write delays neither repairs nor retries; snapshots offered
-// meanwhile collapse into the latest.
+// statusWriter writes the conditions off the loop, so a slow or failing status write delays
+// no repair; snapshots offered meanwhile collapse into the latest.
 type statusWriter struct {
 	reporter *status.Reporter
 	clock    clock.Clock
@@ -40,22 +39,19 @@ func (w *statusWriter) offer(s status.Snapshot, conds []configv1.ClusterOperator
 
 // pending is a change not yet written.
 type pending struct {
-	snapshot   status.Snapshot
-	conditions []configv1.ClusterOperatorStatusCondition
-	since      time.Time // the first unwritten change
-	changedAt  time.Time // the last change of the conditions
-	retryAt    time.Time // after a failed write, not before this
-	// absent: the last attempt found no ClusterOperator. No timer retries
-	// it; its appearance (Changed) or a change of the conditions does.
-	absent        bool
-	serverChanged bool // what was written may be gone from the ClusterOperator
+	snapshot      status.Snapshot
+	conditions    []configv1.ClusterOperatorStatusCondition
+	since         time.Time // the first unwritten change
+	changedAt     time.Time // the last change of the conditions
+	retryAt       time.Time // after a failed write, not before this
+	absent        bool      // no ClusterOperator: its appearance (Changed) or a change retries
+	serverChanged bool      // what was written may be gone from the ClusterOperator
 }
 
-// run writes offered snapshots when due. A failed write is retried after
-// statusRetry with the latest snapshot, never an older one over a newer one.
-// Without a ClusterOperator nothing is sent until the Reporter's informer
-// shows one (Changed). When it changes, the last snapshot written is reported
-// again, which costs a request only if our conditions are gone from it.
+// run writes offered snapshots when due. A failed write is retried after statusRetry with
+// the latest snapshot. Without a ClusterOperator nothing is sent until the Reporter's informer
+// shows one (Changed). When it changes, the last snapshot written is reported again, which
+// costs a request only if our conditions are gone from it.
 func (w *statusWriter) run(ctx context.Context) {
 	var (
 		written      *status.Snapshot // the server last accepted it; nil once no ClusterOperator was found
@@ -130,8 +126,7 @@ func (w *statusWriter) run(ctx context.Context) {
 		if offered != nil {
 			switch {
 			case written != nil && status.SameConditions(offered.conditions, writtenConds):
-				// Back to what is written: nothing to write, unless the
-				// ClusterOperator changed meanwhile.
+				// Back to what is written: nothing to write, unless the ClusterOperator changed.
 				if next != nil && next.serverChanged {
 					recheck(now)
 				} else {
@@ -160,8 +155,8 @@ func (w *statusWriter) run(ctx context.Context) {
 	}
 }
 
-// due is when p is written, given the conditions last written and when.
-// Apart from a new failure, writes are at least StatusMaxDelay apart.
+// due is when p is written, given the conditions last written and when. Apart from a new
+// failure, writes are at least StatusMaxDelay apart.
 func (p *pending) due(written []configv1.ClusterOperatorStatusCondition, writtenAt time.Time) time.Time {
 	if newFailure(p.conditions, written) {
 		return laterOf(p.since, p.retryAt)

@@ -20,19 +20,15 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// maxStuckNodes bounds the node names a RolloutStuck message lists.
-const maxStuckNodes = 3
+const (
+	maxStuckNodes    = 3                // the node names a RolloutStuck message lists
+	diagnosisTimeout = 10 * time.Second // bounds the reads of a stuck rollout's pods and Events
+	// unavailableSettle: pods are read only once the unavailable count has held this long.
+	unavailableSettle = 5 * time.Second
+)
 
-// diagnosisTimeout bounds the reads of a stuck rollout's pods and Events.
-const diagnosisTimeout = 10 * time.Second
-
-// unavailableSettle: while pods come up one by one the unavailable count
-// moves every moment; pods are read only once it has held this long.
-const unavailableSettle = 5 * time.Second
-
-// rolloutWatch notices a rollout that makes no progress, and names the nodes
-// without an available pod once rolled out. Pods and Events are read only past
-// the deadline or once a count has settled, off the loop. Owned by Run.
+// rolloutWatch notices a rollout that makes no progress, and names the nodes without an
+// available pod once rolled out. Pods and Events are read off the loop. Owned by Run.
 type rolloutWatch struct {
 	deadline  time.Duration
 	nodeNames bool // list pods to name nodes (WithNodeNames)
@@ -76,9 +72,8 @@ func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.C
 		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
 }
 
-// track follows ds's rollout in an enabled state and reports whether the
-// stuck verdict changed. The lookup of unavailable nodes runs in every state:
-// conditions follow the cluster.
+// track follows ds's rollout in an enabled state and reports whether the stuck verdict
+// changed. The lookup of unavailable nodes runs in every state: conditions follow the cluster.
 func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
 	w.trackUnavailable(ctx, client, ds)
 	// Updated but unavailable pods leave nothing to roll out: not stuck (issue 18).
@@ -106,8 +101,8 @@ func (w *rolloutWatch) forget() bool {
 	return cleared
 }
 
-// trackUnavailable starts a lookup when a rolled-out ds's unavailable count
-// changes to above 0; any other change drops the names.
+// trackUnavailable starts a lookup when a rolled-out ds's unavailable count changes to above
+// 0; any other change drops the names.
 func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
 	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() && r.Unavailable() > 0 {
@@ -190,9 +185,8 @@ func (w *rolloutWatch) accept(r stuckResult) bool {
 	return true
 }
 
-// diagnose names the nodes whose pod is not ready and the DaemonSet's newest
-// warning Event. A failed read leaves its part out, a denied one is named in
-// the verdict; the verdict stands on the counts alone.
+// diagnose names the nodes whose pod is not ready and the DaemonSet's newest warning Event. A
+// failed read leaves its part out, a denied one is named; the verdict stands on the counts.
 func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, nodeNames bool, denied *denials) *status.RolloutStuck {
 	r := resources.RolloutOf(ds)
 	s := &status.RolloutStuck{NotReady: max(r.Unavailable(), r.Desired-r.Updated)} // unavailable, or not yet updated

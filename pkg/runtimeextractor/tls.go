@@ -12,17 +12,15 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
 
-// keptTLS is what kube-rbac-proxy had when the TLS profile became unknown;
-// when not ok, not says why nothing is kept.
+// keptTLS is what kube-rbac-proxy had when the TLS profile became unknown; not says why not.
 type keptTLS struct {
 	args []string
 	ok   bool
 	not  string
 }
 
-// keepTLS keeps only a predefined profile's TLS arguments, or those this
-// controller wrote (ds's spec hash is d's with them): an edit made while the
-// controller was down is not adopted.
+// keepTLS keeps only a predefined profile's TLS arguments, or those this controller wrote
+// (ds's spec hash is d's with them): an edit made while the controller was down is not adopted.
 func keepTLS(ds *appsv1.DaemonSet, d resources.Desired) keptTLS {
 	args, ok := resources.KubeRBACProxyTLSArgsOf(ds)
 	if !ok {
@@ -50,10 +48,9 @@ func tlsArgsText(args []string) string {
 	return strings.Join(args, " ")
 }
 
-// desiredTLS completes d's TLS part from the profile source. While the
-// profile is unknown, kube-rbac-proxy keeps what the DaemonSet had then
-// (keepTLS), so a slow or denied read never rolls every node to another
-// profile and back; a drift of them is still repaired. ds may be nil.
+// desiredTLS completes d's TLS part from the profile source. While the profile is unknown,
+// kube-rbac-proxy keeps what the DaemonSet had then (keepTLS), so a slow or denied read never
+// rolls every node to another profile and back. ds may be nil.
 func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 	if c.cfg.tls == nil {
 		return
