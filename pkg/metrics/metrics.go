@@ -1,6 +1,5 @@
-// Package metrics holds the controller's Prometheus collectors, created unregistered so
-// an embedder can use its own registry. The standalone binary registers them before
-// leader election, so a standby replica serves them too.
+// Package metrics holds the controller's Prometheus collectors, created unregistered so an embedder can use
+// its own registry. The standalone binary registers them before leader election, so a standby serves them too.
 package metrics
 
 import (
@@ -49,9 +48,8 @@ type Metrics struct {
 	conflictingWriter  prometheus.Gauge
 	collectors         []prometheus.Collector // all of the above, in creation order
 
-	// stateMu keeps the one-hot state gauge consistent under concurrent transitions.
-	stateMu sync.Mutex
-	current fsm.State // shown unless holding
+	stateMu sync.Mutex // keeps the one-hot state gauge consistent under concurrent transitions
+	current fsm.State  // shown unless holding
 	holding bool
 	now     func() time.Time // tests replace it
 
@@ -66,18 +64,14 @@ type Metrics struct {
 // action series start at zero, so rate() works before the first observation.
 func New() *Metrics {
 	m := &Metrics{now: time.Now, managers: map[string]bool{}}
-	m.state = m.gaugeVec("state",
-		"Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.",
-		"state")
-	m.transitions = m.counterVec("transitions_total",
-		"Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.",
-		"from", "to", "event")
-	m.driftEvents = m.counterVec("drift_events_total",
-		"Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).",
-		"kind")
-	m.actions = m.counterVec("actions_total",
-		"Actions the controller executed against the cluster, by action and result (success, error).",
-		"action", "result")
+	m.state = m.gaugeVec("state", []string{"state"},
+		"Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.")
+	m.transitions = m.counterVec("transitions_total", []string{"from", "to", "event"},
+		"Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.")
+	m.driftEvents = m.counterVec("drift_events_total", []string{"kind"},
+		"Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).")
+	m.actions = m.counterVec("actions_total", []string{"action", "result"},
+		"Actions the controller executed against the cluster, by action and result (success, error).")
 	m.actionDuration = collect(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace,
 		Name:      "action_duration_seconds",
@@ -91,12 +85,10 @@ func New() *Metrics {
 		"Unix time of the last change of the state machine's state; 0 before the first change.")
 	m.rolloutStuck = m.gauge("rollout_stuck",
 		"1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0.")
-	m.repairs = m.counterVec("repairs_total",
-		`Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`,
-		"manager")
-	m.degraded = m.gaugeVec("degraded",
-		"1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.",
-		"reason")
+	m.repairs = m.counterVec("repairs_total", []string{"manager"},
+		`Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`)
+	m.degraded = m.gaugeVec("degraded", []string{"reason"},
+		"1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.")
 	m.conflictingWriter = m.gauge("conflicting_writer",
 		"1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0.")
 
@@ -123,15 +115,15 @@ func (m *Metrics) gauge(name, help string) prometheus.Gauge {
 	return collect(m, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}))
 }
 
-func (m *Metrics) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+func (m *Metrics) gaugeVec(name string, labels []string, help string) *prometheus.GaugeVec {
 	return collect(m, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels))
 }
 
-func (m *Metrics) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+func (m *Metrics) counterVec(name string, labels []string, help string) *prometheus.CounterVec {
 	return collect(m, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels))
 }
 
-// StateHolding is the series that is 1, instead of any machine state, while an invalid
+// StateHolding is the state series that is 1 instead of the machine's state while an invalid
 // insights-config (none valid seen yet) keeps the controller from acting on anything.
 const StateHolding = "Holding"
 
@@ -149,7 +141,6 @@ func (m *Metrics) ObserveTransition(t fsm.Transition) {
 		event = string(t.Event.Name())
 	}
 	m.transitions.WithLabelValues(string(t.From), string(t.To), event).Inc()
-
 	m.stateMu.Lock()
 	defer m.stateMu.Unlock()
 	m.setStateLocked(t.To)
@@ -212,16 +203,15 @@ const (
 	OtherManager   = "other"   // any manager once MaxManagers values are taken
 )
 
-// MaxManagers bounds the distinct manager values besides OtherManager: a client
-// names its field manager freely, and a hostile one must not grow the series.
+// MaxManagers bounds the distinct manager values besides OtherManager: a client names
+// its field manager freely, and a hostile one must not grow the series.
 const MaxManagers = 10
 
 // maxManagerBytes bounds a label value; the API server allows 128 characters.
 const maxManagerBytes = 128
 
-// ObserveRepair counts one repair of a change by managers, all passed in one
-// call: each counts once, and those past MaxManagers once together as
-// OtherManager, however many a crafted managedFields names.
+// ObserveRepair counts one repair of a change by managers, all passed in one call: each counts
+// once, and those past MaxManagers once together as OtherManager, however many a crafted managedFields names.
 func (m *Metrics) ObserveRepair(managers ...string) {
 	counted := make([]string, 0, len(managers))
 	m.managersMu.Lock()
@@ -249,9 +239,7 @@ func (m *Metrics) ObserveRepair(managers ...string) {
 }
 
 // Collectors returns every collector, for an embedder that registers them itself.
-func (m *Metrics) Collectors() []prometheus.Collector {
-	return slices.Clone(m.collectors)
-}
+func (m *Metrics) Collectors() []prometheus.Collector { return slices.Clone(m.collectors) }
 
 // MustRegister registers every collector with reg and panics if one cannot be.
 func (m *Metrics) MustRegister(reg prometheus.Registerer) { reg.MustRegister(m.Collectors()...) }
@@ -261,9 +249,9 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return RegisterAll(reg, m.Collectors()...)
 }
 
-// RegisterLegacy registers every collector with component-base's legacy registry,
-// which library-go's controllercmd serves on /metrics. Again on the same Metrics it
-// is a no-op; a second Metrics fails on the names and leaves the first served.
+// RegisterLegacy registers every collector with component-base's legacy registry, which library-go's
+// controllercmd serves on /metrics. Again on the same Metrics it is a no-op; a second Metrics fails
+// on the names and leaves the first served.
 func (m *Metrics) RegisterLegacy() error {
 	m.legacyMu.Lock()
 	defer m.legacyMu.Unlock()
@@ -272,11 +260,9 @@ func (m *Metrics) RegisterLegacy() error {
 	}
 	// Not RawMustRegister: it marks the collectors resettable, and a DELETE on a
 	// reset-enabled /metrics would drop the pre-initialised series.
-	if err := m.Register(legacyregistry.Registerer()); err != nil {
-		return err
-	}
-	m.legacyDone = true
-	return nil
+	err := m.Register(legacyregistry.Registerer())
+	m.legacyDone = err == nil
+	return err
 }
 
 // RegisterAll registers collectors with reg, all or none: a failure undoes this call.

@@ -42,8 +42,7 @@ const (
 	ReasonConflictingWriter = "ConflictingWriter"
 )
 
-// The reads of the rollout diagnosis that RBAC may deny (the Insights Operator's
-// shipped RBAC denies both; docs/embedding.md).
+// The reads of the rollout diagnosis that RBAC may deny (the Insights Operator's shipped RBAC denies both).
 const (
 	DeniedPodsList   = "pods list"   // names the nodes
 	DeniedEventsList = "events list" // gives the newest warning
@@ -54,11 +53,16 @@ func DegradedReasons() []string {
 	return []string{ReasonApplyFailed, ReasonDeleteFailed, ReasonConflictingWriter, ReasonRolloutStuck, ReasonInvalidConfig}
 }
 
-// Conditions derives the three conditions from s, in ConditionTypes order, as the
-// tables of docs/operations.md lay out; LastTransitionTime is left to the Reporter.
+// Conditions derives the three conditions from s, in ConditionTypes order, as docs/operations.md lays out;
+// LastTransitionTime is left to the Reporter.
 func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
-	if s.State == "" {
-		return starting()
+	if s.State == "" { // caches not synced yet
+		out := make([]configv1.ClusterOperatorStatusCondition, 0, len(ConditionTypes))
+		for _, t := range ConditionTypes {
+			out = append(out, configv1.ClusterOperatorStatusCondition{Type: t, Status: configv1.ConditionUnknown, Reason: ReasonStarting,
+				Message: "the runtime extractor controller has not observed the cluster yet"})
+		}
+		return out
 	}
 	available, progressing := availableAndProgressing(s)
 	out := []configv1.ClusterOperatorStatusCondition{available, progressing, degraded(s)}
@@ -77,17 +81,8 @@ func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	return out
 }
 
-func starting() []configv1.ClusterOperatorStatusCondition {
-	out := make([]configv1.ClusterOperatorStatusCondition, 0, len(ConditionTypes))
-	for _, t := range ConditionTypes {
-		out = append(out, configv1.ClusterOperatorStatusCondition{Type: t, Status: configv1.ConditionUnknown, Reason: ReasonStarting,
-			Message: "the runtime extractor controller has not observed the cluster yet"})
-	}
-	return out
-}
-
-// availableAndProgressing: Disabled is what the admin asked for, so it is Available
-// and not Progressing; Deleting converges on it, so it stays Available meanwhile.
+// availableAndProgressing: Disabled is what the admin asked for, so it is Available and not Progressing;
+// Deleting converges on it, so it stays Available meanwhile.
 func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCondition) {
 	a = configv1.ClusterOperatorStatusCondition{Type: ConditionAvailable, Status: configv1.ConditionTrue}
 	p = configv1.ClusterOperatorStatusCondition{Type: ConditionProgressing, Status: configv1.ConditionTrue}
@@ -106,8 +101,13 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 		}
 		a.Message = availableOn(s, ", left as it is until insights-config is valid")
 		p.Message += "the DaemonSet is left as it is"
-	case removing(s) && s.Terminating:
-		a.Reason, a.Message = ReasonDeleting, terminatingMessage(s)
+	case removing(s) && s.Terminating: // a DELETE that returned is not an object gone: say what it waits for
+		a.Reason, a.Message = ReasonDeleting, "removing the runtime extractor, as insights-config disables it: the DaemonSet is being deleted"
+		if len(s.Finalizers) == 0 {
+			a.Message += "; its pods run until it is gone"
+		} else {
+			a.Message += waitsFor(s) + "; its pods run until then"
+		}
 		p.Reason, p.Message = a.Reason, a.Message
 	case s.State == fsm.StateDisabled:
 		const disabled = "runtime extractor is disabled by insights-config"
@@ -117,13 +117,13 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 		a.Reason, a.Message = ReasonDeleting, "runtime extractor is being removed as insights-config disables it"
 		p.Reason, p.Message = ReasonDeleting, "removing the runtime extractor: disabled by insights-config"
 	default:
-		r := rolloutOf(s)
-		a.Reason, p.Reason, p.Message = r.reason, r.reason, r.message
+		progressing, reason, message := rolloutOf(s)
+		a.Reason, p.Reason, p.Message = reason, reason, message
 		if s.Stuck != nil && !tooFewPods(s) {
 			p.Message += "; " + s.Stuck.Message(s)
 		}
 		switch {
-		case !r.progressing: // rolled out: only the pods can be missing
+		case !progressing: // rolled out: only the pods can be missing
 			p.Status = configv1.ConditionFalse
 			if s.Available < s.Desired {
 				a.Reason = ReasonPodsUnavailable
@@ -133,13 +133,13 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 			}
 			a.Message = availableOn(s, "")
 		case s.Present && servesPods(s):
-			a.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes while %s", s.Available, s.Desired, r.message) +
+			a.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes while %s", s.Available, s.Desired, message) +
 				unavailableMessage(s)
 		case failing(s):
 			a.Status, a.Reason = configv1.ConditionFalse, failureReason(s.State)
 			a.Message = "no runtime extractor pod is available: " + failureMessage(s)
 		default:
-			a.Status, a.Message = configv1.ConditionFalse, "no runtime extractor pod is available yet: "+r.message
+			a.Status, a.Message = configv1.ConditionFalse, "no runtime extractor pod is available yet: "+message
 		}
 	}
 	return a, p
@@ -150,10 +150,8 @@ func availableOn(s Snapshot, suffix string) string {
 		unavailableMessage(s)
 }
 
-// tooFewPods is when a stuck rollout degrades: no pod available, or more nodes
-// without one than maxUnavailable allows (or that is unknown). It is
-// cluster-dns-operator's rule for its DaemonSet: a pod stuck on one broken node,
-// while the others run theirs, is not a degraded operator; Progressing says it.
+// tooFewPods is when a stuck rollout degrades: no pod available, or more nodes without one than maxUnavailable
+// allows (or that is unknown). As in cluster-dns-operator, one broken node is for Progressing to say.
 func tooFewPods(s Snapshot) bool {
 	over, known := overMaxUnavailable(s)
 	return s.Available == 0 || !known || over
@@ -170,55 +168,43 @@ func removing(s Snapshot) bool { return s.State == fsm.StateDisabled || s.State 
 // servesPods: a pod is available, or the DaemonSet wants none.
 func servesPods(s Snapshot) bool { return s.Available > 0 || s.Desired == 0 }
 
-// rollout is what the cluster says of an enabled runtime extractor; Available
-// shares the reason, message is Progressing's.
-type rollout struct {
-	progressing     bool
-	reason, message string
-}
-
-// rolloutOf reads the enabled states from the cluster, not the machine's history,
-// so a replica that starts now and one that ran all along say the same. Only a rollout
-// with pods still to update takes its reason from the state, which knows what started it.
-func rolloutOf(s Snapshot) rollout {
+// rolloutOf says what the cluster shows of an enabled runtime extractor: whether it progresses, the
+// reason Available shares, and Progressing's message. It reads the cluster, not the machine's history, so a
+// replica that starts now and one that ran all along say the same; only a rollout with pods still to update
+// takes its reason from the state, which knows what started it.
+func rolloutOf(s Snapshot) (progressing bool, reason, message string) {
 	switch {
 	case s.Terminating: // deleted before insights-config enabled it again
-		return rollout{true, ReasonRollingOut, "the DaemonSet is being deleted" + waitsFor(s) +
-			"; it is created anew once it is gone"}
+		return true, ReasonRollingOut, "the DaemonSet is being deleted" + waitsFor(s) + "; it is created anew once it is gone"
 	case !s.Present:
-		return rollout{true, ReasonRollingOut, "deploying the runtime extractor" + atVersion(s.Version) + ": the DaemonSet does not exist yet"}
+		return true, ReasonRollingOut, "deploying the runtime extractor" + atVersion(s.Version) + ": the DaemonSet does not exist yet"
 	case s.Version != "" && s.AppliedVersion != s.Version:
 		// A refused upgrade, or one the cache does not show yet: no pod is upgrading.
-		msg := "the upgrade to " + s.Version + " is not applied: the DaemonSet "
+		message = "the upgrade to " + s.Version + " is not applied: the DaemonSet "
 		if s.AppliedVersion == "" {
-			msg += "carries no version"
-		} else {
-			msg += "is still at version " + s.AppliedVersion
+			return true, ReasonUpgrading, message + "carries no version"
 		}
-		return rollout{true, ReasonUpgrading, msg}
+		return true, ReasonUpgrading, message + "is still at version " + s.AppliedVersion
 	case s.RolledOut:
-		return rollout{false, ReasonAsExpected,
-			fmt.Sprintf("runtime extractor is rolled out on %d/%d nodes%s", s.Updated, s.Desired, atVersion(s.AppliedVersion))}
+		return false, ReasonAsExpected,
+			fmt.Sprintf("runtime extractor is rolled out on %d/%d nodes%s", s.Updated, s.Desired, atVersion(s.AppliedVersion))
 	}
-	// The message counts the nodes that run a pod of the current template,
-	// available or not (Available says that).
-	r := rollout{true, ReasonRollingOut, "rolling out"}
+	// The message counts the nodes that run a pod of the current template, available or not (Available says that).
+	reason, message = ReasonRollingOut, "rolling out"
 	switch s.State {
 	case fsm.StateUpgrading:
-		r.reason, r.message = ReasonUpgrading, "upgrading"
+		reason, message = ReasonUpgrading, "upgrading"
 	case fsm.StateDrifted:
-		r.reason, r.message = ReasonRestoring, "restoring after an external change: rolling out"
+		reason, message = ReasonRestoring, "restoring after an external change: rolling out"
 	}
 	to := ""
 	if s.Version != "" {
 		to = " to " + s.Version
 	}
 	if s.Updated >= s.Desired { // not RolledOut, so the counts predate the current generation
-		r.message += to + ": waiting for the DaemonSet controller to observe the new spec"
-	} else {
-		r.message = fmt.Sprintf("%s %d/%d nodes%s", r.message, s.Updated, s.Desired, to)
+		return true, reason, message + to + ": waiting for the DaemonSet controller to observe the new spec"
 	}
-	return r
+	return true, reason, fmt.Sprintf("%s %d/%d nodes%s", message, s.Updated, s.Desired, to)
 }
 
 func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
@@ -227,8 +213,7 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	case failing(s) && s.FailurePersists:
 		c.Reason, c.Message = failureReason(s.State), failureMessage(s)
 	case s.Conflict != nil:
-		// Before RolloutStuck: each of the other writer's changes starts a
-		// rollout of its own, so the fight is the cause of a stuck one.
+		// Before RolloutStuck: each of the other writer's changes starts a rollout, so the fight causes a stuck one.
 		c.Reason, c.Message = ReasonConflictingWriter, s.Conflict.message()
 	case s.Stuck != nil && tooFewPods(s):
 		c.Reason, c.Message = ReasonRolloutStuck, s.Stuck.Message(s)
@@ -250,33 +235,18 @@ func failing(s Snapshot) bool { return s.Failures >= 1 && s.LastError != nil }
 
 // failureReason: the states that remove the DaemonSet fail on deletes, the others on applies.
 func failureReason(s fsm.State) string {
-	if !s.Enabled() {
-		return ReasonDeleteFailed
-	}
-	return ReasonApplyFailed
+	return map[bool]string{true: ReasonApplyFailed, false: ReasonDeleteFailed}[s.Enabled()]
 }
 
-// failureMessage names no count and no delay: they change with every retry, so a
-// retry that fails the same way writes nothing; the Warning Event and metrics carry them.
+// failureMessage names no count and no delay: they change with every retry, and one that fails the same
+// way must write nothing (the Warning Event and metrics carry them).
 func failureMessage(s Snapshot) string {
-	action := "apply"
-	if !s.State.Enabled() {
-		action = "delete"
-	}
+	action := map[bool]string{true: "apply", false: "delete"}[s.State.Enabled()]
 	return fmt.Sprintf("the last %s failed: %v; retrying with backoff", action, s.LastError)
 }
 
 func configMessage(err error) string {
 	return fmt.Sprintf("insights-config rejected, keeping the last good config: %v", err)
-}
-
-// terminatingMessage says what the deletion waits for: a DELETE that returned is not an object gone.
-func terminatingMessage(s Snapshot) string {
-	msg := "removing the runtime extractor, as insights-config disables it: the DaemonSet is being deleted"
-	if len(s.Finalizers) == 0 {
-		return msg + "; its pods run until it is gone"
-	}
-	return msg + waitsFor(s) + "; its pods run until then"
 }
 
 // waitsFor names the finalizers the deletion waits for, "" when none.
@@ -288,17 +258,14 @@ func waitsFor(s Snapshot) string {
 		map[bool]string{true: "finalizer", false: "finalizers"}[len(s.Finalizers) == 1], strings.Join(s.Finalizers, ", "))
 }
 
-// unavailableMessage names how many nodes that should run a pod have none
-// available, against maxUnavailable, and a few of them.
+// unavailableMessage names how many nodes that should run a pod have none available, against
+// maxUnavailable, and a few of them.
 func unavailableMessage(s Snapshot) string {
 	n := s.Desired - s.Available
 	if n <= 0 {
 		return ""
 	}
-	msg := fmt.Sprintf("; %d nodes have no available pod", n)
-	if n == 1 {
-		msg = "; 1 node has no available pod"
-	}
+	msg := fmt.Sprintf("; %d %s no available pod", n, map[bool]string{true: "node has", false: "nodes have"}[n == 1])
 	if over, known := overMaxUnavailable(s); known {
 		msg += fmt.Sprintf(" (%s maxUnavailable %d)", map[bool]string{true: "more than", false: "within"}[over], s.MaxUnavailable)
 	}
@@ -336,18 +303,15 @@ func roundBackoff(d time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-// MaxMessageBytes bounds a condition or Event message: an error can quote
-// insights-config whole (hundreds of kilobytes), and the gist is enough.
+// MaxMessageBytes bounds a condition or Event message: an error can quote insights-config whole (hundreds of KB).
 const MaxMessageBytes = 1024
 
-// CapMessage cuts msg to MaxMessageBytes on a UTF-8 boundary, ending with a marker
-// of how many bytes were cut.
+// CapMessage cuts msg to MaxMessageBytes on a UTF-8 boundary, ending with a marker of how many bytes were cut.
 func CapMessage(msg string) string {
 	if len(msg) <= MaxMessageBytes {
 		return msg
 	}
-	// The marker for len(msg) is at least as long as the one for the bytes
-	// actually cut, so reserving its length keeps the result within bounds.
+	// Reserving the marker for len(msg), at least as long as the one for the bytes cut, keeps within bounds.
 	keep := MaxMessageBytes - len(cutMarker(len(msg)))
 	for keep > 0 && !utf8.RuneStart(msg[keep]) {
 		keep--

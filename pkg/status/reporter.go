@@ -25,36 +25,30 @@ import (
 // DefaultClusterOperatorName is the Insights Operator's ClusterOperator, the default target.
 const DefaultClusterOperatorName = "insights"
 
-// FieldManager owns the RuntimeExtractor* conditions. Distinct from every other
-// writer's, it lets server-side apply merge our entries of status.conditions (keyed
-// by type) with theirs.
+// FieldManager owns the RuntimeExtractor* conditions; distinct from every other writer's, it lets
+// server-side apply merge our entries of status.conditions (keyed by type) with theirs.
 const FieldManager = "runtime-extractor-controller-status"
 
-// ErrMissing is wrapped by Report when the ClusterOperator or its API does not
-// exist: nothing was written, and the conditions wait for it to appear.
+// ErrMissing is wrapped by Report when the ClusterOperator or its API does not exist: nothing was written.
 var ErrMissing = errors.New("clusteroperator not found")
 
-// Reporter writes the RuntimeExtractor* conditions to a ClusterOperator by
-// server-side apply of the status subresource: no read before a write, and no
-// conflict with another writer's UpdateStatus of the whole list, which keeps the
-// entries it does not know. It writes only when they differ from what the server
-// is known to carry (the Observe'd informer's view, else its last apply), keeping
-// LastTransitionTime while a status holds. Safe for concurrent use.
+// Reporter writes the RuntimeExtractor* conditions to a ClusterOperator by server-side apply of the status
+// subresource: no read before a write, and no conflict with another writer's UpdateStatus of the whole list.
+// It writes only when they differ from what the server is known to carry (the Observe'd informer's view,
+// else its last apply), keeping LastTransitionTime while a status holds. Safe for concurrent use.
 type Reporter struct {
 	client configv1client.ClusterOperatorsGetter
 	name   string
 	clock  clock.PassiveClock
 
-	mu sync.Mutex
-	// Until lister has synced (forever without the CRD), the Reporter works from applied.
-	lister  configv1listers.ClusterOperatorLister
+	mu      sync.Mutex
+	lister  configv1listers.ClusterOperatorLister // until synced (forever without the CRD), Report uses applied
 	synced  cache.InformerSynced
 	changed chan struct{}
 	applied []configv1.ClusterOperatorStatusCondition // with transition times; nil when unknown
-	// appliedOver is the resourceVersion the lister showed at our apply, appliedAs
-	// the one our apply returned. While the lister shows appliedOver, or a version
-	// older than appliedAs (a write just before ours whose event came after), the
-	// cache lags our apply and applied is the better knowledge.
+	// appliedOver is the resourceVersion the lister showed at our apply, appliedAs the one it returned. While the
+	// lister shows appliedOver, or one older than appliedAs (a write just before ours whose event came after),
+	// the cache lags our apply and applied is the better knowledge.
 	appliedOver string
 	appliedAs   string
 	missing     bool // logs "not found" once per absence, not on every Report
@@ -71,9 +65,8 @@ func NewReporter(client configv1client.ClusterOperatorsGetter, name string) *Rep
 // Name is the ClusterOperator the Reporter writes to.
 func (r *Reporter) Name() string { return r.name }
 
-// Observe makes the Reporter compare against informer's view of that one ClusterOperator,
-// so changes by others are noticed without a read, and signals each on Changed. The
-// caller starts the informer and waits for its sync before the first Report.
+// Observe makes the Reporter compare against informer's view of its ClusterOperator, so changes by others
+// need no read, and signal each on Changed. The caller starts the informer and syncs it before the first Report.
 func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) error {
 	notifyChanged := func() {
 		select {
@@ -98,12 +91,10 @@ func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) e
 // Changed is notified (coalesced) when the observed ClusterOperator changes; never without Observe.
 func (r *Reporter) Changed() <-chan struct{} { return r.changed }
 
-// Report applies the conditions of s when they differ from what the server
-// carries. A missing ClusterOperator or CRD is returned as ErrMissing; while an
-// Observe'd informer shows it absent, Report makes no request.
+// Report applies the conditions of s when they differ from what the server carries. A missing
+// ClusterOperator or CRD is returned as ErrMissing; while an Observe'd informer shows it absent, no request.
 func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	want := Conditions(s)
-
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	logger := klog.FromContext(ctx).WithValues("clusterOperator", r.name)
@@ -124,7 +115,12 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 			known = co.Status.Conditions
 		}
 	}
-	next := owned(known)
+	next := make([]configv1.ClusterOperatorStatusCondition, 0, len(ConditionTypes)) // ours, in ConditionTypes order
+	for _, t := range ConditionTypes {
+		if c := v1helpers.FindStatusCondition(known, t); c != nil {
+			next = append(next, *c)
+		}
+	}
 	if SameConditions(next, want) {
 		return nil
 	}
@@ -141,12 +137,12 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		r.applied = nil
+		missing := apierrors.IsNotFound(err) || meta.IsNoMatchError(err) // the ClusterOperator or its API
 		switch {
-		case isMissing(err) && shown:
-			// An API server that just restarted serves the custom resource moments
-			// later, and no change of the object will say when: retry, do not wait.
+		case missing && shown:
+			// A restarted API server serves the custom resource moments later, and no change will say when: retry.
 			return fmt.Errorf("report conditions on clusteroperator %s, which the informer shows: %w", r.name, err)
-		case isMissing(err):
+		case missing:
 			r.setMissing(logger, true)
 			return fmt.Errorf("report conditions on clusteroperator %s: %w: %w", r.name, ErrMissing, err)
 		}
@@ -157,9 +153,8 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	return nil
 }
 
-// olderThan reports whether resourceVersion a is older than b, as etcd revisions
-// only grow. A non-number (another storage) is never older: the cache is
-// believed, at the cost of at most one needless apply.
+// olderThan reports whether resourceVersion a is older than b, as etcd revisions only grow. A non-number
+// (another storage) is never older: the cache is believed, at the cost of at most one needless apply.
 func olderThan(a, b string) bool {
 	x, errA := strconv.ParseUint(a, 10, 64)
 	y, errB := strconv.ParseUint(b, 10, 64)
@@ -174,20 +169,6 @@ func (r *Reporter) setMissing(logger klog.Logger, missing bool) {
 		logger.Info("ClusterOperator found, reporting runtime extractor conditions")
 	}
 	r.missing = missing
-}
-
-// isMissing: the ClusterOperator, or the ClusterOperator API, does not exist.
-func isMissing(err error) bool { return apierrors.IsNotFound(err) || meta.IsNoMatchError(err) }
-
-// owned copies the owned conditions out of conds, in ConditionTypes order.
-func owned(conds []configv1.ClusterOperatorStatusCondition) []configv1.ClusterOperatorStatusCondition {
-	out := make([]configv1.ClusterOperatorStatusCondition, 0, len(ConditionTypes))
-	for _, t := range ConditionTypes {
-		if c := v1helpers.FindStatusCondition(conds, t); c != nil {
-			out = append(out, *c)
-		}
-	}
-	return out
 }
 
 // SameConditions reports whether a and b hold the same conditions in order, LastTransitionTime aside.

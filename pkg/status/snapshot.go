@@ -11,50 +11,42 @@ import (
 type Snapshot struct {
 	State   fsm.State
 	Version string // the target release version, "" when unknown
-	// Desired, Updated and Available are the DaemonSet's desiredNumberScheduled,
-	// updatedNumberScheduled and numberAvailable; 0 when absent.
+	// The DaemonSet's desiredNumberScheduled, updatedNumberScheduled and numberAvailable; 0 when absent.
 	Desired, Updated, Available int32
 	Failures                    int           // consecutive failed actions; 0 once one succeeds
 	LastError                   error         // nil when healthy
 	RetryIn                     time.Duration // 0 when no retry is pending
-	// FailurePersists: LastError has lasted the Degraded inertia, or no retry can
-	// fix it. Only then is Degraded True for it (Progressing says it before): the
-	// ClusterOperator contract wants Degraded for a lasting state, not a blip.
+	// FailurePersists: LastError has lasted the Degraded inertia, or no retry can fix it. Only then is Degraded
+	// True for it (Progressing says it before): the contract wants Degraded for a lasting state, not a blip.
 	FailurePersists bool
 	ConfigError     error              // why insights-config was rejected (the last good one is kept)
 	Stuck           *RolloutStuck      // while the rollout made no progress for the rollout deadline
 	Conflict        *ConflictingWriter // while another writer keeps undoing the controller's repairs
 	RepairWaits     *RepairWait        // while the repair gate holds a repair back for its budget
 
-	// Holding: insights-config is invalid and this process has seen no good
-	// config since it started, so it changes nothing (State stays as it began).
+	// Holding: insights-config is invalid and none valid was seen since the start: the controller changes nothing.
 	Holding        bool
 	Present        bool   // the DaemonSet exists in the controller's cache
 	AppliedVersion string // the DaemonSet's version annotation; "" when absent or unannotated
-	// RolledOut: the DaemonSet controller observed the current generation and
-	// every node that should run a pod runs one of the current template
-	// (resources.Rollout.Complete). Availability is not part of it.
+	// RolledOut: the DaemonSet controller observed the current generation and every node that should run a pod
+	// runs one of the current template (resources.Rollout.Complete); availability aside.
 	RolledOut bool
-	// MaxUnavailable is the DaemonSet's maxUnavailable resolved against Desired as
-	// the DaemonSet controller does; -1 when it has none (OnDelete, or unresolvable).
+	// MaxUnavailable is the DaemonSet's maxUnavailable resolved against Desired as the DaemonSet controller
+	// does; -1 when it has none (OnDelete, or unresolvable).
 	MaxUnavailable int32
-	// UnavailableNodes names a few nodes (sorted) whose pod is not ready, read once
-	// the unavailable count of a rolled-out DaemonSet has settled; nil when not read
-	// (yet), when the read failed, or when none.
+	// UnavailableNodes names a few nodes (sorted) whose pod is not ready, read once the unavailable count of a
+	// rolled-out DaemonSet has settled; nil when not read (yet), when the read failed, or when none.
 	UnavailableNodes       []string
-	UnavailableNodesDenied bool // RBAC forbids listing pods (DeniedPodsList)
-	// Terminating: the DaemonSet has a deletionTimestamp; Finalizers are what its
-	// deletion waits for.
-	Terminating bool
-	Finalizers  []string
-	// TLSProfileUnknown says why the cluster TLS profile cannot be read and what
-	// kube-rbac-proxy gets meanwhile; "" when it is known.
+	UnavailableNodesDenied bool     // RBAC forbids listing pods (DeniedPodsList)
+	Terminating            bool     // the DaemonSet has a deletionTimestamp
+	Finalizers             []string // what its deletion waits for
+	// TLSProfileUnknown says why the cluster TLS profile cannot be read and what kube-rbac-proxy gets
+	// meanwhile; "" when it is known.
 	TLSProfileUnknown string
 }
 
-// Equal reports whether s and o say the same (errors compare by message). It
-// leaves out Failures and RetryIn: they change with every retry and no condition
-// shows them, so a retry that fails as the last one did changes no status.
+// Equal reports whether s and o say the same (errors compare by message). It leaves out Failures and RetryIn:
+// they change with every retry and no condition shows them, so a retry failing as the last changes no status.
 func (s Snapshot) Equal(o Snapshot) bool {
 	return s.State == o.State && s.Version == o.Version &&
 		s.Desired == o.Desired && s.Updated == o.Updated && s.Available == o.Available &&

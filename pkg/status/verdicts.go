@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// RolloutStuck describes a rollout that made no progress for the deadline. The
-// deadline is its inertia, so Degraded reports it at once.
+// RolloutStuck describes a rollout that made no progress for the deadline, its inertia: Degraded says it at once.
 type RolloutStuck struct {
 	For      time.Duration // without progress, at least the deadline
 	NotReady int32         // nodes that should run a pod but have none available
@@ -17,8 +16,7 @@ type RolloutStuck struct {
 	Denied   []string      // the diagnosis reads RBAC forbids (Denied*); the message says so
 }
 
-// Message says it for s, in Degraded when the rollout leaves too few pods, else
-// in Progressing, and in the RolloutStuck Event either way.
+// Message says it for s: in Degraded when the rollout leaves too few pods, else in Progressing; and in the Event.
 func (r *RolloutStuck) Message(s Snapshot) string {
 	msg := fmt.Sprintf("rollout made no progress for %s: %d of %d nodes not ready", roundBackoff(r.For), r.NotReady, s.Desired)
 	switch {
@@ -43,8 +41,7 @@ func (r *RolloutStuck) equal(o *RolloutStuck) bool {
 	return r.NotReady == o.NotReady && slices.Equal(r.Nodes, o.Nodes) && r.Warning == o.Warning && slices.Equal(r.Denied, o.Denied)
 }
 
-// ConflictingWriter describes a tug-of-war: other writers keep undoing the
-// controller's repairs of the DaemonSet.
+// ConflictingWriter describes a tug-of-war: other writers keep undoing the controller's repairs of the DaemonSet.
 type ConflictingWriter struct {
 	Writers     []WriterCount // whose changes were repaired, most repairs first, at most a few
 	Repairs     int           // since the fight's first repair
@@ -52,16 +49,15 @@ type ConflictingWriter struct {
 	RepairEvery time.Duration // the repair backoff now
 }
 
-// WriterCount is one writer of a fight: its field manager, or a description
-// when managedFields names no one, and how many of its changes were repaired.
+// WriterCount is one writer of a fight: its field manager (or a description when managedFields names no one),
+// and how many of its changes were repaired.
 type WriterCount struct {
 	Manager string
 	Repairs int
 }
 
-// message names the writers, not their counts nor the fight's length: those grow,
-// and the Warning Events and the metrics carry them. It needs no inertia: the
-// verdict takes several undos, or a spent repair budget.
+// message names the writers, not their counts nor the fight's length: those grow, and the Warning Events and
+// metrics carry them. It needs no inertia: the verdict takes several undos, or a spent repair budget.
 func (w *ConflictingWriter) message() string {
 	return fmt.Sprintf("another writer keeps undoing the controller's repairs of the DaemonSet: changes by %s; "+
 		"repairs now come at most every %s. Likely another copy of this controller with another manifest "+
@@ -88,8 +84,7 @@ func (w *ConflictingWriter) managers() []string {
 	return names
 }
 
-// equal compares what message says: a status write for each repair of a fight
-// would be a fight of its own.
+// equal compares what message says: a status write for each repair of a fight would be a fight of its own.
 func (w *ConflictingWriter) equal(o *ConflictingWriter) bool {
 	if w == nil || o == nil {
 		return w == o
@@ -97,8 +92,7 @@ func (w *ConflictingWriter) equal(o *ConflictingWriter) bool {
 	return w.RepairEvery == o.RepairEvery && slices.Equal(w.managers(), o.managers())
 }
 
-// RepairWait is someone else's change whose repair the repair gate holds back
-// until its budget allows it.
+// RepairWait is someone else's change whose repair the repair gate holds back until its budget allows it.
 type RepairWait struct {
 	Writers []string  // whose change waits, sorted: field managers, or descriptions
 	At      time.Time // when the repair will be made
