@@ -60,8 +60,7 @@ type Metrics struct {
 	legacyDone bool // RegisterLegacy succeeded
 }
 
-// New returns the collectors, unregistered. The state, drift and Apply/Delete
-// action series start at zero, so rate() works before the first observation.
+// New returns the collectors, unregistered, with the state, drift and Apply/Delete action series at 0 for rate().
 func New() *Metrics {
 	m := &Metrics{now: time.Now, managers: map[string]bool{}}
 	m.state = m.gaugeVec("state", []string{"state"},
@@ -123,8 +122,7 @@ func (m *Metrics) counterVec(name string, labels []string, help string) *prometh
 	return collect(m, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels))
 }
 
-// StateHolding is the state series that is 1 instead of the machine's state while an invalid
-// insights-config (none valid seen yet) keeps the controller from acting on anything.
+// StateHolding is the series that is 1 instead of any state while the controller holds (status.Snapshot.Holding).
 const StateHolding = "Holding"
 
 // SetState marks the initial state s as current, counting no transition.
@@ -203,8 +201,7 @@ const (
 	OtherManager   = "other"   // any manager once MaxManagers values are taken
 )
 
-// MaxManagers bounds the distinct manager values besides OtherManager: a client names
-// its field manager freely, and a hostile one must not grow the series.
+// MaxManagers bounds the manager values besides OtherManager: a hostile client must not grow the series.
 const MaxManagers = 10
 
 // maxManagerBytes bounds a label value; the API server allows 128 characters.
@@ -249,9 +246,8 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return RegisterAll(reg, m.Collectors()...)
 }
 
-// RegisterLegacy registers every collector with component-base's legacy registry, which library-go's
-// controllercmd serves on /metrics. Again on the same Metrics it is a no-op; a second Metrics fails
-// on the names and leaves the first served.
+// RegisterLegacy registers every collector in component-base's legacy registry (library-go's /metrics). Again on
+// the same Metrics it is a no-op; a second Metrics fails on the names and leaves the first served.
 func (m *Metrics) RegisterLegacy() error {
 	m.legacyMu.Lock()
 	defer m.legacyMu.Unlock()

@@ -23,8 +23,7 @@ const (
 // ConditionTypes lists the owned condition types in the order Conditions returns them.
 var ConditionTypes = []configv1.ClusterStatusConditionType{ConditionAvailable, ConditionProgressing, ConditionDegraded}
 
-// Condition reasons, CamelCase as the API conventions want them; docs/operations.md
-// says when each is given.
+// Condition reasons, CamelCase as the API conventions want; docs/operations.md says when each is given.
 const (
 	ReasonAsExpected        = "AsExpected"
 	ReasonDisabled          = "Disabled"
@@ -53,8 +52,7 @@ func DegradedReasons() []string {
 	return []string{ReasonApplyFailed, ReasonDeleteFailed, ReasonConflictingWriter, ReasonRolloutStuck, ReasonInvalidConfig}
 }
 
-// Conditions derives the three conditions from s, in ConditionTypes order, as docs/operations.md lays out;
-// LastTransitionTime is left to the Reporter.
+// Conditions derives the conditions from s in ConditionTypes order (docs/operations.md), LastTransitionTime aside.
 func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	if s.State == "" { // caches not synced yet
 		out := make([]configv1.ClusterOperatorStatusCondition, 0, len(ConditionTypes))
@@ -168,10 +166,9 @@ func removing(s Snapshot) bool { return s.State == fsm.StateDisabled || s.State 
 // servesPods: a pod is available, or the DaemonSet wants none.
 func servesPods(s Snapshot) bool { return s.Available > 0 || s.Desired == 0 }
 
-// rolloutOf says what the cluster shows of an enabled runtime extractor: whether it progresses, the
-// reason Available shares, and Progressing's message. It reads the cluster, not the machine's history, so a
-// replica that starts now and one that ran all along say the same; only a rollout with pods still to update
-// takes its reason from the state, which knows what started it.
+// rolloutOf says whether an enabled runtime extractor progresses, the reason Available shares and Progressing's
+// message, from the cluster, not the machine's history, so a new replica and an old one agree. Only a rollout
+// with pods still to update takes its reason from the state, which knows what started it.
 func rolloutOf(s Snapshot) (progressing bool, reason, message string) {
 	switch {
 	case s.Terminating: // deleted before insights-config enabled it again
@@ -258,8 +255,7 @@ func waitsFor(s Snapshot) string {
 		map[bool]string{true: "finalizer", false: "finalizers"}[len(s.Finalizers) == 1], strings.Join(s.Finalizers, ", "))
 }
 
-// unavailableMessage names how many nodes that should run a pod have none available, against
-// maxUnavailable, and a few of them.
+// unavailableMessage names how many nodes lack an available pod, against maxUnavailable, and a few of them.
 func unavailableMessage(s Snapshot) string {
 	n := s.Desired - s.Available
 	if n <= 0 {

@@ -32,10 +32,9 @@ const FieldManager = "runtime-extractor-controller-status"
 // ErrMissing is wrapped by Report when the ClusterOperator or its API does not exist: nothing was written.
 var ErrMissing = errors.New("clusteroperator not found")
 
-// Reporter writes the RuntimeExtractor* conditions to a ClusterOperator by server-side apply of the status
-// subresource: no read before a write, and no conflict with another writer's UpdateStatus of the whole list.
-// It writes only when they differ from what the server is known to carry (the Observe'd informer's view,
-// else its last apply), keeping LastTransitionTime while a status holds. Safe for concurrent use.
+// Reporter writes the RuntimeExtractor* conditions by server-side apply of a ClusterOperator's status: no read
+// first, no conflict with another writer's UpdateStatus. It writes only when they differ from what the server
+// carries (the informer's view, else its last apply), keeping LastTransitionTime. Safe for concurrent use.
 type Reporter struct {
 	client configv1client.ClusterOperatorsGetter
 	name   string

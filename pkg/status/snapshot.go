@@ -31,8 +31,7 @@ type Snapshot struct {
 	// RolledOut: the DaemonSet controller observed the current generation and every node that should run a pod
 	// runs one of the current template (resources.Rollout.Complete); availability aside.
 	RolledOut bool
-	// MaxUnavailable is the DaemonSet's maxUnavailable resolved against Desired as the DaemonSet controller
-	// does; -1 when it has none (OnDelete, or unresolvable).
+	// The DaemonSet's maxUnavailable resolved against Desired as its controller does; -1 for none or unresolvable.
 	MaxUnavailable int32
 	// UnavailableNodes names a few nodes (sorted) whose pod is not ready, read once the unavailable count of a
 	// rolled-out DaemonSet has settled; nil when not read (yet), when the read failed, or when none.
@@ -40,8 +39,7 @@ type Snapshot struct {
 	UnavailableNodesDenied bool     // RBAC forbids listing pods (DeniedPodsList)
 	Terminating            bool     // the DaemonSet has a deletionTimestamp
 	Finalizers             []string // what its deletion waits for
-	// TLSProfileUnknown says why the cluster TLS profile cannot be read and what kube-rbac-proxy gets
-	// meanwhile; "" when it is known.
+	// TLSProfileUnknown: why the cluster TLS profile is unreadable and what kube-rbac-proxy gets; "" when known.
 	TLSProfileUnknown string
 }
 

@@ -49,8 +49,7 @@ type ConflictingWriter struct {
 	RepairEvery time.Duration // the repair backoff now
 }
 
-// WriterCount is one writer of a fight: its field manager (or a description when managedFields names no one),
-// and how many of its changes were repaired.
+// WriterCount is one writer of a fight: its field manager (or a description), and how many changes were repaired.
 type WriterCount struct {
 	Manager string
 	Repairs int
