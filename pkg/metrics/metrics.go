@@ -274,12 +274,10 @@ func RegisterAll(reg prometheus.Registerer, collectors ...prometheus.Collector) 
 	return nil
 }
 
-// DevVersion is the version of a binary built with neither an -ldflags -X value
-// nor a module version (go build in a work tree reports "(devel)").
+// DevVersion is the version of a binary built with no -ldflags -X value nor module version ("(devel)").
 const DevVersion = "v0.0.0-dev"
 
-// NewBuildInfo returns the constant build_info gauge, labelled with version
-// (DevVersion when empty) and the Go version; an embedder has its own.
+// NewBuildInfo returns the build_info gauge of version (DevVersion when empty); an embedder has its own.
 func NewBuildInfo(version string) prometheus.Collector {
 	if version == "" {
 		version = DevVersion

@@ -1,5 +1,4 @@
-// Package status reports the runtime extractor's state as conditions on a
-// ClusterOperator, so an admin can see what the controller does, and why, without its logs.
+// Package status reports the runtime extractor's state as ClusterOperator conditions, so admins need no logs.
 package status
 
 import (

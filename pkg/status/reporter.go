@@ -25,8 +25,7 @@ import (
 // DefaultClusterOperatorName is the Insights Operator's ClusterOperator, the default target.
 const DefaultClusterOperatorName = "insights"
 
-// FieldManager owns the RuntimeExtractor* conditions; distinct from every other writer's, it lets
-// server-side apply merge our entries of status.conditions (keyed by type) with theirs.
+// FieldManager owns the RuntimeExtractor* conditions, distinct so server-side apply merges them with others'.
 const FieldManager = "runtime-extractor-controller-status"
 
 // ErrMissing is wrapped by Report when the ClusterOperator or its API does not exist: nothing was written.
