@@ -15,17 +15,14 @@ type edge struct {
 	events   []string
 }
 
-// edges returns the rows that change state or ask for an action: drawn, the rest
-// would bury the diagram in self-loops (the Markdown table has them).
+// edges returns the rows that change state or ask for an action: the idle self-loops
+// would bury the diagram (the Markdown table has them).
 func edges() []edge {
-	order := map[State]int{}
-	for i, s := range States() {
-		order[s] = i
-	}
+	order := func(s State) int { return slices.Index(States(), s) }
 	rows := slices.Clone(table)
 	slices.SortStableFunc(rows, func(a, b Row) int {
-		return cmp.Or(cmp.Compare(order[a.From], order[b.From]),
-			cmp.Compare(order[a.To], order[b.To]), cmp.Compare(a.Action, b.Action))
+		return cmp.Or(cmp.Compare(order(a.From), order(b.From)),
+			cmp.Compare(order(a.To), order(b.To)), cmp.Compare(a.Action, b.Action))
 	})
 	var out []edge
 	for _, r := range rows {
@@ -52,8 +49,7 @@ func (e edge) label() string {
 // Mermaid renders the machine as a Mermaid stateDiagram-v2.
 func Mermaid() string {
 	var b strings.Builder
-	b.WriteString("stateDiagram-v2\n")
-	fmt.Fprintf(&b, "    [*] --> %s\n", StateDisabled)
+	fmt.Fprintf(&b, "stateDiagram-v2\n    [*] --> %s\n", StateDisabled)
 	for _, e := range edges() {
 		fmt.Fprintf(&b, "    %s --> %s: %s\n", e.from, e.to, e.label())
 	}
@@ -63,10 +59,8 @@ func Mermaid() string {
 // DOT renders the machine as a Graphviz digraph.
 func DOT() string {
 	var b strings.Builder
-	b.WriteString("digraph runtime_extractor {\n")
-	b.WriteString("    rankdir=LR;\n    node [shape=box, style=rounded];\n")
-	b.WriteString("    start [shape=point];\n")
-	fmt.Fprintf(&b, "    start -> %s;\n", StateDisabled)
+	fmt.Fprintf(&b, "digraph runtime_extractor {\n    rankdir=LR;\n    node [shape=box, style=rounded];\n"+
+		"    start [shape=point];\n    start -> %s;\n", StateDisabled)
 	for _, s := range States() {
 		fmt.Fprintf(&b, "    %s;\n", s)
 	}

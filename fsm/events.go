@@ -43,31 +43,26 @@ type Disabled struct{}
 // VersionChanged says the cluster's target release version changed.
 type VersionChanged struct{ From, To string }
 
-// Modified says someone else changed the DaemonSet (spec, or owned labels or
-// annotations), or it appeared without the controller creating it.
+// Modified says someone else changed the DaemonSet's spec, owned labels or annotations, or created it.
 type Modified struct{ Generation int64 }
 
 // Deleted says the DaemonSet disappeared.
 type Deleted struct{}
 
-// RolloutComplete says object UID at Generation is observed and every node that
-// should run its pod runs that generation's template (updated == desired).
-// Availability is not part of it: an unavailable pod leaves nothing to roll out,
-// and the conditions report it. Machine.Fire guards it.
+// RolloutComplete says every node runs object UID's Generation (updated == desired);
+// unavailable pods leave nothing to roll out (conditions report them). Fire guards it.
 type RolloutComplete struct {
 	UID        string
 	Generation int64
 }
 
-// Applied says an apply created the DaemonSet or changed its spec (the generation
-// moved), so its pods roll; the result is object UID at Generation.
+// Applied says an apply created the DaemonSet or moved its generation, so its pods roll.
 type Applied struct {
 	UID        string
 	Generation int64
 }
 
-// AppliedUnchanged says an apply left the pods as they were: it wrote nothing, or
-// only repaired metadata (the generation did not move).
+// AppliedUnchanged says an apply left the generation, so the pods, as they were.
 type AppliedUnchanged struct {
 	UID        string
 	Generation int64

@@ -1,8 +1,7 @@
-// Package fsm is the lifecycle state machine of the runtime extractor DaemonSet.
-// It does no I/O: Machine.Fire looks the (state, event) pair up in the transition
-// table and returns the transition, whose Action the caller carries out and whose
-// outcome comes back as another event. The looplab/fsm machine and the diagrams
-// are both built from the table (Table), so the three cannot disagree.
+// Package fsm is the lifecycle state machine of the runtime extractor DaemonSet. It
+// does no I/O: Fire returns the transition whose Action the caller carries out, the
+// outcome coming back as another event. The looplab/fsm machine and the diagrams are
+// built from one table, so they cannot disagree.
 package fsm
 
 // State is a lifecycle state of the managed DaemonSet.
@@ -36,9 +35,7 @@ const (
 	ActionNone   Action = "None"
 	ActionApply  Action = "Apply"  // apply the DaemonSet computed from the current inputs
 	ActionDelete Action = "Delete" // delete the DaemonSet if the cache shows it present
-	// ActionRetry re-asserts the level after a backoff (the observed config re-fired
-	// as Enabled or Disabled): a retry runs what the state then wants, never a stale action.
-	ActionRetry Action = "Retry"
+	ActionRetry  Action = "Retry"  // after a backoff, re-fire the config as Enabled/Disabled: never a stale action
 )
 
 // Actions lists every action in a stable order (a new slice on each call).
@@ -46,11 +43,10 @@ func Actions() []Action { return []Action{ActionNone, ActionApply, ActionDelete,
 
 // Transition is what one Fire did.
 type Transition struct {
-	From   State
-	To     State
-	Event  Event
-	Action Action
-	Note   string // explains a guarded decision, e.g. an ignored stale RolloutComplete
+	From, To State
+	Event    Event
+	Action   Action
+	Note     string // explains a guarded decision, e.g. an ignored stale RolloutComplete
 }
 
 // Changed reports whether the state moved.

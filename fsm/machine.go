@@ -23,14 +23,13 @@ type rowKey struct {
 	event EventName
 }
 
-// Machine is the lifecycle state machine. One goroutine drives it (a mutex only
-// keeps a concurrent Fire from corrupting it); State may be read from any goroutine.
+// Machine is the lifecycle state machine. One goroutine drives it (the mutex only
+// guards against a concurrent Fire); State may be read from any goroutine.
 type Machine struct {
 	mu     sync.Mutex
 	engine *looplab.FSM
-	// applied is what the last successful apply left in place, as the rollout
-	// that completes it; nil before any apply, after a failed one (what is out
-	// there is not what is desired) and once the object is gone.
+	// applied is the rollout that completes the last successful apply; nil before
+	// any, after a failed one (what is out there is not desired) and once it is gone.
 	applied   *RolloutComplete
 	listeners []func(Transition)
 }
@@ -78,11 +77,18 @@ func (m *Machine) next(ev Event) (t Transition, ok bool) {
 	if !ok {
 		return t, false
 	}
-	t.To, t.Action = row.To, row.Action
-	if r, rollout := ev.(RolloutComplete); rollout {
-		if note := m.rejects(r); note != "" {
-			t.To, t.Action, t.Note = from, ActionNone, note
-		}
+	r, rollout := ev.(RolloutComplete)
+	switch a := m.applied; {
+	case !rollout:
+	case a == nil:
+		t.Note = fmt.Sprintf("rollout of generation %d ignored: no successful apply is in place", r.Generation)
+	case r.UID != a.UID:
+		t.Note = fmt.Sprintf("rollout of another object ignored: generation %d of uid %q, last applied uid %q", r.Generation, r.UID, a.UID)
+	case r.Generation != a.Generation:
+		t.Note = fmt.Sprintf("stale rollout: generation %d is not the last applied %d", r.Generation, a.Generation)
+	}
+	if t.Note == "" {
+		t.To, t.Action = row.To, row.Action
 	}
 	return t, true
 }
@@ -108,8 +114,7 @@ func (m *Machine) Fire(ev Event) (Transition, error) {
 		m.applied = nil
 	}
 	if t.Changed() {
-		// A background context: the transition has no callbacks to cancel. The
-		// state moves, so looplab's NoTransitionError (a self-transition) cannot occur.
+		// No callbacks to cancel; the state moves, so no NoTransitionError either.
 		if err := m.engine.Event(context.Background(), string(ev.Name())); err != nil {
 			m.mu.Unlock()
 			return Transition{From: t.From, To: t.From, Event: ev, Action: ActionNone}, fmt.Errorf("fsm: fire %s in %s: %w", ev.Name(), t.From, err)
@@ -124,26 +129,11 @@ func (m *Machine) Fire(ev Event) (Transition, error) {
 	return t, nil
 }
 
-// Moves reports whether firing ev now would change the state or ask for an
-// action, so a caller need not fire (and log, and count) a RolloutComplete that
-// moves nothing. Events that record what was applied (Applied, ApplyFailed, ...)
-// must be fired whatever this says.
+// Moves reports whether firing ev now would change the state or ask for an action, so
+// a caller can skip a RolloutComplete that moves nothing; fire apply outcomes regardless.
 func (m *Machine) Moves(ev Event) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, ok := m.next(ev)
 	return ok && (t.Changed() || t.Action != ActionNone)
-}
-
-// rejects returns why r does not complete the last successful apply, or "".
-func (m *Machine) rejects(r RolloutComplete) string {
-	switch a := m.applied; {
-	case a == nil:
-		return fmt.Sprintf("rollout of generation %d ignored: no successful apply is in place", r.Generation)
-	case r.UID != a.UID:
-		return fmt.Sprintf("rollout of another object ignored: generation %d of uid %q, last applied uid %q", r.Generation, r.UID, a.UID)
-	case r.Generation != a.Generation:
-		return fmt.Sprintf("stale rollout: generation %d is not the last applied %d", r.Generation, a.Generation)
-	}
-	return ""
 }

@@ -53,26 +53,20 @@ func ParseScenario(r io.Reader) (*Scenario, error) {
 	return sc, nil
 }
 
-func parseStep(line string) (Step, error) {
+// parseStep's step is partial on error; ParseScenario then drops it.
+func parseStep(line string) (step Step, err error) {
 	evText, want, hasWant := strings.Cut(line, "->")
-	ev, err := ParseEvent(strings.Fields(evText))
-	if err != nil {
-		return Step{}, err
+	if step.Event, err = ParseEvent(strings.Fields(evText)); err != nil || !hasWant {
+		return step, err
 	}
-	step := Step{Event: ev}
-	if hasWant {
-		f := strings.Fields(want)
-		if len(f) != 2 {
-			return Step{}, fmt.Errorf("expectation %q: want \"STATE ACTION\"", strings.TrimSpace(want))
-		}
-		if step.WantState, err = ParseState(f[0]); err != nil {
-			return Step{}, err
-		}
-		if step.WantAction, err = ParseAction(f[1]); err != nil {
-			return Step{}, err
-		}
+	f := strings.Fields(want)
+	if len(f) != 2 {
+		return step, fmt.Errorf("expectation %q: want \"STATE ACTION\"", strings.TrimSpace(want))
 	}
-	return step, nil
+	if step.WantState, err = ParseState(f[0]); err == nil {
+		step.WantAction, err = ParseAction(f[1])
+	}
+	return step, err
 }
 
 // ParseEvent builds an event from its name and arguments, e.g. ["Modified", "3"].
@@ -171,8 +165,7 @@ func (sc *Scenario) Run() ([]Transition, error) {
 	return out, nil
 }
 
-// Transcript renders a run in the scenario format, every expectation filled in
-// from what the machine did, to diff against or write over the scenario file.
+// Transcript renders a run as a scenario whose expectations are what the machine did.
 func Transcript(initial State, ts []Transition) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "initial %s\n", initial)

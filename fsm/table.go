@@ -12,12 +12,10 @@ type Row struct {
 
 // table has one row per (state, event) pair, do-nothing rows included
 // (TestTableIsTotal). Departures from the design proposal, and why:
-//   - AppliedUnchanged is split from Applied: in Running a write starts a rollout
-//     (Deploying) while a no-op keeps Running, so a resync does not churn states.
-//   - Disabled+DeleteFailed goes to Deleting/Retry: something is still there, and
-//     must be retried rather than forgotten.
-//   - An apply outcome in Disabled or Deleting asks for Delete: a DaemonSet exists
-//     that must not, whatever caused it.
+//   - AppliedUnchanged is split from Applied: in Running only a write starts a rollout,
+//     so a resync does not churn states.
+//   - Disabled+DeleteFailed goes to Deleting/Retry: what is still there must be retried.
+//   - An apply outcome in Disabled or Deleting asks for Delete: that DaemonSet must not exist.
 var table = []Row{
 	{StateDisabled, EventEnabled, StateDeploying, ActionApply},
 	{StateDisabled, EventDisabled, StateDisabled, ActionDelete}, // the executor deletes only what the cache shows
