@@ -21,30 +21,6 @@ const (
 	ConfigKey     = "config.yaml"
 )
 
-// Field names of config.yaml. The runtimeExtractor section is decoded
-// strictly: a misspelt scheduling setting must not be silently dropped.
-const (
-	fieldDataReporting           = "dataReporting"
-	fieldDisableRuntimeExtractor = "disableRuntimeExtractor"
-	fieldRuntimeExtractor        = "runtimeExtractor"
-	fieldTolerations             = "tolerations"
-	fieldNodeSelector            = "nodeSelector"
-	fieldPriorityClassName       = "priorityClassName"
-	fieldResources               = "resources"
-	fieldExtractor               = "extractor"
-	fieldExporter                = "exporter"
-	fieldKubeRBACProxy           = "kube-rbac-proxy"
-	fieldLimits                  = "limits"
-	fieldRequests                = "requests"
-)
-
-var (
-	runtimeExtractorFields = []string{fieldNodeSelector, fieldPriorityClassName, fieldResources, fieldTolerations}
-	resourcesFields        = []string{fieldExporter, fieldExtractor, fieldKubeRBACProxy}
-	requirementsFields     = []string{fieldLimits, fieldRequests}
-	tolerationFields       = []string{"effect", "key", "operator", "tolerationSeconds", "value"}
-)
-
 // FromConfigMap reads the configuration from the insights-config ConfigMap; a
 // nil ConfigMap or a missing config.yaml key means the defaults.
 func FromConfigMap(cm *corev1.ConfigMap) (*InsightsConfiguration, error) {
@@ -80,9 +56,17 @@ func Parse(data []byte) (*InsightsConfiguration, error) {
 		return nil, fmt.Errorf("decode %s: %w", ConfigKey, err)
 	}
 
-	cfg, errs := decodeDocument(doc)
+	// An absent, null or refused mapping decodes as nil, whose entries are all absent.
+	d := &decoder{}
+	root := d.mapping(doc, field.NewPath(ConfigKey))
+	p := field.NewPath("dataReporting")
+	dr := d.mapping(root["dataReporting"], p)
+	cfg := Default()
+	cfg.DataReporting.DisableRuntimeExtractor = d.flag(entry(dr, p, "disableRuntimeExtractor"))
+	cfg.DataReporting.RuntimeExtractor = d.runtimeExtractor(entry(dr, p, "runtimeExtractor"))
+	errs := d.errs
 	if len(errs) == 0 {
-		errs = cfg.DataReporting.RuntimeExtractor.Validate(field.NewPath(fieldDataReporting, fieldRuntimeExtractor))
+		errs = cfg.DataReporting.RuntimeExtractor.Validate(p.Child("runtimeExtractor"))
 	}
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()
@@ -95,19 +79,6 @@ type decoder struct {
 	errs field.ErrorList
 }
 
-// decodeDocument relies on an absent, null or refused mapping decoding as nil,
-// whose entries are all absent.
-func decodeDocument(doc any) (*InsightsConfiguration, field.ErrorList) {
-	d := &decoder{}
-	root := d.mapping(doc, field.NewPath(ConfigKey))
-	p := field.NewPath(fieldDataReporting)
-	dr := d.mapping(root[fieldDataReporting], p)
-	cfg := Default()
-	cfg.DataReporting.DisableRuntimeExtractor = d.flag(entry(dr, p, fieldDisableRuntimeExtractor))
-	cfg.DataReporting.RuntimeExtractor = d.runtimeExtractor(entry(dr, p, fieldRuntimeExtractor))
-	return cfg, d.errs
-}
-
 // flag accepts a bool or "true"/"false" in any case, as the insights operator does; null is unset.
 func (d *decoder) flag(v any, p *field.Path) bool {
 	switch t := v.(type) {
@@ -116,11 +87,8 @@ func (d *decoder) flag(v any, p *field.Path) bool {
 	case bool:
 		return t
 	case string:
-		switch {
-		case strings.EqualFold(t, "true"):
-			return true
-		case strings.EqualFold(t, "false"):
-			return false
+		if strings.EqualFold(t, "true") || strings.EqualFold(t, "false") {
+			return strings.EqualFold(t, "true")
 		}
 	}
 	d.errs = append(d.errs, field.TypeInvalid(p, v, `must be a boolean or the string "true" or "false"`))
@@ -128,23 +96,19 @@ func (d *decoder) flag(v any, p *field.Path) bool {
 }
 
 func (d *decoder) runtimeExtractor(v any, p *field.Path) RuntimeExtractor {
-	m := d.section(v, p, runtimeExtractorFields)
+	m := d.section(v, p, "nodeSelector", "priorityClassName", "resources", "tolerations")
 	return RuntimeExtractor{
-		Tolerations:       d.tolerations(entry(m, p, fieldTolerations)),
-		NodeSelector:      d.stringMap(entry(m, p, fieldNodeSelector)),
-		PriorityClassName: d.string(entry(m, p, fieldPriorityClassName)),
-		Resources:         d.resources(entry(m, p, fieldResources)),
+		Tolerations:       d.tolerations(entry(m, p, "tolerations")),
+		NodeSelector:      mapOf[string](d, m["nodeSelector"], p.Child("nodeSelector"), d.string),
+		PriorityClassName: d.string(entry(m, p, "priorityClassName")),
+		Resources:         d.resources(entry(m, p, "resources")),
 	}
 }
 
 func (d *decoder) tolerations(v any, p *field.Path) []corev1.Toleration {
-	if v == nil {
-		return nil
-	}
 	items, ok := v.([]any)
-	if !ok {
+	if !ok && v != nil {
 		d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a list"))
-		return nil
 	}
 	var out []corev1.Toleration
 	for i, item := range items {
@@ -153,7 +117,7 @@ func (d *decoder) tolerations(v any, p *field.Path) []corev1.Toleration {
 			d.errs = append(d.errs, field.Required(ip, "must be a toleration, not null"))
 			continue
 		}
-		m := d.section(item, ip, tolerationFields)
+		m := d.section(item, ip, "effect", "key", "operator", "tolerationSeconds", "value")
 		out = append(out, corev1.Toleration{
 			Key:               d.string(entry(m, ip, "key")),
 			Operator:          corev1.TolerationOperator(d.string(entry(m, ip, "operator"))),
@@ -166,34 +130,24 @@ func (d *decoder) tolerations(v any, p *field.Path) []corev1.Toleration {
 }
 
 func (d *decoder) resources(v any, p *field.Path) ContainerResources {
-	var out ContainerResources
-	m := d.section(v, p, resourcesFields)
-	for _, c := range out.containers() {
-		*c.requirements = d.requirements(entry(m, p, c.field))
+	m := d.section(v, p, "exporter", "extractor", "kube-rbac-proxy")
+	return ContainerResources{
+		Extractor:     d.requirements(entry(m, p, "extractor")),
+		Exporter:      d.requirements(entry(m, p, "exporter")),
+		KubeRBACProxy: d.requirements(entry(m, p, "kube-rbac-proxy")),
 	}
-	return out
 }
 
 // requirements returns nil for an absent or null entry: the container keeps its defaults.
 func (d *decoder) requirements(v any, p *field.Path) *corev1.ResourceRequirements {
-	m := d.section(v, p, requirementsFields)
+	m := d.section(v, p, "limits", "requests")
 	if m == nil {
 		return nil
 	}
 	return &corev1.ResourceRequirements{
-		Limits:   d.resourceList(entry(m, p, fieldLimits)),
-		Requests: d.resourceList(entry(m, p, fieldRequests)),
+		Limits:   mapOf[corev1.ResourceName](d, m["limits"], p.Child("limits"), d.quantity),
+		Requests: mapOf[corev1.ResourceName](d, m["requests"], p.Child("requests"), d.quantity),
 	}
-}
-
-func (d *decoder) resourceList(v any, p *field.Path) corev1.ResourceList {
-	return mapOf[corev1.ResourceName](d, v, p, d.quantity)
-}
-
-// stringMap decodes a mapping of strings; a null value stands for "" because
-// YAML writes `key:` for an empty label value.
-func (d *decoder) stringMap(v any, p *field.Path) map[string]string {
-	return mapOf[string](d, v, p, d.string)
 }
 
 // mapOf decodes a mapping, each value by value, in key order for a stable list
@@ -228,8 +182,9 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 	return q
 }
 
-// section decodes a mapping whose keys must all be in known.
-func (d *decoder) section(v any, p *field.Path, known []string) map[string]any {
+// section decodes a mapping whose keys must all be in known (sorted): in the sections
+// under runtimeExtractor, a misspelt setting must not be silently dropped.
+func (d *decoder) section(v any, p *field.Path, known ...string) map[string]any {
 	m := d.mapping(v, p)
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(known, k) {
@@ -255,15 +210,13 @@ func (d *decoder) mapping(v any, p *field.Path) map[string]any {
 	return m
 }
 
+// string reads null as "": YAML writes `key:` for an empty label value.
 func (d *decoder) string(v any, p *field.Path) string {
-	switch t := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return t
+	s, ok := v.(string)
+	if !ok && v != nil {
+		d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a string"))
 	}
-	d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a string"))
-	return ""
+	return s
 }
 
 func (d *decoder) int64(v any, p *field.Path) *int64 {

@@ -22,10 +22,8 @@ import (
 // ReasonInvalidConfig is the reason of the Warning Event for a rejected config.yaml.
 const ReasonInvalidConfig = "InvalidConfig"
 
-// Source watches the insights-config ConfigMap and keeps the last good
-// configuration; it implements the controller's ConfigNotifier. A config that
-// cannot be read never replaces the last good one; it gets one Warning Event per
-// distinct content and LastError. A deleted ConfigMap means the defaults.
+// Source watches the insights-config ConfigMap and keeps the last good configuration
+// (a deleted ConfigMap means the defaults); it implements the controller's ConfigNotifier.
 type Source struct {
 	recorder events.Recorder
 	informer cache.SharedIndexInformer
@@ -48,8 +46,7 @@ func NewSource(client kubernetes.Interface, recorder events.Recorder) *Source {
 		config:      Default(),
 		subscribers: map[chan struct{}]struct{}{},
 	}
-	// The field selector keeps every other ConfigMap of the namespace out of
-	// the cache; resync is off because handle is level-based already.
+	// Only this ConfigMap is cached; no resync, as handle is level-based already.
 	s.informer = coreinformers.NewFilteredConfigMapInformer(client, Namespace, 0, cache.Indexers{},
 		func(opts *metav1.ListOptions) {
 			opts.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, ConfigMapName).String()
@@ -63,8 +60,7 @@ func NewSource(client kubernetes.Interface, recorder events.Recorder) *Source {
 		// Only possible once the informer has stopped, which it cannot have yet.
 		panic("config: add event handler to a new informer: " + err.Error())
 	}
-	// Synced once the handler has seen the initial list: Config means something from then on.
-	s.synced = reg.HasSynced
+	s.synced = reg.HasSynced // the handler has seen the initial list: Config means something
 	return s
 }
 
@@ -78,9 +74,8 @@ func (s *Source) HasSynced() bool {
 	return s.synced()
 }
 
-// ConfigChanged subscribes: the channel receives a value when the configuration
-// changes, when a config is rejected (see LastError), or when a good config
-// follows a rejected one. Notifications coalesce and never block the Source. The
+// ConfigChanged subscribes: the channel receives a coalesced value when the configuration
+// changes, when a config is rejected (see LastError), or when a good one follows. The
 // idempotent function returned ends the subscription and closes the channel.
 func (s *Source) ConfigChanged() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
@@ -102,9 +97,8 @@ func (s *Source) Config() *InsightsConfiguration {
 	return s.config.DeepCopy()
 }
 
-// HasGoodConfig reports whether a good configuration, or the ConfigMap's
-// absence, has been observed. Until then (say, after a rejected config) Config
-// returns defaults nobody chose: the controller holds whatever the cluster shows.
+// HasGoodConfig reports whether a good configuration, or the ConfigMap's absence, was
+// observed; until then Config returns defaults nobody chose, and the controller holds.
 func (s *Source) HasGoodConfig() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -123,6 +117,8 @@ func (s *Source) LastError() error {
 }
 
 // handle applies one observation of the ConfigMap; a deleted one means the defaults.
+// A rejected config keeps the last good one and is reported once per content: a
+// resync or a metadata-only update must not repeat the Event.
 func (s *Source) handle(obj any, deleted bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
@@ -137,52 +133,39 @@ func (s *Source) handle(obj any, deleted bool) {
 		cm = nil
 	}
 	cfg, err := FromConfigMap(cm)
+
+	s.mu.Lock()
+	var notify bool
 	if err != nil {
-		s.reject(cm.Data[ConfigKey], err)
+		content := cm.Data[ConfigKey]
+		notify = s.badContent == nil || *s.badContent != content
+		s.lastErr, s.badContent = err, &content
+	} else {
+		notify = s.lastErr != nil || !equality.Semantic.DeepEqual(cfg, s.config)
+		s.config, s.good, s.lastErr, s.badContent = cfg, true, nil, nil
+	}
+	if !notify {
+		s.mu.Unlock()
 		return
 	}
-
-	s.mu.Lock()
-	notify := s.lastErr != nil || !equality.Semantic.DeepEqual(cfg, s.config)
-	s.config, s.good, s.lastErr, s.badContent = cfg, true, nil, nil
-	if notify {
-		s.notifyLocked()
-	}
-	s.mu.Unlock()
-	if notify {
-		klog.V(2).InfoS("Runtime extractor configuration changed",
-			"configMap", klog.KRef(Namespace, ConfigMapName),
-			"disableRuntimeExtractor", cfg.DataReporting.DisableRuntimeExtractor)
-	}
-}
-
-// reject keeps the last good configuration and reports content once: a
-// resync or a metadata-only update must not repeat the Event.
-func (s *Source) reject(content string, err error) {
-	s.mu.Lock()
-	repeated := s.badContent != nil && *s.badContent == content
-	s.lastErr, s.badContent = err, &content
-	if !repeated {
-		// Subscribers learn of it to report it; Config still returns the last good one.
-		s.notifyLocked()
-	}
-	s.mu.Unlock()
-	if repeated {
-		return
-	}
-	// Capped, the log line as the Event: the admin's value may be any size; an Event must not.
-	klog.InfoS("Rejected runtime extractor configuration, keeping the last good one",
-		"configMap", klog.KRef(Namespace, ConfigMapName), "err", status.CapMessage(err.Error()))
-	s.recorder.Warning(ReasonInvalidConfig, status.CapMessage(fmt.Sprintf("%v; keeping the last good configuration", err)))
-}
-
-// notifyLocked never blocks: a full buffer already holds a notification. The
-// caller's s.mu keeps cancel from closing a channel mid-send.
-func (s *Source) notifyLocked() {
+	// Never blocks: a full buffer already holds a notification. s.mu keeps a
+	// cancel from closing a channel mid-send.
 	for ch := range s.subscribers {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
+	s.mu.Unlock()
+
+	if err != nil {
+		// Capped, the log line as the Event: the admin's value may be any size; an Event must not.
+		klog.InfoS("Rejected runtime extractor configuration, keeping the last good one",
+			"configMap", klog.KRef(Namespace, ConfigMapName), "err", status.CapMessage(err.Error()))
+		s.recorder.Warning(ReasonInvalidConfig, status.CapMessage(fmt.Sprintf("%v; keeping the last good configuration", err)))
+		return
+	}
+	klog.V(2).InfoS("Runtime extractor configuration changed",
+		"configMap", klog.KRef(Namespace, ConfigMapName),
+		"disableRuntimeExtractor", cfg.DataReporting.DisableRuntimeExtractor)
 }

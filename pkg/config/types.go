@@ -38,21 +38,6 @@ type ContainerResources struct {
 	KubeRBACProxy *corev1.ResourceRequirements `json:"kube-rbac-proxy,omitempty"`
 }
 
-// containerRequirements is one entry of ContainerResources and its config.yaml key.
-type containerRequirements struct {
-	field        string
-	requirements **corev1.ResourceRequirements
-}
-
-// containers lists c's entries in decoding and validation order, for one loop over all.
-func (c *ContainerResources) containers() []containerRequirements {
-	return []containerRequirements{
-		{field: fieldExtractor, requirements: &c.Extractor},
-		{field: fieldExporter, requirements: &c.Exporter},
-		{field: fieldKubeRBACProxy, requirements: &c.KubeRBACProxy},
-	}
-}
-
 // Default returns the configuration used when the ConfigMap, its config.yaml
 // key or its dataReporting section is missing: extractor enabled, default scheduling.
 func Default() *InsightsConfiguration {
@@ -77,7 +62,7 @@ func (r *RuntimeExtractor) DeepCopyInto(out *RuntimeExtractor) {
 		r.Tolerations[i].DeepCopyInto(&out.Tolerations[i])
 	}
 	out.NodeSelector = maps.Clone(r.NodeSelector)
-	for _, c := range out.Resources.containers() {
-		*c.requirements = (*c.requirements).DeepCopy()
-	}
+	out.Resources.Extractor = r.Resources.Extractor.DeepCopy()
+	out.Resources.Exporter = r.Resources.Exporter.DeepCopy()
+	out.Resources.KubeRBACProxy = r.Resources.KubeRBACProxy.DeepCopy()
 }

@@ -12,10 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// requiredOS is the only value the nodeSelector may give kubernetes.io/os:
-// the extractor's images are Linux-only.
-const requiredOS = "linux"
-
 var (
 	supportedOperators = []corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists}
 	supportedEffects   = []corev1.TaintEffect{
@@ -28,25 +24,33 @@ var (
 	}
 )
 
-// Validate applies the API server's pod-spec rules to the scheduling settings,
-// so that a bad one is refused here rather than by the DaemonSet update; p is
-// the path of the section.
+// Validate applies the API server's pod-spec rules to the scheduling settings, so a bad
+// one is refused here rather than by the DaemonSet update; p is the section's path.
 func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i := range r.Tolerations {
-		errs = append(errs, validateToleration(&r.Tolerations[i], p.Child(fieldTolerations).Index(i))...)
+		errs = append(errs, validateToleration(&r.Tolerations[i], p.Child("tolerations").Index(i))...)
 	}
-	errs = append(errs, validateNodeSelector(r.NodeSelector, p.Child(fieldNodeSelector))...)
-	if r.PriorityClassName != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(r.PriorityClassName) {
-			errs = append(errs, field.Invalid(p.Child(fieldPriorityClassName), r.PriorityClassName, msg))
+	// In key order, for a stable message; the images are Linux-only.
+	for _, k := range slices.Sorted(maps.Keys(r.NodeSelector)) {
+		v, kp := r.NodeSelector[k], p.Child("nodeSelector").Key(k)
+		errs = append(errs, metav1validation.ValidateLabelName(k, kp)...)
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(kp, v, msg))
+		}
+		if k == corev1.LabelOSStable && v != "linux" {
+			errs = append(errs, field.Invalid(kp, v, `must be "linux": the runtime extractor runs only on Linux nodes`))
 		}
 	}
-	rp := p.Child(fieldResources)
-	for _, c := range r.Resources.containers() {
-		errs = append(errs, validateRequirements(*c.requirements, rp.Child(c.field))...)
+	if r.PriorityClassName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(r.PriorityClassName) {
+			errs = append(errs, field.Invalid(p.Child("priorityClassName"), r.PriorityClassName, msg))
+		}
 	}
-	return errs
+	rp := p.Child("resources")
+	errs = append(errs, validateRequirements(r.Resources.Extractor, rp.Child("extractor"))...)
+	errs = append(errs, validateRequirements(r.Resources.Exporter, rp.Child("exporter"))...)
+	return append(errs, validateRequirements(r.Resources.KubeRBACProxy, rp.Child("kube-rbac-proxy"))...)
 }
 
 func validateToleration(t *corev1.Toleration, p *field.Path) field.ErrorList {
@@ -80,31 +84,13 @@ func validateToleration(t *corev1.Toleration, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// validateNodeSelector goes in key order, for a stable message, and keeps the
-// DaemonSet on Linux nodes.
-func validateNodeSelector(selector map[string]string, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, k := range slices.Sorted(maps.Keys(selector)) {
-		v := selector[k]
-		errs = append(errs, metav1validation.ValidateLabelName(k, p.Key(k))...)
-		for _, msg := range validation.IsValidLabelValue(v) {
-			errs = append(errs, field.Invalid(p.Key(k), v, msg))
-		}
-		if k == corev1.LabelOSStable && v != requiredOS {
-			errs = append(errs, field.Invalid(p.Key(k), v,
-				fmt.Sprintf("must be %q: the runtime extractor runs only on Linux nodes", requiredOS)))
-		}
-	}
-	return errs
-}
-
 func validateRequirements(req *corev1.ResourceRequirements, p *field.Path) field.ErrorList {
 	if req == nil {
 		return nil
 	}
 	var errs field.ErrorList
-	errs = append(errs, validateResourceList(req.Limits, p.Child(fieldLimits))...)
-	errs = append(errs, validateResourceList(req.Requests, p.Child(fieldRequests))...)
+	errs = append(errs, validateResourceList(req.Limits, p.Child("limits"))...)
+	errs = append(errs, validateResourceList(req.Requests, p.Child("requests"))...)
 	for _, name := range slices.Sorted(maps.Keys(req.Requests)) {
 		limit, ok := req.Limits[name]
 		request := req.Requests[name]
@@ -113,7 +99,7 @@ func validateRequirements(req *corev1.ResourceRequirements, p *field.Path) field
 			continue
 		}
 		if request.Cmp(limit) > 0 {
-			errs = append(errs, field.Invalid(p.Child(fieldRequests).Key(string(name)), request.String(),
+			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), request.String(),
 				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
 		}
 	}
