@@ -1,10 +1,7 @@
-// Package tlsprofile follows the cluster TLS security profile, which kube-rbac-proxy's
-// TLS arguments come from: spec.tlsSecurityProfile of the APIServer "cluster".
-//
-// The profile is known once the watch has listed the object or its absence
-// (Intermediate), and stays known: a watch that fails later keeps the last object.
-// Until then, and forever when it cannot be read, Profile returns an error, not a
-// default, so the caller keeps what it has rather than move every node to another profile.
+// Package tlsprofile follows the cluster TLS security profile (spec.tlsSecurityProfile of
+// the APIServer "cluster"), which kube-rbac-proxy's TLS arguments come from. Once listed
+// (absent means Intermediate) it stays known, even if the watch fails later; until then
+// Profile returns an error, not a default, so the caller keeps what it has.
 package tlsprofile
 
 import (
@@ -94,29 +91,25 @@ func (s *Source) Run(ctx context.Context) {
 	if s.informer == nil {
 		return
 	}
-	giveUp := s.clock.AfterFunc(StartTimeout, s.giveUp)
+	// Ends the wait of HasSynced; the profile stays unknown until read.
+	giveUp := s.clock.AfterFunc(StartTimeout, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.known {
+			s.gaveUp = true
+			klog.Warningf("%v", s.unknownLocked())
+		}
+	})
 	defer giveUp.Stop()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		// Events delivered before the first list completed were skipped
-		// (refresh); this reads the listed state once it is complete.
+		// refresh skipped the events delivered before the first list completed.
 		if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
 			s.refresh()
 		}
 	})
 	s.informer.RunWithContext(ctx)
 	wg.Wait()
-}
-
-// giveUp ends the wait of HasSynced; the profile stays unknown until read.
-func (s *Source) giveUp() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.known {
-		return
-	}
-	s.gaveUp = true
-	klog.Warningf("%v", s.unknownLocked())
 }
 
 // refresh reads the listed state; it changes the answer only once the first
@@ -133,8 +126,7 @@ func (s *Source) refresh() {
 	}
 	s.mu.Lock()
 	wasKnown := s.known
-	// A reader may have seen another answer only once HasSynced was true:
-	// the profile known before, or the start given up.
+	// A reader saw another answer only if HasSynced was true: known before, or given up.
 	notify := wasKnown && !equality.Semantic.DeepEqual(p, s.profile) || !wasKnown && s.gaveUp
 	s.known, s.profile = true, p
 	s.mu.Unlock()
