@@ -1,6 +1,5 @@
-// Package config parses, validates and watches config.yaml of the
-// openshift-insights/insights-config ConfigMap: the switch that turns the
-// runtime extractor off and the scheduling settings of its DaemonSet.
+// Package config parses, validates and watches config.yaml of the insights-config ConfigMap:
+// the switch that turns the runtime extractor off and its DaemonSet's scheduling settings.
 package config
 
 import (

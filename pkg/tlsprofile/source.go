@@ -112,8 +112,7 @@ func (s *Source) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// refresh reads the listed state; it changes the answer only once the first
-// list is complete (before, an absent object proves nothing).
+// refresh reads the listed state once the first list is complete: before, absence proves nothing.
 func (s *Source) refresh() {
 	if !s.informer.HasSynced() {
 		return
@@ -171,8 +170,7 @@ func (s *Source) unknownLocked() error {
 	return fmt.Errorf("%w: %s", ErrUnknown, what)
 }
 
-// Changed signals (coalesced, never blocking the watch) that Profile's answer changed
-// after HasSynced turned true.
+// Changed signals (coalesced, never blocking the watch) that Profile's answer changed after HasSynced.
 func (s *Source) Changed() <-chan struct{} { return s.changed }
 
 // Describe names a profile for logs and Events.
