@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -176,8 +177,12 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 		return resource.Quantity{}
 	}
 	q, err := resource.ParseQuantity(text)
-	if err != nil {
+	switch {
+	case err != nil:
 		d.errs = append(d.errs, field.Invalid(p, text, err.Error()))
+	case q.AsApproximateFloat64() >= math.MaxInt64:
+		// No container needs more, and comparing two such values exactly can take minutes.
+		d.errs = append(d.errs, field.Invalid(p, text, "must be less than 8Ei"))
 	}
 	return q
 }

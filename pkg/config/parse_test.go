@@ -341,6 +341,13 @@ var invalidCases = []invalidCase{
 		name: "negative quantity", yaml: re + "    resources:\n      exporter:\n        limits: {cpu: -100m}\n",
 		wantErr: `dataReporting.runtimeExtractor.resources.exporter.limits[cpu]: Invalid value: "-100m": must be greater than or equal to 0`,
 	},
+	// A request and a limit this large once took a minute to compare: the exponent is kept
+	// exactly, and the comparison scales one to the other.
+	{
+		name: "quantity out of range", yaml: re + "    resources:\n      extractor:\n        requests: {memory: 9223372036854775807Ei}\n        limits: {memory: 184e6744073709551616}\n",
+		wantErr: `[dataReporting.runtimeExtractor.resources.extractor.limits[memory]: Invalid value: "184e6744073709551616": must be less than 8Ei` +
+			`, dataReporting.runtimeExtractor.resources.extractor.requests[memory]: Invalid value: "9223372036854775807Ei": must be less than 8Ei]`,
+	},
 	{
 		name: "request above limit", yaml: re + "    resources:\n      kube-rbac-proxy:\n        requests: {memory: 1Gi}\n        limits: {memory: 512Mi}\n",
 		wantErr: `dataReporting.runtimeExtractor.resources.kube-rbac-proxy.requests[memory]: Invalid value: "1Gi": must be less than or equal to memory limit of 512Mi`,
