@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/insights-runtime-extractor/controller/pkg/config"
@@ -80,23 +81,19 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	if d.Version != "" {
 		metav1.SetMetaDataAnnotation(&ds.ObjectMeta, VersionAnnotation, d.Version)
 	}
-	applyScheduling(podSpec, d.Scheduling)
-	return ds, nil
-}
-
-func applyScheduling(podSpec *corev1.PodSpec, s config.RuntimeExtractor) {
-	for _, t := range s.Tolerations {
+	for _, t := range d.Scheduling.Tolerations {
 		podSpec.Tolerations = append(podSpec.Tolerations, *t.DeepCopy())
 	}
 	if podSpec.NodeSelector == nil {
 		podSpec.NodeSelector = map[string]string{}
 	}
-	maps.Copy(podSpec.NodeSelector, s.NodeSelector)
+	maps.Copy(podSpec.NodeSelector, d.Scheduling.NodeSelector)
 	// Last: no configuration moves the extractor off Linux.
 	podSpec.NodeSelector[OSNodeSelectorKey] = OSNodeSelectorValue
-	if s.PriorityClassName != "" {
-		podSpec.PriorityClassName = s.PriorityClassName
+	if d.Scheduling.PriorityClassName != "" {
+		podSpec.PriorityClassName = d.Scheduling.PriorityClassName
 	}
+	return ds, nil
 }
 
 func findContainer(podSpec *corev1.PodSpec, name string) *corev1.Container {
@@ -126,10 +123,9 @@ func RolloutOf(ds *appsv1.DaemonSet) Rollout {
 	}
 }
 
-// Complete reports whether the DaemonSet's controller observed the current
-// generation and every node that should run a pod runs the current template
-// (as `kubectl rollout status` reads it). Availability is not part of it: a
-// pod stuck unavailable leaves nothing to roll out, and is reported as what it
+// Complete reports whether the DaemonSet's controller observed the current generation and
+// every node that should run a pod runs its template (as `kubectl rollout status` reads it).
+// Not availability: a pod stuck unavailable leaves nothing to roll out, and is reported as what it
 // is (FullyAvailable, MaxUnavailable). A DaemonSet that wants no pods is
 // rolled out once observed.
 func (r Rollout) Complete() bool {
@@ -143,11 +139,10 @@ func (r Rollout) FullyAvailable() bool { return r.Complete() && r.Available >= r
 // Unavailable is how many nodes that should run a pod have no available one.
 func (r Rollout) Unavailable() int32 { return max(r.Desired-r.Available, 0) }
 
-// MaxUnavailable is how many desired nodes may lack an available pod during a
-// rolling update, resolved as the DaemonSet controller does: percentages round
-// up, unset is 0, and it is 1 (the API server's default) when it and maxSurge
-// both come to 0 on a DaemonSet that wants pods. ok is false for OnDelete, or
-// a value that does not resolve.
+// MaxUnavailable is how many desired nodes may lack an available pod during a rolling update,
+// resolved as the DaemonSet controller does: percentages round up, unset is 0, and it is 1 (the
+// API server's default) when it and maxSurge both come to 0 on a DaemonSet that wants pods.
+// ok is false for OnDelete, or a value that does not resolve.
 func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		return 0, false
@@ -159,14 +154,11 @@ func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 		}
 		return intstr.GetScaledValueFromIntOrPercent(v, desired, true)
 	}
-	var unavailable, surge int
-	if r := ds.Spec.UpdateStrategy.RollingUpdate; r != nil {
-		var err1, err2 error
-		unavailable, err1 = scaled(r.MaxUnavailable)
-		surge, err2 = scaled(r.MaxSurge)
-		if err1 != nil || err2 != nil {
-			return 0, false
-		}
+	r := ptr.Deref(ds.Spec.UpdateStrategy.RollingUpdate, appsv1.RollingUpdateDaemonSet{})
+	unavailable, err1 := scaled(r.MaxUnavailable)
+	surge, err2 := scaled(r.MaxSurge)
+	if err1 != nil || err2 != nil {
+		return 0, false
 	}
 	if desired > 0 && unavailable == 0 && surge == 0 {
 		unavailable = 1

@@ -12,8 +12,7 @@ import (
 // (a healthy watch shows it within milliseconds) before the server is read.
 const ExpectationTimeout = 5 * time.Second
 
-// ownedObject is one incarnation of the DaemonSet as this manager wrote it: a
-// generation is only meaningful for the same UID (a recreate restarts at 1).
+// ownedObject is one incarnation of the DaemonSet as this manager wrote it (a recreate restarts at generation 1).
 type ownedObject struct {
 	uid        types.UID
 	generation int64
@@ -29,8 +28,7 @@ const (
 	maxPast          = 4 // the objects kept after the manager moved on from them
 )
 
-// expectedGeneration returns the generation ApplyDaemonSet should expect of
-// existing, and whether existing is not this manager's, to adopt (see Apply).
+// expectedGeneration returns the generation ApplyDaemonSet should expect of existing, and whether to adopt it.
 func (m *Manager) expectedGeneration(existing *appsv1.DaemonSet) (int64, bool) {
 	if existing == nil {
 		return 0, false // library-go creates; the value is unused.
@@ -50,8 +48,7 @@ func (m *Manager) expect(ds *appsv1.DaemonSet) {
 	m.expected, m.expectedUntil = ds.DeepCopy(), m.clock.Now().Add(ExpectationTimeout)
 }
 
-// expectation returns a copy of the expected own write while the cache (cached,
-// nil: nothing) lags behind it, and forgets it once shown or timed out.
+// expectation returns a copy of the expected own write while the cache (cached, nil: nothing) lags behind it.
 func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -72,17 +69,15 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	}
 }
 
-// AwaitsOwnWrite reports whether an own write is still awaited in the cache (a
-// list without it may predate it); unlike Expecting, it ends no expectation.
+// AwaitsOwnWrite reports whether an own write is still awaited in the cache; unlike Expecting, it ends none.
 func (m *Manager) AwaitsOwnWrite() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
 }
 
-// Expecting reports how long an own write may still be awaited in the cache,
-// for the caller to re-assert after. A timed-out one is reported due (0, true)
-// once and ended, so the re-assert cannot repeat without a pause.
+// Expecting reports how long an own write may still be awaited in the cache, for the caller to re-assert
+// after. A timed-out one is reported due (0, true) once and ended: the re-assert cannot repeat unpaused.
 func (m *Manager) Expecting() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -140,23 +135,17 @@ func (m *Manager) record(uid types.UID, generation int64, meta map[string]string
 }
 
 func (o *ownedObject) addVersion(rv string) {
-	if rv == "" || slices.Contains(o.versions, rv) {
-		return
-	}
-	o.versions = append(o.versions, rv)
-	if len(o.versions) > maxOwnedVersions {
-		o.versions = o.versions[1:]
+	if rv != "" && !slices.Contains(o.versions, rv) {
+		o.versions = append(o.versions, rv)
+		o.versions = o.versions[max(len(o.versions)-maxOwnedVersions, 0):]
 	}
 }
 
 // retire moves the owned object to the past; caller holds m.mu.
 func (m *Manager) retire() {
-	if m.owned.uid == "" {
-		return
-	}
-	m.past = append(m.past, m.owned)
-	if len(m.past) > maxPast {
-		m.past = m.past[1:]
+	if m.owned.uid != "" {
+		m.past = append(m.past, m.owned)
+		m.past = m.past[max(len(m.past)-maxPast, 0):]
 	}
 }
 

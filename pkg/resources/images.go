@@ -8,18 +8,16 @@ import (
 	"github.com/distribution/reference"
 )
 
-// Environment variables that carry the images: the release payload rewrites
-// an operator's RELATED_IMAGE_* variables to its digests (the
-// cluster-version-operator convention).
+// Environment variables that carry the images: the release payload rewrites an operator's
+// RELATED_IMAGE_* variables to its digests (the cluster-version-operator convention).
 const (
 	EnvExtractorImage     = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXTRACTOR"
 	EnvExporterImage      = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXPORTER"
 	EnvKubeRBACProxyImage = "RELATED_IMAGE_KUBE_RBAC_PROXY"
 )
 
-// Default images: the OKD (origin) builds the insights operator itself falls
-// back to outside a release payload. Mutable tags, so never what a cluster
-// should run without someone choosing them.
+// Default images: the OKD (origin) builds the insights operator itself falls back to outside a
+// release payload. Mutable tags, so never what a cluster should run without someone choosing them.
 const (
 	DefaultExtractorImage     = "quay.io/openshift/origin-insights-runtime-extractor:latest"
 	DefaultExporterImage      = "quay.io/openshift/origin-insights-runtime-exporter:latest"
@@ -35,11 +33,7 @@ type Images struct {
 
 // DefaultImages returns the default images.
 func DefaultImages() Images {
-	return Images{
-		Extractor:     DefaultExtractorImage,
-		Exporter:      DefaultExporterImage,
-		KubeRBACProxy: DefaultKubeRBACProxyImage,
-	}
+	return Images{Extractor: DefaultExtractorImage, Exporter: DefaultExporterImage, KubeRBACProxy: DefaultKubeRBACProxyImage}
 }
 
 // ErrImagesUnset is wrapped when a variable is unset and defaults are not allowed.
@@ -48,11 +42,9 @@ var ErrImagesUnset = errors.New("image not set")
 // ErrInvalidImage is wrapped by every error of ValidateImage.
 var ErrInvalidImage = errors.New("invalid image reference")
 
-// ImagesFromEnv reads the images through getenv. An unset or empty variable
-// selects the default if allowDefaults, else is an error: the binary allows
-// defaults only with --allow-default-images, so a standalone install never
-// runs the privileged extractor from a :latest tag nobody chose. An error
-// returns no images, so an invalid or unchosen one never reaches the cluster.
+// ImagesFromEnv reads the images through getenv. An unset or empty variable selects the default
+// if allowDefaults (--allow-default-images), else is an error: a standalone install never runs
+// the privileged extractor from a :latest tag nobody chose. An error returns no images.
 func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, error) {
 	images := DefaultImages()
 	var errs []error
@@ -89,9 +81,8 @@ func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, erro
 	return images, nil
 }
 
-// ValidateImage accepts only a fully qualified image reference: the node
-// resolves a short name such as "busybox" through its own registry search
-// list, so the image run would depend on node configuration.
+// ValidateImage accepts only a fully qualified image reference: the node resolves a short name
+// such as "busybox" through its own registry search list, which would choose the image run.
 func ValidateImage(image string) error {
 	if image == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidImage)

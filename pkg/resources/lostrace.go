@@ -16,16 +16,14 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// ErrLostToAnotherWriter is returned by an apply that lost a race to another
-// writer's change (spec, owned metadata, deletion, new object) and did not
-// write over it: undoing it is a repair for the caller's repair gate.
+// ErrLostToAnotherWriter is returned by an apply that lost a race to another writer's change (spec,
+// owned metadata, deletion, new object) and did not write over it: undoing it is for the repair gate.
 var ErrLostToAnotherWriter = errors.New("lost a race to another writer's change, left to the repair gate")
 
-// lostToAnotherWriter reports whether now (read again after a lost race) shows
-// a change since before (the last attempt's read) that is not this manager's.
-// A status update changes neither generation nor owned metadata. Without
-// before (a create met AlreadyExists) there is nothing to compare, and an
-// object being deleted is written to by no one: both go on as before.
+// lostToAnotherWriter reports whether now (read again after a lost race) shows a change since
+// before (the last attempt's read) that is not this manager's; a status update moves neither
+// generation nor owned metadata. Without before (a create met AlreadyExists), or with now being
+// deleted (no one writes to it), there is nothing to compare.
 func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 	switch {
 	case before == nil || now != nil && now.DeletionTimestamp != nil:
@@ -39,18 +37,14 @@ func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 	return !maps.Equal(OwnedMetadata(before), meta) && !m.IsOwnMetadata(now.UID, now.ResourceVersion, meta)
 }
 
-// cacheCatchUp bounds the wait, polling every catchUpPoll, for the cache to
-// show what a lost race ran into (usually within milliseconds).
-const cacheCatchUp, catchUpPoll = time.Second, 5 * time.Millisecond
+// cacheCatchUp bounds the wait, polling every catchUpPoll, for the cache to show what a lost
+// race ran into (usually within milliseconds); applyAttempts bounds an apply's attempts.
+const cacheCatchUp, catchUpPoll, applyAttempts = time.Second, 5 * time.Millisecond, 5
 
-const applyAttempts = 5
-
-// retryLostRaces runs attempt until it succeeds, fails other than by a lost
-// race, or has lost applyAttempts times, sleeping on the manager's clock.
-// Longer is the executor's rate-limited retry, which recomputes the desired
-// state. No jitter: one leader writes, its race is with the DaemonSet
-// controller, which jitter would not spread, and without it the model replays
-// a run exactly.
+// retryLostRaces runs attempt until it succeeds, fails other than by a lost race, or has lost
+// applyAttempts times, sleeping on the manager's clock (longer is the executor's retry). No
+// jitter: the race is with the DaemonSet controller, which it would not spread, and without it
+// the model replays a run exactly.
 func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) error {
 	b := wait.Backoff{Steps: applyAttempts, Duration: 10 * time.Millisecond, Factor: 2}
 	for {
@@ -86,9 +80,8 @@ func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet
 	}
 }
 
-// deleteReplaced deletes ds, someone else's object no update makes the desired
-// one, by UID precondition (a Conflict is a lost race the retry re-reads). The
-// garbage collector removes its pods, which the new selector would not match.
+// deleteReplaced deletes ds, someone else's object no update makes ours, by UID precondition (a
+// Conflict is a lost race); the garbage collector removes its pods, which our selector would not match.
 func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) error {
 	err := m.client.AppsV1().DaemonSets(Namespace).Delete(ctx, DaemonSetName, metav1.DeleteOptions{
 		Preconditions:     metav1.NewUIDPreconditions(string(ds.UID)),

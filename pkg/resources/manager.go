@@ -26,13 +26,10 @@ type Result struct {
 	Created    bool
 	Rolls      bool // created, or the generation moved: the pods roll
 	Object     *appsv1.DaemonSet
-	// Restored names the spec fields the write changed on an existing object:
-	// after a lost race, the one read again, not the one the caller saw.
-	Restored []string
-	TLSMoved string // the TLS profile an existing object's kube-rbac-proxy moved to, if it did
-	// Replaced is someone else's object the apply deleted as no update could
-	// make it the desired one (ReplacedBecause); set on error too, when the
-	// delete went through and the create did not.
+	Restored   []string // the spec fields the write changed on an existing object (after a lost race, the one read again)
+	TLSMoved   string   // the TLS profile an existing object's kube-rbac-proxy moved to, if it did
+	// Replaced is someone else's object deleted as no update could make it the
+	// desired one (ReplacedBecause); set on error too, if only the delete went through.
 	Replaced        types.UID
 	ReplacedBecause string
 	Unanswered      bool // with an error: no answer came, so the write may have been made
@@ -50,18 +47,14 @@ type Manager struct {
 	mu    sync.Mutex
 	owned ownedObject   // last written, or adopted: its generation is the next apply's expected one
 	past  []ownedObject // written before, since deleted or replaced: their late events are own
-	// expected is this manager's last create or spec update, until the cache
-	// shows it (or its deletion, or ExpectationTimeout); meanwhile an apply
-	// compares against it instead of writing again or reading the server.
+	// expected is the last own create or spec update until the cache shows it (or its
+	// deletion, or ExpectationTimeout): an apply compares against it, not writing or reading again.
 	expected      *appsv1.DaemonSet
 	expectedUntil time.Time
-	// unanswered is the write in flight, or the last one left unanswered,
-	// until its object is seen (ClaimUnanswered) or a later write answers.
-	unanswered *unansweredWrite
-	clock      clock.Clock
-
-	// required, with its spec hash, is built for the Desired whose JSON is
-	// requiredKey, as building and hashing cost more than the rest of a repair.
+	unanswered    *unansweredWrite // the write in flight, or the last unanswered, until seen (ClaimUnanswered) or answered
+	clock         clock.Clock
+	// required (with its spec hash) is cached for the Desired whose JSON is requiredKey:
+	// building and hashing cost more than the rest of a repair.
 	required    *appsv1.DaemonSet
 	requiredKey string
 }
@@ -75,33 +68,21 @@ func WithClock(c clock.Clock) ManagerOption { return func(m *Manager) { m.clock 
 // NewManager returns a Manager. lister must watch the DaemonSet's namespace
 // (its cache is never written here); base is what ResourceManager applies.
 func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister, recorder events.Recorder, base Desired, opts ...ManagerOption) *Manager {
-	m := &Manager{
-		client:   client,
-		lister:   lister,
-		recorder: recorder,
-		base:     base,
-		clock:    clock.RealClock{},
-	}
+	m := &Manager{client: client, lister: lister, recorder: recorder, base: base, clock: clock.RealClock{}}
 	for _, o := range opts {
 		o(m)
 	}
 	return m
 }
 
-// Apply makes the DaemonSet match d with library-go's ApplyDaemonSet, which
-// writes when the owned metadata differs (the spec-hash annotation stands for
-// the spec) or the generation is not that of this manager's last write.
-//
-// An object this manager did not write (after a restart, or recreated) is
-// adopted by one UPDATE of the whole desired spec, which the server stores
-// only if something differs: an untouched one costs no write, an edited one
-// is repaired. Neither the spec hash (an editor may keep it) nor managedFields
-// (anyone may write under our name) would prove it untouched. One someone
-// else created with another selector, which is immutable, is replaced.
-//
-// A retry after a lost race reads the cache once it shows what the write ran
-// into (within cacheCatchUp), else, as after a second loss, the server. A
-// retry that finds another writer's change returns ErrLostToAnotherWriter.
+// Apply makes the DaemonSet match d with library-go's ApplyDaemonSet, which writes when
+// the owned metadata (the spec hash stands for the spec) or the generation is not this
+// manager's last write's. An object it did not write is adopted by one UPDATE of the
+// whole spec, which the server stores only if something differs (neither the spec hash
+// nor managedFields would prove it untouched); one with another, immutable, selector is
+// replaced. A retry after a lost race reads the cache once it shows what the write ran
+// into (within cacheCatchUp), else the server; one that finds another writer's change
+// returns ErrLostToAnotherWriter.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	required, err := m.requiredFor(d)
 	if err != nil {
@@ -109,11 +90,10 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	}
 
 	var (
-		result Result
-		tried  *appsv1.DaemonSet // what the last attempt found; nil before it, or none
-		lost   int               // lost races so far
-		// replaced by deleteReplaced, because why: reported with the create
-		replaced types.UID
+		result   Result
+		tried    *appsv1.DaemonSet // what the last attempt found; nil before it, or none
+		lost     int               // lost races so far
+		replaced types.UID         // by deleteReplaced, because why: reported with the create
 		because  string
 		sent     bool // a write by the last attempt
 	)
@@ -124,8 +104,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		if lost == 1 {
 			existing, err = m.readAfterLostRace(ctx, tried)
 		} else {
-			// Lost twice: the cache is behind a stream of writes (status
-			// updates during a rollout), and its next copy would lose again.
+			// Lost twice: the cache is behind a stream of status writes and would lose again.
 			existing, err = m.read(ctx, lost > 1)
 		}
 		lost++
@@ -175,8 +154,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		}
 		result = Result{Generation: actual.Generation, Changed: changed, Created: created, Rolls: rolls, Object: actual}
 		if changed && !created {
-			result.Restored = restoredFields(existing, actual)
-			result.TLSMoved = tlsMove(existing, &d)
+			result.Restored, result.TLSMoved = restoredFields(existing, actual), tlsMove(existing, &d)
 		}
 		if created && replaced != "" {
 			result.Replaced, result.ReplacedBecause = replaced, because
@@ -201,8 +179,7 @@ func (m *Manager) Current() (*appsv1.DaemonSet, bool) {
 	return ds.DeepCopy(), true
 }
 
-// ApplyRuntimeExtractorResources, DeleteRuntimeExtractorResources and
-// ResourcesExists are the seed's ResourceManager.
+// ApplyRuntimeExtractorResources and the next two are the seed's ResourceManager.
 func (m *Manager) ApplyRuntimeExtractorResources(ctx context.Context, tlsProfile *configv1.TLSSecurityProfile) error {
 	d := m.base
 	d.TLSProfile = tlsProfile
@@ -220,9 +197,8 @@ func (m *Manager) ResourcesExists(_ context.Context) bool {
 	return ok
 }
 
-// read returns the existing DaemonSet or nil: the lister's, or an own write it
-// does not show yet (expected); the server's when live, or when the cache is
-// behind an own write no longer expected.
+// read returns the existing DaemonSet or nil: the lister's, or an own write it does not show
+// yet (expected); the server's when live, or when the cache is behind an own write.
 func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error) {
 	if !live {
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
@@ -232,13 +208,10 @@ func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error
 		if err != nil {
 			cached = nil
 		}
-		if exp := m.expectation(cached); exp != nil {
+		if exp := m.expectation(cached); exp != nil || cached == nil {
 			return exp, nil
 		}
-		switch {
-		case cached == nil:
-			return nil, nil
-		case !m.cacheBehind(cached):
+		if !m.cacheBehind(cached) {
 			return cached.DeepCopy(), nil
 		}
 	}

@@ -9,9 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// IsOwnWrite reports whether object uid at generation is (an older view of)
-// what this manager wrote or adopted, also on objects since deleted or
-// replaced; someone else's recreate has a new UID, so is never "own".
+// IsOwnWrite reports whether object uid at generation is (an older view of) what this manager
+// wrote or adopted, also since deleted or replaced; someone else's recreate has a new UID.
 func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -27,10 +26,8 @@ func (m *Manager) written(uid types.UID) (ownedObject, bool) {
 	if m.owned.uid == uid {
 		return m.owned, true
 	}
-	for _, o := range m.past {
-		if o.uid == uid {
-			return o, true
-		}
+	if i := slices.IndexFunc(m.past, func(o ownedObject) bool { return o.uid == uid }); i >= 0 {
+		return m.past[i], true
 	}
 	return ownedObject{}, false
 }
@@ -49,9 +46,8 @@ var OwnedAnnotations = sync.OnceValue(func() []string {
 	return keys
 })
 
-// OwnedMetadata maps ds's OwnedLabels and OwnedAnnotations to their values
-// ("" when absent): a change of one by someone else is drift, though the
-// generation does not move.
+// OwnedMetadata maps ds's OwnedLabels and OwnedAnnotations to their values ("" when absent):
+// a change of one by someone else is drift, though the generation does not move.
 func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	out := map[string]string{}
 	for k := range OwnedLabels() {
@@ -63,10 +59,9 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	return out
 }
 
-// IsOwnMetadata reports whether an update of object uid to resourceVersion rv
-// with OwnedMetadata meta is not drift: meta is that of this manager's latest
-// write there, or rv one its writes returned or overwrote. Older owned values
-// written back by someone else (a restore, a GitOps sync) are drift.
+// IsOwnMetadata reports whether an update of object uid to resourceVersion rv with OwnedMetadata
+// meta is not drift: meta is that of this manager's latest write there, or rv one its writes
+// returned or overwrote. Older owned values written back (a restore, a GitOps sync) are drift.
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -12,31 +12,27 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 )
 
-// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for the cluster
-// TLS profile; nil, unknown and Custom-without-spec mean Intermediate, the
-// platform default. Go cannot configure TLS 1.3 suites, so they and ciphers
-// Go lacks are dropped (a TLS 1.3 minimum passes only the version). A profile
-// left with no cipher, or with an unknown version, falls back to
+// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for the cluster TLS profile;
+// nil, unknown and Custom-without-spec mean Intermediate, the platform default. Go cannot
+// configure TLS 1.3 suites, so they and ciphers Go lacks are dropped (a TLS 1.3 minimum passes
+// only the version). A profile left with no cipher, or with an unknown version, falls back to
 // Intermediate: kube-rbac-proxy must never start with an empty cipher list.
 func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
-	if args := tlsArgsForSpec(tlsProfileSpec(p)); args != nil {
-		return args
+	if p != nil {
+		spec := configv1.TLSProfiles[p.Type] // Old, Intermediate and Modern are predefined, others nil
+		if p.Type == configv1.TLSProfileCustomType && p.Custom != nil {
+			spec = &p.Custom.TLSProfileSpec
+		}
+		if args := tlsArgsForSpec(spec); args != nil {
+			return args
+		}
 	}
 	return tlsArgsForSpec(configv1.TLSProfiles[configv1.TLSProfileIntermediateType])
 }
 
-func tlsProfileSpec(p *configv1.TLSSecurityProfile) *configv1.TLSProfileSpec {
-	switch {
-	case p == nil:
-		return nil
-	case p.Type == configv1.TLSProfileCustomType && p.Custom != nil:
-		return &p.Custom.TLSProfileSpec
-	}
-	// Old, Intermediate and Modern are predefined; anything else has no entry.
-	return configv1.TLSProfiles[p.Type]
-}
-
-// tlsArgsForSpec returns nil for a spec kube-rbac-proxy cannot be given.
+// tlsArgsForSpec returns nil for a spec kube-rbac-proxy cannot be given. Its ciphers become the
+// IANA names of the suites Go can use in [minVersion, TLS 1.3), in the profile's order (the
+// server's preference), canonical (some suites have a legacy alias), without duplicates.
 func tlsArgsForSpec(spec *configv1.TLSProfileSpec) []string {
 	if spec == nil {
 		return nil
@@ -49,38 +45,23 @@ func tlsArgsForSpec(spec *configv1.TLSProfileSpec) []string {
 	if minVersion >= tls.VersionTLS13 {
 		return args
 	}
-	suites := configurableCipherSuites(spec.Ciphers, minVersion)
+	negotiable := slices.DeleteFunc(slices.Concat(tls.CipherSuites(), tls.InsecureCipherSuites()), func(s *tls.CipherSuite) bool {
+		return !slices.ContainsFunc(s.SupportedVersions, func(v uint16) bool { return v >= minVersion && v < tls.VersionTLS13 })
+	})
+	var suites []string
+	for _, name := range crypto.OpenSSLToIANACipherSuites(spec.Ciphers) {
+		id, err := crypto.CipherSuite(name)
+		if err != nil || !slices.ContainsFunc(negotiable, func(s *tls.CipherSuite) bool { return s.ID == id }) {
+			continue
+		}
+		if canonical := crypto.CipherSuiteToNameOrDie(id); !slices.Contains(suites, canonical) {
+			suites = append(suites, canonical)
+		}
+	}
 	if len(suites) == 0 {
 		return nil
 	}
 	return append(args, flagTLSCipherSuites+"="+strings.Join(suites, ","))
-}
-
-// configurableCipherSuites converts OpenSSL cipher names to the IANA names of
-// the suites Go can use in [minVersion, TLS 1.3), in the profile's order (the
-// server's preference), without duplicates.
-func configurableCipherSuites(openSSLNames []string, minVersion uint16) []string {
-	var out []string
-	for _, name := range crypto.OpenSSLToIANACipherSuites(openSSLNames) {
-		id, err := crypto.CipherSuite(name)
-		if err != nil || !negotiableBelowTLS13(id, minVersion) {
-			continue
-		}
-		// The canonical name: some suites have a legacy alias.
-		canonical := crypto.CipherSuiteToNameOrDie(id)
-		if !slices.Contains(out, canonical) {
-			out = append(out, canonical)
-		}
-	}
-	return out
-}
-
-func negotiableBelowTLS13(id, minVersion uint16) bool {
-	suites := slices.Concat(tls.CipherSuites(), tls.InsecureCipherSuites())
-	i := slices.IndexFunc(suites, func(s *tls.CipherSuite) bool { return s.ID == id })
-	return i >= 0 && slices.ContainsFunc(suites[i].SupportedVersions, func(v uint16) bool {
-		return v >= minVersion && v < tls.VersionTLS13
-	})
 }
 
 // TLSArgs returns kube-rbac-proxy's TLS arguments for d.
@@ -96,9 +77,8 @@ const (
 	flagTLSCipherSuites = "--tls-cipher-suites"
 )
 
-// KubeRBACProxyTLSArgsOf returns the TLS arguments of ds's kube-rbac-proxy as
-// they are, in order (none: empty, not nil). ok is false when there is nothing
-// to keep: no such container, or an argument kube-rbac-proxy would refuse.
+// KubeRBACProxyTLSArgsOf returns the TLS arguments of ds's kube-rbac-proxy as they are, in order
+// (none: empty, not nil); ok is false without the container, or for an argument it would refuse.
 func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 	if ds == nil {
 		return nil, false
@@ -132,25 +112,19 @@ func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 	return args, true
 }
 
-// PredefinedTLSArgs reports whether args, in any order, are KubeRBACProxyTLSArgs
-// of Old, Intermediate or Modern: a DaemonSet may keep these while the
-// cluster's profile is unknown, whoever wrote them.
+// PredefinedTLSArgs reports whether args, in any order, are KubeRBACProxyTLSArgs of Old,
+// Intermediate or Modern: a DaemonSet may keep these while the cluster's profile is unknown.
 func PredefinedTLSArgs(args []string) bool {
 	have := slices.Sorted(slices.Values(args))
-	for _, t := range []configv1.TLSProfileType{
-		configv1.TLSProfileOldType, configv1.TLSProfileIntermediateType, configv1.TLSProfileModernType,
-	} {
+	predefined := []configv1.TLSProfileType{configv1.TLSProfileOldType, configv1.TLSProfileIntermediateType, configv1.TLSProfileModernType}
+	return slices.ContainsFunc(predefined, func(t configv1.TLSProfileType) bool {
 		want := KubeRBACProxyTLSArgs(&configv1.TLSSecurityProfile{Type: t})
-		if slices.Equal(have, slices.Sorted(slices.Values(want))) {
-			return true
-		}
-	}
-	return false
+		return slices.Equal(have, slices.Sorted(slices.Values(want)))
+	})
 }
 
-// WroteTLSArgs reports whether ds is what this controller wrote for d with
-// kube-rbac-proxy TLS arguments args, by its spec-hash annotation: an edit of
-// the arguments leaves the old spec's hash, and restoring them restores it.
+// WroteTLSArgs reports whether ds is what this controller wrote for d with kube-rbac-proxy TLS
+// arguments args, by its spec hash: an edit of them leaves the old hash, restoring them restores it.
 func WroteTLSArgs(ds *appsv1.DaemonSet, d Desired, args []string) (bool, error) {
 	have := ds.Annotations[SpecHashAnnotation]
 	if have == "" {
