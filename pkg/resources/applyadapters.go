@@ -10,9 +10,8 @@ import (
 	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 )
 
-// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet already read (from
-// the cache, usually), so its Get costs no request, and stamps FieldManager on
-// its writes. As a DaemonSetsGetter it returns itself, scoped to a namespace.
+// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet already read (from the cache, usually)
+// and stamps FieldManager on its writes; as a DaemonSetsGetter it returns itself, scoped.
 type prefetchedDaemonSets struct {
 	appsclientv1.DaemonSetInterface // of namespace, once scoped
 	m                               *Manager
@@ -50,8 +49,7 @@ func (p prefetchedDaemonSets) Update(ctx context.Context, ds *appsv1.DaemonSet, 
 	return p.DaemonSetInterface.Update(ctx, ds, opts)
 }
 
-// writeEventsOnly drops ApplyDaemonSet's warnings for a failed write: a lost
-// race is retried, and a final failure is returned to the caller to report.
+// writeEventsOnly drops ApplyDaemonSet's warnings for a failed write: a lost race is retried, a final failure returned.
 type writeEventsOnly struct{ events.Recorder }
 
 func (writeEventsOnly) Warning(string, string)                  {}

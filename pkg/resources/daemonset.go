@@ -30,22 +30,20 @@ var parsedManifest = sync.OnceValues(func() (*appsv1.DaemonSet, error) {
 	return ds, nil
 })
 
-// Desired is everything the desired DaemonSet depends on: an apply computes
-// it from a whole Desired, never from a diff.
+// Desired is everything the desired DaemonSet depends on: an apply computes it from a whole Desired, never a diff.
 type Desired struct {
 	Images     Images
 	Version    string                       // the target release version (VersionAnnotation); "" records none
 	TLSProfile *configv1.TLSSecurityProfile // the cluster's, for kube-rbac-proxy; nil means Intermediate
-	// KubeRBACProxyTLSArgs, when not nil, replace TLSProfile's (empty: none):
-	// the controller keeps a DaemonSet's own while the profile cannot be read.
+	// KubeRBACProxyTLSArgs, when not nil, replace TLSProfile's (empty: none): the controller keeps a
+	// DaemonSet's own while the profile cannot be read.
 	KubeRBACProxyTLSArgs []string
 	Scheduling           config.RuntimeExtractor // the optional settings of config.yaml
 }
 
-// DesiredDaemonSet returns the embedded manifest completed from d. Of the
-// scheduling settings, tolerations are appended to the manifest's, the node
-// selector is merged into it (kubernetes.io/os stays linux), and a priority
-// class or a container's resources replace the manifest's as a whole.
+// DesiredDaemonSet returns the embedded manifest completed from d. Tolerations are appended to the
+// manifest's, the node selector merged into it (kubernetes.io/os stays linux), and a priority
+// class or a container's resources replace the manifest's.
 func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	if err := d.Images.validate(); err != nil {
 		return nil, fmt.Errorf("desired daemonset: %w", err)
@@ -56,7 +54,6 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	}
 	ds := manifest.DeepCopy()
 	podSpec := &ds.Spec.Template.Spec
-
 	overrides := d.Scheduling.Resources
 	for name, setting := range map[string]struct {
 		image     string

@@ -11,10 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Delete deletes the DaemonSet and returns the UID it removed ("" for none).
-// A UID precondition deletes only the object meant: the cached one, else
-// this manager's write the cache may not show yet; if the server holds another
-// object of that name (recreated behind the cache), one live read
+// Delete deletes the DaemonSet and returns the UID it removed ("" for none), by UID precondition
+// only the one meant: the cached one, else this manager's write the cache may not show yet; if
+// the server holds another of that name (recreated behind the cache), one live read
 // names it and that one is deleted. When the cache shows nothing and the
 // manager wrote nothing, no request is sent.
 func (m *Manager) Delete(ctx context.Context) (types.UID, error) {

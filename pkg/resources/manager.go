@@ -35,9 +35,8 @@ type Result struct {
 	Unanswered      bool // with an error: no answer came, so the write may have been made
 }
 
-// Manager creates, updates and deletes the runtime extractor DaemonSet. It
-// reads through an informer lister, so an apply or delete with nothing to do
-// sends no request. It implements the seed's ResourceManager.
+// Manager creates, updates and deletes the runtime extractor DaemonSet, reading through an informer
+// lister (nothing to do sends no request). It implements the seed's ResourceManager.
 type Manager struct {
 	client   kubernetes.Interface
 	lister   appslisters.DaemonSetLister
@@ -61,12 +60,10 @@ type Manager struct {
 
 type ManagerOption func(*Manager)
 
-// WithClock sets the manager's clock (default: the real one); a controller
-// passes its loop's, so that one clock times everything it does.
+// WithClock sets the manager's clock (default: the real one): a controller passes its loop's.
 func WithClock(c clock.Clock) ManagerOption { return func(m *Manager) { m.clock = c } }
 
-// NewManager returns a Manager. lister must watch the DaemonSet's namespace
-// (its cache is never written here); base is what ResourceManager applies.
+// NewManager returns a Manager; lister must watch the DaemonSet's namespace, base is what ResourceManager applies.
 func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister, recorder events.Recorder, base Desired, opts ...ManagerOption) *Manager {
 	m := &Manager{client: client, lister: lister, recorder: recorder, base: base, clock: clock.RealClock{}}
 	for _, o := range opts {
@@ -88,7 +85,6 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("apply daemonset: %w", err)
 	}
-
 	var (
 		result   Result
 		tried    *appsv1.DaemonSet // what the last attempt found; nil before it, or none
@@ -204,9 +200,6 @@ func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("read cache: %w", err)
-		}
-		if err != nil {
-			cached = nil
 		}
 		if exp := m.expectation(cached); exp != nil || cached == nil {
 			return exp, nil

@@ -97,10 +97,8 @@ func tlsMove(ds *appsv1.DaemonSet, d *Desired) string {
 	if d.KubeRBACProxyTLSArgs != nil {
 		name = "kept while unknown" // the caller pinned the arguments, not a profile
 	}
-	for _, arg := range want {
-		if strings.HasPrefix(arg, flagTLSMinVersion+"=") {
-			return name + ", " + arg
-		}
+	if i := slices.IndexFunc(want, func(arg string) bool { return strings.HasPrefix(arg, flagTLSMinVersion+"=") }); i >= 0 {
+		return name + ", " + want[i]
 	}
 	return name
 }

@@ -14,9 +14,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/core"
 )
 
-// unansweredWrite is when a write without an answer was sent, to the second
-// (managedFields' precision); to is zero while the answer is awaited (its
-// watch event can come first).
+// unansweredWrite is when a write without an answer was sent, to the second (managedFields'
+// precision); to is zero while the answer is awaited (its watch event can come first).
 type unansweredWrite struct{ from, to time.Time }
 
 // sending records a write about to be sent as unanswered.
@@ -26,9 +25,8 @@ func (m *Manager) sending() {
 	m.unanswered = &unansweredWrite{from: m.clock.Now().Truncate(time.Second)}
 }
 
-// mayHaveWritten: no answer came, so the request may have been carried out
-// (the connection broke after it went out, or it timed out while the server
-// may still process it). A server's answer, or an unsent request, changed nothing.
+// mayHaveWritten: no answer came, so the request may have been carried out (the connection broke
+// after it went out, or it timed out); a server's answer, or an unsent request, changed nothing.
 func mayHaveWritten(err error) bool {
 	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) {
 		return true
@@ -42,8 +40,7 @@ func mayHaveWritten(err error) bool {
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
 }
 
-// answered settles the write in flight: one that may have been made is kept
-// until its object is seen, any other forgotten (a success's object is owned).
+// answered settles the write in flight: one that may have been made is kept until its object is seen.
 func (m *Manager) answered(unanswered bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
