@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
 	"maps"
@@ -144,16 +145,10 @@ func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		return 0, false
 	}
-	desired := int(ds.Status.DesiredNumberScheduled)
-	scaled := func(v *intstr.IntOrString) (int, error) {
-		if v == nil {
-			return 0, nil
-		}
-		return intstr.GetScaledValueFromIntOrPercent(v, desired, true)
-	}
+	desired, unset := int(ds.Status.DesiredNumberScheduled), intstr.FromInt32(0)
 	r := ptr.Deref(ds.Spec.UpdateStrategy.RollingUpdate, appsv1.RollingUpdateDaemonSet{})
-	unavailable, err1 := scaled(r.MaxUnavailable)
-	surge, err2 := scaled(r.MaxSurge)
+	unavailable, err1 := intstr.GetScaledValueFromIntOrPercent(cmp.Or(r.MaxUnavailable, &unset), desired, true)
+	surge, err2 := intstr.GetScaledValueFromIntOrPercent(cmp.Or(r.MaxSurge, &unset), desired, true)
 	if err1 != nil || err2 != nil {
 		return 0, false
 	}

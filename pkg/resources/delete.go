@@ -12,12 +12,11 @@ import (
 )
 
 // Delete deletes the DaemonSet and returns the UID it removed ("" for none), by UID precondition
-// only the one meant: the cached one, else this manager's write the cache may not show yet; if
-// the server holds another of that name (recreated behind the cache), one live read
-// names it and that one is deleted. When the cache shows nothing and the
-// manager wrote nothing, no request is sent.
+// only the one meant: the cached one, else this manager's write the cache may not show yet; if the
+// server holds another of that name (recreated behind the cache), one live read names it and that
+// one is deleted. When the cache shows nothing and the manager wrote nothing, no request is sent.
 func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
-	m.dropExpectation() // the object is to go: no write of it is awaited any more
+	m.ObservedDeletion("") // the object is to go: no write of it is awaited any more
 	var target types.UID
 	cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
 	switch {
@@ -30,7 +29,6 @@ func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 	default:
 		return "", fmt.Errorf("delete daemonset %s/%s: read cache: %w", Namespace, DaemonSetName, err)
 	}
-
 	daemonSets := m.client.AppsV1().DaemonSets(Namespace)
 	for attempt := 1; ; attempt++ {
 		err := daemonSets.Delete(ctx, DaemonSetName, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(target))})

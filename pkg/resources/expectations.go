@@ -149,12 +149,6 @@ func (m *Manager) retire() {
 	}
 }
 
-func (m *Manager) dropExpectation() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.expected = nil
-}
-
 func (m *Manager) disown() {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -49,7 +49,9 @@ func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) erro
 	b := wait.Backoff{Steps: applyAttempts, Duration: 10 * time.Millisecond, Factor: 2}
 	for {
 		err := attempt()
-		if err == nil || !isLostRace(err) || b.Steps <= 1 || ctx.Err() != nil {
+		// The errors of a stale read, which a fresh one fixes:
+		lostRace := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
+		if !lostRace || b.Steps <= 1 || ctx.Err() != nil {
 			return err
 		}
 		m.clock.Sleep(b.Step())
@@ -97,8 +99,7 @@ func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) erro
 	return nil
 }
 
-// isImmutableSelector reports whether err is a 422 Invalid for spec.selector
-// and nothing else: only then does a replace cure it.
+// isImmutableSelector reports whether err is a 422 Invalid for spec.selector alone, which a replace cures.
 func isImmutableSelector(err error) bool {
 	var status apierrors.APIStatus
 	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
@@ -106,9 +107,4 @@ func isImmutableSelector(err error) bool {
 	}
 	causes := status.Status().Details.Causes
 	return len(causes) > 0 && !slices.ContainsFunc(causes, func(c metav1.StatusCause) bool { return c.Field != "spec.selector" })
-}
-
-// isLostRace reports the errors of a stale read, which a fresh one fixes.
-func isLostRace(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 }
