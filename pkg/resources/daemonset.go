@@ -121,11 +121,10 @@ func RolloutOf(ds *appsv1.DaemonSet) Rollout {
 	}
 }
 
-// Complete reports whether the DaemonSet's controller observed the current generation and
-// every node that should run a pod runs its template (as `kubectl rollout status` reads it).
-// Not availability: a pod stuck unavailable leaves nothing to roll out, and is reported as what it
-// is (FullyAvailable, MaxUnavailable). A DaemonSet that wants no pods is
-// rolled out once observed.
+// Complete reports whether the DaemonSet's controller observed the current generation and every node
+// that should run a pod runs its template (as `kubectl rollout status` reads it). Not availability: a
+// pod stuck unavailable leaves nothing to roll out, and is reported as what it is (FullyAvailable,
+// MaxUnavailable). A DaemonSet that wants no pods is rolled out once observed.
 func (r Rollout) Complete() bool {
 	return r.Present && r.ObservedGeneration >= r.Generation && r.Updated >= r.Desired
 }

@@ -17,9 +17,8 @@ type ownedObject struct {
 	uid        types.UID
 	generation int64
 	meta       map[string]string // OwnedMetadata as last written or adopted
-	// versions are the resourceVersions of the last few writes, and of what
-	// each replaced: a watch event of an older one (or of a status update a
-	// later write overwrote) can still arrive after a newer one.
+	// versions are the resourceVersions of the last few writes and of what each replaced: a watch event
+	// of an older one (or of a status update a later write overwrote) can still arrive after a newer one.
 	versions []string
 }
 

@@ -112,19 +112,16 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		}
 		tried = existing
 		if existing != nil && existing.DeletionTimestamp != nil {
-			// Being deleted: a write would be lost with it. Its deletion event
-			// follows, and the apply after it creates the DaemonSet anew.
+			// Being deleted: a write would be lost with it; the apply after its deletion event creates anew.
 			result = Result{Generation: existing.Generation, Object: existing}
 			return nil
 		}
 		expected, adopting := m.expectedGeneration(existing)
 		client := prefetchedDaemonSets{m: m, existing: existing, sent: &sent}
-		// ApplyDaemonSet is SetSpecHashAnnotation and then this; required
-		// carries the annotation already (requiredFor).
+		// ApplyDaemonSet is SetSpecHashAnnotation and then this; required carries the hash (requiredFor).
 		actual, changed, err := resourceapply.ApplyDaemonSetWithForce(ctx, client, writeEventsOnly{m.recorder}, required, expected, false)
 		if adopting && isImmutableSelector(err) {
-			// Someone else's object, with another selector: no update makes
-			// it ours. Delete exactly it, then create.
+			// Someone else's object, with another selector: no update makes it ours. Delete exactly it, then create.
 			if err := m.deleteReplaced(ctx, existing); err != nil {
 				return err
 			}

@@ -72,10 +72,7 @@ func (d Desired) TLSArgs() []string {
 	return KubeRBACProxyTLSArgs(d.TLSProfile)
 }
 
-const (
-	flagTLSMinVersion   = "--tls-min-version"
-	flagTLSCipherSuites = "--tls-cipher-suites"
-)
+const flagTLSMinVersion, flagTLSCipherSuites = "--tls-min-version", "--tls-cipher-suites"
 
 // KubeRBACProxyTLSArgsOf returns the TLS arguments of ds's kube-rbac-proxy as they are, in order
 // (none: empty, not nil); ok is false without the container, or for an argument it would refuse.
