@@ -442,11 +442,23 @@ func (s *propSim) relist() {
 }
 
 // noteObservations attributes to by the observations the informer queued
-// beyond the first queued ones.
+// beyond the first queued ones. A spec change that also damaged owned
+// metadata is a metadata observation too: the drain counts it as one when the
+// spec change is the controller's.
 func (s *propSim) noteObservations(queued int, by actor) {
 	for _, o := range s.ri.queued[queued:] {
 		s.observed = append(s.observed, observedBy{o.Kind, by})
+		if o.MetaDamaged {
+			s.observed = append(s.observed, observedBy{DriftMetadata, by})
+		}
 	}
+}
+
+// otherObserved: the observations queued since the last drain include
+// someone else's change (or the controller's whose answer was lost, which
+// it cannot tell apart).
+func (s *propSim) otherObserved() bool {
+	return slices.ContainsFunc(s.observed, func(o observedBy) bool { return o.by == byOther || o.by == byUnanswered })
 }
 
 // timerBeforeNotice is the informer's handler caught between its two
@@ -600,7 +612,9 @@ func (s *propSim) checkDrift(before map[DriftKind]float64) {
 func (s *propSim) controller(what string, f func()) {
 	s.logf("controller handles %s (state %s%s)", what, s.c.State(), s.viewNote())
 	foreign, repairs, writes, queued := s.foreignOutstanding, s.repairsCounted(), s.controllerWrites, s.c.informer.driftQueued()
-	notified, requests, ambiguous := len(s.ri.modified) > 0, s.sinceStimulus, s.ambiguous
+	// The informer notifies of every change; the loop takes them first, but
+	// only someone else's make a repair wait.
+	notified, requests, ambiguous := len(s.ri.modified) > 0 && s.otherObserved(), s.sinceStimulus, s.ambiguous
 	w := s.witness(what)
 	// The timers that only re-assert the level: the resync, and the
 	// expectation's deadline when no retry or front door (whose actions
@@ -611,6 +625,7 @@ func (s *propSim) controller(what string, f func()) {
 		reassertOnly, what = true, "expectation's deadline"
 	}
 	f()
+	undrained := s.c.informer.driftQueued()
 	// Once the loop is told of drift, its next request is the repair's: no
 	// other wake-up may spend requests (a status write, an apply the door
 	// let through) while the repair waits.
@@ -627,11 +642,11 @@ func (s *propSim) controller(what string, f func()) {
 	}
 	s.checkRepairMade(w, what)
 	// A timer that only re-asserts the same level must leave repairs of
-	// drift the informer has queued to the gate: a write of its over that
-	// change would be a repair the budget never paid for. (One over a
-	// change no event has told of yet is the resync's job: the safety net
-	// for lost events.)
-	if reassertOnly && foreign && queued && s.controllerWrites > writes && n == 0 {
+	// drift the informer has queued to the gate, which its wake-up feeds
+	// first: a write of its over a change still queued would be a repair the
+	// budget never paid for. (One over a change no event has told of yet is
+	// the resync's job: the safety net for lost events.)
+	if reassertOnly && foreign && queued && undrained && s.controllerWrites > writes && n == 0 {
 		s.violate("repair-outside-gate", fmt.Sprintf("the %s wrote over someone else's change that the informer had queued for the repair gate", what))
 	}
 	s.handled++
