@@ -10,8 +10,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// Run only receives; the rest of a wake-up is here, so the convergence model,
-// driving these methods on a fake clock, checks the loop that ships.
+// Run only receives; the rest of a wake-up is here, so the convergence model, driving these
+// methods on a fake clock, checks the loop that ships.
 
 type wake int
 
@@ -40,9 +40,9 @@ func (w wake) String() string { return wakeNames[w] }
 var levelSignals = map[wake]core.Signal{wakeConfig: core.SignalConfig, wakeVersion: core.SignalVersion, wakeTLS: core.SignalTLS}
 
 func (c *Controller) handle(ctx context.Context, w wake, payload any) {
-	// The core sees queued observations before a timer's input, so that the gate decides the
-	// repair a timer's re-assert would make: no timer may make it early.
-	if (w == wakeResync || w == wakeAlarm) && c.informer.driftQueued() {
+	// Every wake-up feeds the core the queued drift first, so that the gate decides a repair
+	// before any other input can write: none may make it early or ungated.
+	if w != wakeDrift && w != wakeDriftHint && c.informer.driftQueued() {
 		c.onDrift(ctx, false)
 	}
 	switch w {

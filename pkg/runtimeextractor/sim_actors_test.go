@@ -876,7 +876,7 @@ func (s *propSim) staleRelistAfterCreate() {
 	s.runThroughDoor()
 	s.deleteExternally()
 	s.deliver(len(s.inFlight))
-	if r := s.ready(); len(r) > 0 && pick(r, first).wake == wakeDrift {
+	if r := s.ready(); len(r) > 0 && r[0].wake == wakeDrift {
 		s.dispatch(wakeDrift) // the delete's repair, before anything else
 	}
 	if len(s.inFlight) == 0 || s.stored() == nil {
