@@ -53,6 +53,7 @@ type Observation struct {
 type Seen struct {
 	Present     bool
 	UID         types.UID
+	Generation  int64
 	Terminating bool
 	Version     string            // its resourceVersion
 	Meta        map[string]string // its owned metadata
@@ -77,13 +78,17 @@ type Drain struct {
 	Unnamed bool        // some of it no managedFields entry names
 	Likely  []string    // for the unnamed part, each object's newest other manager: a guess, never shown
 	Gone    bool        // an expected deletion (own, or in a state without the DaemonSet)
+	// Clean: the view shows the controller's object as it wrote it, so no change of anyone
+	// else's is left to repair, whatever an earlier drain left owed.
+	Clean bool
 }
 
 // Classify decides which observations are someone else's drift. wantsOne: the machine's state
 // wants a DaemonSet. A change of an object since gone or being deleted is not drift: its
 // deletion is.
 func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, deletedByUs func(types.UID) bool) Drain {
-	var d Drain
+	d := Drain{Clean: seen.Present && !seen.Terminating && own.Owns(seen.UID) && own.IsOwnWrite(seen.UID, seen.Generation) &&
+		own.IsOwnMetadata(seen.UID, seen.Version, seen.Meta)}
 	awaiting := own.AwaitsOwnWrite()
 	for _, o := range obs {
 		if o.Kind == DriftDeleted {
@@ -175,6 +180,15 @@ type Repair struct {
 
 // NextRepair is what the next repair undoes.
 func (s *State) NextRepair() Repair { return s.next }
+
+// settle forgets a repair owed when the drain shows the controller's object as it wrote it: the
+// change it was owed for is gone (a lost race found it deleted, or another write undid it).
+func (s *State) settle(d Drain, now time.Time) {
+	if d.Clean && len(d.Kinds) == 0 && s.Outstanding() {
+		s.gate.settle()
+		s.gate.log = s.policy.Stood(s.gate.log, now)
+	}
+}
 
 // describe adds a drain's drift to the next repair: outstanding drift adds up, so its repair's
 // Event names it all; otherwise the drain's drift replaces what an earlier repair undid.

@@ -53,6 +53,7 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 			return []Effect{{Kind: EffectActOnLevel, Signal: in.Signal}}
 		}
 	case InputDrift:
+		s.settle(in.Drift.Drain, now)
 		return s.onDrift(in.Drift, now)
 	case InputResync:
 		return effect(EffectReassert)

@@ -80,5 +80,5 @@ func seenOf(ds *appsv1.DaemonSet) core.Seen {
 	if ds == nil {
 		return core.Seen{}
 	}
-	return core.Seen{Present: true, UID: ds.UID, Terminating: ds.DeletionTimestamp != nil, Version: ds.ResourceVersion, Meta: resources.OwnedMetadata(ds)}
+	return core.Seen{Present: true, UID: ds.UID, Generation: ds.Generation, Terminating: ds.DeletionTimestamp != nil, Version: ds.ResourceVersion, Meta: resources.OwnedMetadata(ds)}
 }
