@@ -95,7 +95,7 @@ verify:
 	  if ! diff -q go.mod /tmp/rec-go.mod.$$$$ >/dev/null || ! diff -q go.sum /tmp/rec-go.sum.$$$$ >/dev/null; then \
 	    cp /tmp/rec-go.mod.$$$$ go.mod; cp /tmp/rec-go.sum.$$$$ go.sum; rm -f /tmp/rec-go.*.$$$$; echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; fi; \
 	  rm -f /tmp/rec-go.*.$$$$
-	$(GO) test -count=1 -run 'TestGeneratedDocsAreCurrent|TestScenarios' ./fsm
+	$(GO) test -count=1 -run 'TestGeneratedDocsAreCurrent|TestScenarios' ./cmd/runtime-extractor-controller/fsmtext
 	$(GO) test -count=1 -run 'Golden' ./cmd/... ./pkg/resources
 	$(GO) test -count=1 ./hack/readme-diagram ./manifests ./docs
 	$(GO) run ./hack/apirecord

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/insights-runtime-extractor/controller/cmd/runtime-extractor-controller/fsmtext"
 	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
@@ -28,12 +29,12 @@ the events as arguments, one per argument, e.g.:
 				return err
 			}
 			if cmd.Flags().Changed("initial") {
-				if sc.Initial, err = fsm.ParseState(initial); err != nil {
+				if sc.Initial, err = fsmtext.ParseState(initial); err != nil {
 					return err
 				}
 			}
 			ts, err := sc.Run()
-			fmt.Fprint(cmd.OutOrStdout(), fsm.Transcript(sc.Initial, ts))
+			fmt.Fprint(cmd.OutOrStdout(), fsmtext.Transcript(sc.Initial, ts))
 			return err
 		},
 	}
@@ -41,20 +42,20 @@ the events as arguments, one per argument, e.g.:
 	return cmd
 }
 
-func scenarioFromArgs(stdin io.Reader, args []string) (*fsm.Scenario, error) {
+func scenarioFromArgs(stdin io.Reader, args []string) (*fsmtext.Scenario, error) {
 	switch {
 	case len(args) == 1 && args[0] == "-":
-		return fsm.ParseScenario(stdin)
+		return fsmtext.ParseScenario(stdin)
 	case len(args) == 1 && fileExists(args[0]):
 		raw, err := os.ReadFile(args[0])
 		if err != nil {
 			return nil, fmt.Errorf("read scenario: %w", err)
 		}
-		return fsm.ParseScenario(bytes.NewReader(raw))
+		return fsmtext.ParseScenario(bytes.NewReader(raw))
 	case len(args) == 0:
 		return nil, fmt.Errorf("give a scenario file, - for standard input, or events")
 	}
-	return fsm.ParseScenario(strings.NewReader(strings.Join(args, "\n")))
+	return fsmtext.ParseScenario(strings.NewReader(strings.Join(args, "\n")))
 }
 
 func fileExists(p string) bool {
@@ -72,11 +73,11 @@ func newDiagramCommand() *cobra.Command {
 			out := cmd.OutOrStdout()
 			switch format {
 			case "mermaid":
-				fmt.Fprint(out, fsm.Mermaid())
+				fmt.Fprint(out, fsmtext.Mermaid())
 			case "dot":
-				fmt.Fprint(out, fsm.DOT())
+				fmt.Fprint(out, fsmtext.DOT())
 			case "markdown":
-				fmt.Fprint(out, fsm.Document())
+				fmt.Fprint(out, fsmtext.Document())
 			default:
 				return fmt.Errorf("unknown format %q: want mermaid, dot or markdown", format)
 			}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/insights-runtime-extractor/controller/fsm"
+	"github.com/insights-runtime-extractor/controller/cmd/runtime-extractor-controller/fsmtext"
 )
 
 // TestReadmeDiagramIsCurrent fails when the transition table changed and
@@ -20,7 +20,7 @@ func TestReadmeDiagramIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README.md: %v", err)
 	}
-	if want := fence([]byte(fsm.Mermaid())); string(got) != string(want) {
+	if want := fence([]byte(fsmtext.Mermaid())); string(got) != string(want) {
 		t.Errorf("README.md's state diagram is stale: run `make docs`\n got:\n%s\nwant:\n%s", got, want)
 	}
 }

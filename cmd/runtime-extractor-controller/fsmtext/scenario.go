@@ -1,4 +1,6 @@
-package fsm
+// Package fsmtext is the state machine's text forms, for the binary's offline
+// subcommands and `make docs`: scenario transcripts (testdata/fsm) and diagrams.
+package fsmtext
 
 import (
 	"bufio"
@@ -8,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
 // Scenario is a readable event sequence. Its text has an "initial STATE" line and
@@ -15,21 +19,21 @@ import (
 // VersionChanged FROM TO; Modified, RolloutComplete, Applied and AppliedUnchanged
 // GENERATION; ApplyFailed and DeleteFailed MESSAGE...
 type Scenario struct {
-	Initial State
+	Initial fsm.State
 	Steps   []Step
 }
 
 // Step is one event and what the scenario expects of it (empty when unchecked).
 type Step struct {
 	Line       int
-	Event      Event
-	WantState  State
-	WantAction Action
+	Event      fsm.Event
+	WantState  fsm.State
+	WantAction fsm.Action
 }
 
 // ParseScenario reads the scenario text format.
 func ParseScenario(r io.Reader) (*Scenario, error) {
-	sc := &Scenario{Initial: StateDisabled}
+	sc := &Scenario{Initial: fsm.StateDisabled}
 	s := bufio.NewScanner(r)
 	for n := 1; s.Scan(); n++ {
 		line, _, _ := strings.Cut(s.Text(), "#")
@@ -56,7 +60,7 @@ func ParseScenario(r io.Reader) (*Scenario, error) {
 // parseStep's step is partial on error; ParseScenario then drops it.
 func parseStep(line string) (step Step, err error) {
 	evText, want, hasWant := strings.Cut(line, "->")
-	if step.Event, err = ParseEvent(strings.Fields(evText)); err != nil || !hasWant {
+	if step.Event, err = parseEvent(strings.Fields(evText)); err != nil || !hasWant {
 		return step, err
 	}
 	f := strings.Fields(want)
@@ -64,17 +68,17 @@ func parseStep(line string) (step Step, err error) {
 		return step, fmt.Errorf("expectation %q: want \"STATE ACTION\"", strings.TrimSpace(want))
 	}
 	if step.WantState, err = ParseState(f[0]); err == nil {
-		step.WantAction, err = ParseAction(f[1])
+		step.WantAction, err = parseAction(f[1])
 	}
 	return step, err
 }
 
-// ParseEvent builds an event from its name and arguments, e.g. ["Modified", "3"].
-func ParseEvent(f []string) (Event, error) {
+// parseEvent builds an event from its name and arguments, e.g. ["Modified", "3"].
+func parseEvent(f []string) (fsm.Event, error) {
 	if len(f) == 0 {
 		return nil, errors.New("empty event")
 	}
-	name, args := EventName(f[0]), f[1:]
+	name, args := fsm.EventName(f[0]), f[1:]
 	if ev, ok := eventsWithoutArgs[name]; ok {
 		if len(args) != 0 {
 			return nil, fmt.Errorf("%s takes no arguments", name)
@@ -98,51 +102,59 @@ func ParseEvent(f []string) (Event, error) {
 		}
 		return build(errors.New(message)), nil
 	}
-	if name == EventVersionChanged {
+	if name == fsm.EventVersionChanged {
 		if len(args) != 2 {
 			return nil, fmt.Errorf("%s takes FROM and TO versions", name)
 		}
-		return VersionChanged{From: args[0], To: args[1]}, nil
+		return fsm.VersionChanged{From: args[0], To: args[1]}, nil
 	}
 	return nil, fmt.Errorf("unknown event %q", f[0])
 }
 
-// The events ParseEvent builds, by the arguments they take.
+// The events parseEvent builds, by the arguments they take.
 var (
-	eventsWithoutArgs = map[EventName]Event{
-		EventEnabled: Enabled{}, EventDisabled: Disabled{}, EventDeleted: Deleted{}, EventDeleteDone: DeleteDone{},
+	eventsWithoutArgs = map[fsm.EventName]fsm.Event{
+		fsm.EventEnabled: fsm.Enabled{}, fsm.EventDisabled: fsm.Disabled{}, fsm.EventDeleted: fsm.Deleted{}, fsm.EventDeleteDone: fsm.DeleteDone{},
 	}
-	eventsWithGeneration = map[EventName]func(generation int64) Event{
-		EventModified:         func(g int64) Event { return Modified{Generation: g} },
-		EventRolloutComplete:  func(g int64) Event { return RolloutComplete{Generation: g} },
-		EventApplied:          func(g int64) Event { return Applied{Generation: g} },
-		EventAppliedUnchanged: func(g int64) Event { return AppliedUnchanged{Generation: g} },
+	eventsWithGeneration = map[fsm.EventName]func(generation int64) fsm.Event{
+		fsm.EventModified:         func(g int64) fsm.Event { return fsm.Modified{Generation: g} },
+		fsm.EventRolloutComplete:  func(g int64) fsm.Event { return fsm.RolloutComplete{Generation: g} },
+		fsm.EventApplied:          func(g int64) fsm.Event { return fsm.Applied{Generation: g} },
+		fsm.EventAppliedUnchanged: func(g int64) fsm.Event { return fsm.AppliedUnchanged{Generation: g} },
 	}
-	eventsWithMessage = map[EventName]func(error) Event{
-		EventApplyFailed:  func(err error) Event { return ApplyFailed{Err: err} },
-		EventDeleteFailed: func(err error) Event { return DeleteFailed{Err: err} },
+	eventsWithMessage = map[fsm.EventName]func(error) fsm.Event{
+		fsm.EventApplyFailed:  func(err error) fsm.Event { return fsm.ApplyFailed{Err: err} },
+		fsm.EventDeleteFailed: func(err error) fsm.Event { return fsm.DeleteFailed{Err: err} },
 	}
 )
 
-// FormatEvent renders an event in the scenario format (the inverse of ParseEvent).
-func FormatEvent(ev Event) string {
+// formatEvent renders an event in the scenario format (the inverse of parseEvent).
+func formatEvent(ev fsm.Event) string {
 	f := []string{string(ev.Name())}
 	switch e := ev.(type) {
-	case VersionChanged:
+	case fsm.VersionChanged:
 		f = append(f, e.From, e.To)
-	case generationEvent:
-		f = append(f, fmt.Sprint(e.generation()))
-	case failureEvent:
-		f = append(f, fmt.Sprint(e.failure()))
+	case fsm.Modified:
+		f = append(f, fmt.Sprint(e.Generation))
+	case fsm.RolloutComplete:
+		f = append(f, fmt.Sprint(e.Generation))
+	case fsm.Applied:
+		f = append(f, fmt.Sprint(e.Generation))
+	case fsm.AppliedUnchanged:
+		f = append(f, fmt.Sprint(e.Generation))
+	case fsm.ApplyFailed:
+		f = append(f, fmt.Sprint(e.Err))
+	case fsm.DeleteFailed:
+		f = append(f, fmt.Sprint(e.Err))
 	}
 	return strings.Join(f, " ")
 }
 
 // ParseState parses a state name.
-func ParseState(s string) (State, error) { return parseName("state", s, States()) }
+func ParseState(s string) (fsm.State, error) { return parseName("state", s, fsm.States()) }
 
-// ParseAction parses an action name.
-func ParseAction(s string) (Action, error) { return parseName("action", s, Actions()) }
+// parseAction parses an action name.
+func parseAction(s string) (fsm.Action, error) { return parseName("action", s, fsm.Actions()) }
 
 func parseName[T ~string](kind, s string, names []T) (T, error) {
 	if !slices.Contains(names, T(s)) {
@@ -152,9 +164,9 @@ func parseName[T ~string](kind, s string, names []T) (T, error) {
 }
 
 // Run plays the scenario on a fresh machine and returns every transition taken.
-func (sc *Scenario) Run() ([]Transition, error) {
-	m := New(sc.Initial)
-	out := make([]Transition, 0, len(sc.Steps))
+func (sc *Scenario) Run() ([]fsm.Transition, error) {
+	m := fsm.New(sc.Initial)
+	out := make([]fsm.Transition, 0, len(sc.Steps))
 	for _, st := range sc.Steps {
 		t, err := m.Fire(st.Event)
 		if err != nil {
@@ -166,11 +178,11 @@ func (sc *Scenario) Run() ([]Transition, error) {
 }
 
 // Transcript renders a run as a scenario whose expectations are what the machine did.
-func Transcript(initial State, ts []Transition) string {
+func Transcript(initial fsm.State, ts []fsm.Transition) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "initial %s\n", initial)
 	for _, t := range ts {
-		fmt.Fprintf(&b, "%-32s -> %s %s", FormatEvent(t.Event), t.To, t.Action)
+		fmt.Fprintf(&b, "%-32s -> %s %s", formatEvent(t.Event), t.To, t.Action)
 		if t.Note != "" {
 			fmt.Fprintf(&b, "  # %s", t.Note)
 		}

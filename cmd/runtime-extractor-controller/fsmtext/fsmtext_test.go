@@ -1,13 +1,15 @@
-package fsm
+package fsmtext
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/internal/golden"
 )
 
@@ -17,7 +19,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the testdata/fsm scenario tra
 // expected transition of every step is written after "->". With -rewrite the
 // expectations are regenerated from the machine (review the diff).
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("../testdata/fsm/*.txt")
+	files, err := filepath.Glob("../../../testdata/fsm/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenario files found: %v", err)
 	}
@@ -48,7 +50,7 @@ func TestScenarios(t *testing.T) {
 					continue
 				}
 				if ts[i].To != st.WantState || ts[i].Action != st.WantAction {
-					t.Errorf("%s:%d: %s: got %s %s, want %s %s", file, st.Line, FormatEvent(st.Event),
+					t.Errorf("%s:%d: %s: got %s %s, want %s %s", file, st.Line, formatEvent(st.Event),
 						ts[i].To, ts[i].Action, st.WantState, st.WantAction)
 				}
 			}
@@ -72,8 +74,8 @@ func header(s string) string {
 // renders now; `make docs` (or -rewrite) regenerates them.
 func TestGeneratedDocsAreCurrent(t *testing.T) {
 	for file, want := range map[string]string{
-		"../docs/state-machine.md":  Document(),
-		"../docs/state-machine.dot": DOT(),
+		"../../../docs/state-machine.md":  Document(),
+		"../../../docs/state-machine.dot": DOT(),
 	} {
 		if got := golden.Want(t, file, []byte(want), *rewrite, "run `make docs`"); string(got) != want {
 			t.Errorf("%s is stale: run `make docs`", file)
@@ -98,14 +100,18 @@ func TestParseScenarioErrors(t *testing.T) {
 }
 
 func TestFormatEventRoundTrips(t *testing.T) {
-	for _, name := range EventNames() {
-		ev := sample(name)
-		got, err := ParseEvent(strings.Fields(FormatEvent(ev)))
+	for _, ev := range []fsm.Event{
+		fsm.Enabled{}, fsm.Disabled{}, fsm.VersionChanged{From: "4.21.0", To: "4.22.0"}, fsm.Modified{Generation: 2},
+		fsm.Deleted{}, fsm.RolloutComplete{Generation: 1}, fsm.Applied{Generation: 1}, fsm.AppliedUnchanged{Generation: 1},
+		fsm.ApplyFailed{Err: errors.New("boom")}, fsm.DeleteDone{}, fsm.DeleteFailed{Err: errors.New("boom")},
+	} {
+		name := ev.Name()
+		got, err := parseEvent(strings.Fields(formatEvent(ev)))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if FormatEvent(got) != FormatEvent(ev) {
-			t.Errorf("%s: round trip gave %q, want %q", name, FormatEvent(got), FormatEvent(ev))
+		if formatEvent(got) != formatEvent(ev) {
+			t.Errorf("%s: round trip gave %q, want %q", name, formatEvent(got), formatEvent(ev))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package fsm
+package fsmtext
 
 import (
 	"cmp"
@@ -6,27 +6,29 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
 // edge groups the table rows that share (from, to, action) into one diagram arrow.
 type edge struct {
-	from, to State
-	action   Action
+	from, to fsm.State
+	action   fsm.Action
 	events   []string
 }
 
 // edges returns the rows that change state or ask for an action: the idle self-loops
 // would bury the diagram (the Markdown table has them).
 func edges() []edge {
-	order := func(s State) int { return slices.Index(States(), s) }
-	rows := slices.Clone(table)
-	slices.SortStableFunc(rows, func(a, b Row) int {
+	order := func(s fsm.State) int { return slices.Index(fsm.States(), s) }
+	rows := fsm.Table()
+	slices.SortStableFunc(rows, func(a, b fsm.Row) int {
 		return cmp.Or(cmp.Compare(order(a.From), order(b.From)),
 			cmp.Compare(order(a.To), order(b.To)), cmp.Compare(a.Action, b.Action))
 	})
 	var out []edge
 	for _, r := range rows {
-		if r.From == r.To && r.Action == ActionNone {
+		if r.From == r.To && r.Action == fsm.ActionNone {
 			continue
 		}
 		if n := len(out) - 1; n >= 0 && out[n].from == r.From && out[n].to == r.To && out[n].action == r.Action {
@@ -40,7 +42,7 @@ func edges() []edge {
 
 func (e edge) label() string {
 	l := strings.Join(e.events, ", ")
-	if e.action != ActionNone {
+	if e.action != fsm.ActionNone {
 		l += " / " + string(e.action)
 	}
 	return l
@@ -49,7 +51,7 @@ func (e edge) label() string {
 // Mermaid renders the machine as a Mermaid stateDiagram-v2.
 func Mermaid() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "stateDiagram-v2\n    [*] --> %s\n", StateDisabled)
+	fmt.Fprintf(&b, "stateDiagram-v2\n    [*] --> %s\n", fsm.StateDisabled)
 	for _, e := range edges() {
 		fmt.Fprintf(&b, "    %s --> %s: %s\n", e.from, e.to, e.label())
 	}
@@ -60,8 +62,8 @@ func Mermaid() string {
 func DOT() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "digraph runtime_extractor {\n    rankdir=LR;\n    node [shape=box, style=rounded];\n"+
-		"    start [shape=point];\n    start -> %s;\n", StateDisabled)
-	for _, s := range States() {
+		"    start [shape=point];\n    start -> %s;\n", fsm.StateDisabled)
+	for _, s := range fsm.States() {
 		fmt.Fprintf(&b, "    %s;\n", s)
 	}
 	for _, e := range edges() {
@@ -71,20 +73,24 @@ func DOT() string {
 	return b.String()
 }
 
-// MarkdownTable renders the whole table, states down and events across.
-func MarkdownTable() string {
+// markdownTable renders the whole table, states down and events across.
+func markdownTable() string {
 	var b strings.Builder
 	b.WriteString("| from \\ event |")
-	for _, ev := range EventNames() {
+	for _, ev := range fsm.EventNames() {
 		fmt.Fprintf(&b, " %s |", ev)
 	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(EventNames())) + "\n")
-	for _, s := range States() {
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(fsm.EventNames())) + "\n")
+	rows := map[[2]string]fsm.Row{}
+	for _, r := range fsm.Table() {
+		rows[[2]string{string(r.From), string(r.Event)}] = r
+	}
+	for _, s := range fsm.States() {
 		fmt.Fprintf(&b, "| **%s** |", s)
-		for _, ev := range EventNames() {
-			r := rows[rowKey{s, ev}]
+		for _, ev := range fsm.EventNames() {
+			r := rows[[2]string{string(s), string(ev)}]
 			action := "–"
-			if r.Action != ActionNone {
+			if r.Action != fsm.ActionNone {
 				action = string(r.Action)
 			}
 			fmt.Fprintf(&b, " %s / %s |", r.To, action)
@@ -100,5 +106,5 @@ var documentIntro string
 // Document renders docs/state-machine.md: the Mermaid diagram and the full table.
 func Document() string {
 	return "<!-- Generated from fsm.Table by `make docs`; do not edit. -->\n" +
-		documentIntro + "\n```mermaid\n" + Mermaid() + "```\n\n## Transition table\n\n" + MarkdownTable()
+		documentIntro + "\n```mermaid\n" + Mermaid() + "```\n\n## Transition table\n\n" + markdownTable()
 }
