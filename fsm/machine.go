@@ -34,7 +34,6 @@ type Machine struct {
 	listeners []func(Transition)
 }
 
-// rows indexes the table by (state, event).
 var rows = func() map[rowKey]Row {
 	m := make(map[rowKey]Row, len(table))
 	for _, r := range table {

@@ -91,6 +91,4 @@ var table = []Row{
 }
 
 // Table returns a copy of the transition table, in state-major, event-minor order.
-func Table() []Row {
-	return slices.Clone(table)
-}
+func Table() []Row { return slices.Clone(table) }

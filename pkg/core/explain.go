@@ -9,15 +9,15 @@ import (
 	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
-// What the Events and the log say of the controller's writes and of drift.
+// What the Events and the log say of the controller's writes and of drift. They name at most
+// maxNamedEditors writers and maxRestoredFields restored fields; the rest are counted.
+const maxNamedEditors, maxRestoredFields = 3, 4
 
 // Cause is why an apply that wrote was made, for its Event.
 type Cause struct {
-	Transition fsm.Transition
-	// Repair: the apply undid someone else's change (State.Outstanding),
-	// whatever event led to it; Drift is that change.
-	Repair               bool
-	Drift                Repair
+	Transition           fsm.Transition
+	Repair               bool     // it undid someone else's change (State.Outstanding), whatever event led to it
+	Drift                Repair   // that change
 	UpgradeFrom, Version string   // UpgradeFrom: the version before the current upgrade
 	Reenabled            bool     // this controller deleted the DaemonSet before
 	TLS                  string   // the TLS arguments the apply moved kube-rbac-proxy to
@@ -61,9 +61,6 @@ func driftWords(kinds []DriftKind) string {
 	return strings.Join(words, ", ")
 }
 
-// maxNamedEditors bounds the writers a message names; the rest are counted.
-const maxNamedEditors = 3
-
 // editorsWords says who made a repaired change; "" for a deletion only, which
 // names no one.
 func editorsWords(kinds []DriftKind, ws []Edit, unnamed bool) string {
@@ -95,18 +92,14 @@ func Summary(kinds []DriftKind, ws []Edit, unnamed bool) string {
 	return "changed by someone else (" + driftWords(kinds) + ")" + editorsWords(kinds, ws, unnamed)
 }
 
-// maxRestoredFields bounds the fields a repair's Event names; the rest are counted.
-const maxRestoredFields = 4
-
 // restoredWords is ": restored container extractor image, tolerations;
 // removed container sidecar" for fields, "" for none.
 func restoredWords(fields []string) string {
 	if len(fields) == 0 {
 		return ""
 	}
-	shown := fields[:min(len(fields), maxRestoredFields)]
 	var put, removed []string
-	for _, f := range shown {
+	for _, f := range fields[:min(len(fields), maxRestoredFields)] {
 		if name, ok := strings.CutPrefix(f, "removed "); ok {
 			removed = append(removed, name)
 		} else {
@@ -121,7 +114,7 @@ func restoredWords(fields []string) string {
 		parts = append(parts, "removed "+strings.Join(removed, ", "))
 	}
 	out := ": " + strings.Join(parts, "; ")
-	if n := len(fields) - len(shown); n > 0 {
+	if n := len(fields) - maxRestoredFields; n > 0 {
 		out += fmt.Sprintf(" and %d more", n)
 	}
 	return out

@@ -152,8 +152,7 @@ func (p Policy) Available(l Log, now time.Time) int {
 	if !l.budgetAt.After(now) {
 		return p.Burst
 	}
-	owed := int(l.budgetAt.Sub(now) / p.Every) // ⌊(budgetAt - now) / Every⌋
-	return max(0, p.Burst-owed)
+	return max(0, p.Burst-int(l.budgetAt.Sub(now)/p.Every))
 }
 
 // BudgetAllows is when the budget holds k repairs (in the past if it does now).
@@ -291,12 +290,10 @@ func (p Policy) FightEnds(l Log) time.Time {
 	return next
 }
 
-// undosIn counts w's undos within window at now.
 func undosIn(w Writer, now time.Time, window time.Duration) int {
 	return countSince(w.Undos, now.Add(-window))
 }
 
-// countSince counts the times in ts at or after from.
 func countSince(ts []time.Time, from time.Time) int {
 	n := 0
 	for _, t := range ts {
