@@ -61,8 +61,7 @@ func driftWords(kinds []DriftKind) string {
 	return strings.Join(words, ", ")
 }
 
-// editorsWords says who made a repaired change; "" for a deletion only, which
-// names no one.
+// editorsWords says who made a repaired change; "" for a deletion only, which names no one.
 func editorsWords(kinds []DriftKind, ws []Edit, unnamed bool) string {
 	if len(ws) == 0 {
 		if unnamed || slices.ContainsFunc(kinds, func(k DriftKind) bool { return k != DriftDeleted }) {

@@ -161,9 +161,8 @@ func (s *State) ForgetWriters() (ended bool) {
 	return ended
 }
 
-// FollowGate arms the gate's deadline for when the deferred repair may be due, else the
-// first fight may end (none: neither). A repair under way needs none: an action's retry
-// carries it on.
+// FollowGate arms the gate's deadline for when the deferred repair may be due, else the first
+// fight may end (none: neither). A repair under way needs none: an action's retry carries it on.
 func (s *State) FollowGate(now time.Time) {
 	next := s.policy.FightEnds(s.gate.log)
 	if s.gate.deferred {
