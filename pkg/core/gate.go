@@ -96,10 +96,7 @@ func (s *State) AskWrite(now time.Time) Write {
 	if !s.Outstanding() {
 		return Write{Allowed: true}
 	}
-	if s.gate.granted {
-		return Write{Allowed: true, Repair: true}
-	}
-	if _, dec := s.policy.Due(s.gate.log, now); dec.Repair {
+	if _, dec := s.policy.Due(s.gate.log, now); s.gate.granted || dec.Repair {
 		return Write{Allowed: true, Repair: true}
 	}
 	s.gate.hold()
