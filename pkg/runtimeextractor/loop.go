@@ -48,8 +48,7 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 	switch w {
 	case wakeConfig, wakeVersion, wakeTLS:
 		// A config signal is acted on even when the newest content was
-		// rejected: the last good config may have changed in the same
-		// coalesced notification.
+		// rejected: the last good config may have changed in the same notification.
 		c.step(ctx, core.Input{Kind: core.InputSignal, Signal: levelSignals[w]})
 	case wakeDrift:
 		c.onDrift(ctx, false)
@@ -61,9 +60,7 @@ func (c *Controller) handle(ctx context.Context, w wake, payload any) {
 		c.step(ctx, core.Input{Kind: core.InputResync})
 	case wakeAlarm:
 		c.alarm.fired()
-		// The parts due when the alarm woke the loop, earliest first, each if
-		// still due after the earlier ones acted; later ones wait for the
-		// next alarm.
+		// The parts due now, earliest first, each if still due after the earlier ones acted.
 		now := c.cfg.clock.Now()
 		for _, p := range c.core.Due(now) {
 			c.step(ctx, core.Input{Kind: core.InputDeadline, Part: p, DueAt: now,
@@ -94,7 +91,9 @@ func (c *Controller) step(ctx context.Context, in core.Input) []core.Effect {
 		case core.EffectDeleteDone:
 			c.fire(ctx, fsm.Deleted{})
 		case core.EffectDiagnose:
-			c.onRolloutDeadline(ctx)
+			if ds, ok := c.informer.current(); ok {
+				c.rollouts.expired(ctx, c.cfg.kubeClient, ds, c.cfg.clock.Now())
+			}
 		case core.EffectFightStarted:
 			c.fightStarted()
 		case core.EffectFightEnded:
@@ -102,12 +101,6 @@ func (c *Controller) step(ctx context.Context, in core.Input) []core.Effect {
 		}
 	}
 	return effects
-}
-
-func (c *Controller) onRolloutDeadline(ctx context.Context) {
-	if ds, ok := c.informer.current(); ok {
-		c.rollouts.expired(ctx, c.cfg.kubeClient, ds, c.cfg.clock.Now())
-	}
 }
 
 func (c *Controller) afterWake(ctx context.Context) {
@@ -123,8 +116,8 @@ func (c *Controller) afterWake(ctx context.Context) {
 	c.report()
 }
 
-// start acts on the observed level once the caches are synced: Enabled adopts
-// or corrects what exists, Disabled deletes what the cache shows.
+// start acts on the level once the caches are synced: Enabled adopts or corrects what exists,
+// Disabled deletes what the cache shows.
 func (c *Controller) start(ctx context.Context) {
 	c.known.version = c.cfg.versions.Version()
 	if ds, ok := c.informer.current(); ok {
