@@ -43,8 +43,8 @@ type Controller struct {
 	pub publication // the latest snapshot, for Status
 }
 
-// ownInformer is set when the caller's informer is not this package's: the controller runs
-// one of its own, and the caller's only hints.
+// ownInformer is set when the caller's informer is not this package's: the controller runs one
+// of its own, and the caller's only hints.
 type ownInformer struct {
 	run   func(ctx context.Context)
 	hints <-chan struct{}
@@ -65,8 +65,8 @@ type publication struct {
 	changed  chan struct{}
 }
 
-// NewRuntimeExtractorController has the seed's signature (then Options), so it cannot
-// return New's error: it logs it, and Run returns at once.
+// NewRuntimeExtractorController has the seed's signature (then Options), so it cannot return
+// New's error: it logs it, and Run returns at once.
 func NewRuntimeExtractorController(
 	configNotifier ConfigNotifier,
 	updateCh chan struct{},
@@ -179,9 +179,7 @@ func relay(ctx context.Context, wg *sync.WaitGroup, in <-chan struct{}) <-chan s
 		return nil
 	}
 	out := make(chan struct{}, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		defer recovered("a relay of the host's notifications")
 		for {
 			select {
@@ -194,7 +192,7 @@ func relay(ctx context.Context, wg *sync.WaitGroup, in <-chan struct{}) <-chan s
 				notify(out)
 			}
 		}
-	}()
+	})
 	return out
 }
 
@@ -222,7 +220,11 @@ func (c *Controller) Run(ctx context.Context) {
 		defer stop()
 		c.events.recorder = rec
 	}
-	if !c.waitForCaches(ctx) {
+	synced := []cache.InformerSynced{c.informer.informer.HasSynced, c.config.HasSynced, c.cfg.versions.HasSynced}
+	if c.cfg.tls != nil {
+		synced = append(synced, c.cfg.tls.HasSynced)
+	}
+	if !cache.WaitForNamedCacheSync("RuntimeExtractorController", ctx.Done(), synced...) {
 		return
 	}
 	defer c.stop()
@@ -250,12 +252,4 @@ func (c *Controller) wakeUp(ctx context.Context, w wake, payload any) {
 	defer recovered("the control loop")
 	c.handle(ctx, w, payload)
 	c.afterWake(ctx)
-}
-
-func (c *Controller) waitForCaches(ctx context.Context) bool {
-	synced := []cache.InformerSynced{c.informer.informer.HasSynced, c.config.HasSynced, c.cfg.versions.HasSynced}
-	if c.cfg.tls != nil {
-		synced = append(synced, c.cfg.tls.HasSynced)
-	}
-	return cache.WaitForNamedCacheSync("RuntimeExtractorController", ctx.Done(), synced...)
 }

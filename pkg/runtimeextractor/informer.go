@@ -37,8 +37,7 @@ type daemonSetInformer struct {
 	modified chan struct{} // drift, coalesced
 	rollout  chan struct{} // status or generation moved, coalesced
 
-	// watch is nil when the factory already had a DaemonSet informer, not instrumented.
-	watch *watchHealth
+	watch *watchHealth // nil when the factory already had a DaemonSet informer, not instrumented
 
 	mu     sync.Mutex
 	queued []observation      // drift seen since the controller last drained it
@@ -48,11 +47,10 @@ type daemonSetInformer struct {
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
 
-// NewResourceInformer creates an informer that notifies when someone other than this
-// controller modifies the runtime-extractor resources. It registers in kubeInformers a
-// DaemonSet informer restricted by field selector to the managed DaemonSet (other users of
-// the factory's DaemonSet informer share that cache). Start the factory and Run the result.
-// eventRecorder is unused: it stays for the seed's signature.
+// NewResourceInformer creates an informer that notifies when someone other than this controller
+// modifies the runtime-extractor resources. It registers in kubeInformers a DaemonSet informer of
+// the managed DaemonSet alone (field selector), shared by the factory's other users. Start the
+// factory and Run the result. eventRecorder is unused: it stays for the seed's signature.
 func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
 	ri := &daemonSetInformer{
 		modified: make(chan struct{}, 1),
@@ -172,8 +170,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 	if !ok1 || !ok2 || cur.Name != resources.DaemonSetName {
 		return
 	}
-	if cur.UID != old.UID {
-		// A re-list replaced the object: the old one will get no delete event.
+	if cur.UID != old.UID { // a re-list replaced the object: the old one will get no delete event
 		ri.mu.Lock()
 		delete(ri.gone, old.UID)
 		ri.mu.Unlock()
@@ -262,14 +259,13 @@ func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 	return ds, true
 }
 
-// shownLocked is the DaemonSet shown, gone or not: the live read while the watch is broken,
-// else the cache; ri.mu is held.
+// shownLocked is the DaemonSet shown, gone or not: the live read while the watch is broken, else
+// the cache; ri.mu is held.
 func (ri *daemonSetInformer) shownLocked() *appsv1.DaemonSet {
 	if ri.probed != nil && ri.watch.broken.Load() {
 		return ri.probed.ds
 	}
-	ds := ri.cachedObject()
-	return ds
+	return ri.cachedObject()
 }
 
 // terminating: whether the DaemonSet shown is being deleted, and its finalizers.

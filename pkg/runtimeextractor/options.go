@@ -27,12 +27,11 @@ const (
 	DefaultRetryMax  = 5 * time.Minute
 	// DefaultRolloutDeadline is how long a rollout may make no progress before it is reported stuck.
 	DefaultRolloutDeadline = 10 * time.Minute
-	// DefaultDegradedInertia is how long an apply or a delete must keep failing before
-	// RuntimeExtractorDegraded says so: the ClusterOperator contract wants no Degraded in a
-	// normal upgrade, when kube-apiservers restart and webhooks come and go for tens of seconds.
+	// DefaultDegradedInertia is how long an apply or delete must keep failing before Degraded: the
+	// ClusterOperator contract wants none in an upgrade, when kube-apiservers restart for tens of seconds.
 	DefaultDegradedInertia = 2 * time.Minute
-	// StatusSettle is how long a status snapshot must stay unchanged before it is written, so
-	// a quick repair (Running, Drifted, Running) writes nothing; a new failure is written at once.
+	// StatusSettle is how long a status snapshot must stay unchanged before it is written, so a
+	// quick repair (Running, Drifted, Running) writes nothing; a new failure is written at once.
 	StatusSettle = 2 * time.Second
 	// StatusMaxDelay bounds how long a change waits and spaces the writes. A rollout in
 	// progress always waits it out, so a repair that ends within it writes nothing.
@@ -65,21 +64,19 @@ type Option func(*settings)
 
 // settings never change once the constructor has built the parts from them.
 type settings struct {
-	updateCh      chan struct{}
-	tlsProfile    *configv1.TLSSecurityProfile
-	kubeClient    kubernetes.Interface
-	recorder      events.Recorder // the host's; names our Events' source component
-	eventRecorder record.EventRecorder
-	reporter      *status.Reporter
-
-	versions      VersionSource
-	tls           TLSProfileSource // nil: tlsProfile, fixed
-	images        *resources.Images
-	imagesErr     error
-	defaultImages bool // an unset RELATED_IMAGE_* selects the default
-	nodeNames     bool // pods are listed to name the nodes without an available pod
-	metrics       *metrics.Metrics
-
+	updateCh        chan struct{}
+	tlsProfile      *configv1.TLSSecurityProfile
+	kubeClient      kubernetes.Interface
+	recorder        events.Recorder // the host's; names our Events' source component
+	eventRecorder   record.EventRecorder
+	reporter        *status.Reporter
+	versions        VersionSource
+	tls             TLSProfileSource // nil: tlsProfile, fixed
+	images          *resources.Images
+	imagesErr       error
+	defaultImages   bool // an unset RELATED_IMAGE_* selects the default
+	nodeNames       bool // pods are listed to name the nodes without an available pod
+	metrics         *metrics.Metrics
 	resync          time.Duration
 	rolloutDeadline time.Duration
 	degradedInertia time.Duration
@@ -110,26 +107,23 @@ func WithRateLimiter(l workqueue.TypedRateLimiter[string]) Option {
 	return func(s *settings) { s.limiter = l }
 }
 
-// WithVersionSource makes the controller follow src (e.g. the ClusterVersion) instead of
-// reading RELEASE_VERSION when updateCh fires.
+// WithVersionSource follows src (e.g. the ClusterVersion), not RELEASE_VERSION on updateCh.
 func WithVersionSource(src VersionSource) Option { return func(s *settings) { s.versions = src } }
 
-// WithTLSProfileSource makes the controller follow src instead of the constructor's
-// tlsProfile. While src cannot tell the profile, kube-rbac-proxy keeps its TLS arguments if a
-// predefined profile's or this controller's (else Intermediate), and every apply records a
-// RuntimeExtractorTLSProfileUnknown Warning.
+// WithTLSProfileSource makes the controller follow src instead of the constructor's tlsProfile.
+// While src cannot tell it, kube-rbac-proxy keeps its TLS arguments if a predefined profile's or
+// ours (else Intermediate), and every apply records a RuntimeExtractorTLSProfileUnknown Warning.
 func WithTLSProfileSource(src TLSProfileSource) Option { return func(s *settings) { s.tls = src } }
 
 // WithImages sets the container images (default: resources.ImagesFromEnv).
 func WithImages(images resources.Images) Option { return func(s *settings) { s.images = &images } }
 
-// WithDefaultImages says whether an unset RELATED_IMAGE_* variable selects the default image
-// (the default) or makes every apply fail, naming it. WithImages overrides both.
+// WithDefaultImages: whether an unset RELATED_IMAGE_* selects the default image (the default)
+// or makes every apply fail, naming it. WithImages overrides both.
 func WithDefaultImages(allowed bool) Option { return func(s *settings) { s.defaultImages = allowed } }
 
-// WithNodeNames says whether the status names the nodes without an available pod (the
-// default), listing the DaemonSet's pods (RBAC: list pods in openshift-insights); with false,
-// the messages give counts alone.
+// WithNodeNames says whether the status names the nodes without an available pod (the default;
+// RBAC: list pods in openshift-insights); with false, the messages give counts alone.
 func WithNodeNames(named bool) Option { return func(s *settings) { s.nodeNames = named } }
 
 // WithRepairPolicy sets the repair gate's rules; a policy that is not Valid leaves the default.
@@ -150,8 +144,8 @@ func WithMetrics(m *metrics.Metrics) Option { return func(s *settings) { s.metri
 // WithRolloutDeadline sets how long a rollout may make no progress before it is reported stuck.
 func WithRolloutDeadline(d time.Duration) Option { return func(s *settings) { s.rolloutDeadline = d } }
 
-// WithDegradedInertia sets how long an apply or a delete must keep failing before
-// RuntimeExtractorDegraded turns True; a failure no retry fixes is Degraded at once.
+// WithDegradedInertia sets how long an apply or delete must fail before Degraded turns True; a
+// failure no retry fixes is Degraded at once.
 func WithDegradedInertia(d time.Duration) Option { return func(s *settings) { s.degradedInertia = d } }
 
 // WithEventRecorder records the controller's Events through r instead of a broadcaster of its own.

@@ -21,12 +21,11 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// Bridging a broken watch: during an API server outage, and up to a minute after (the
-// reflector's reconnect backoff), the informer delivers no change, so the DaemonSet is read
-// live about once a second and what is found goes into the drift path. A watch is broken when
-// its call fails, ends before its timeout (a lost connection) or ends with an error event; it
-// works again once it delivers an event or stays open for establishGrace (a watch from a
-// resourceVersion the server no longer has is rejected at once).
+// Bridging a broken watch: in an API server outage and the reflector's reconnect backoff after
+// it (up to a minute) the informer delivers nothing, so the DaemonSet is read live each second
+// into the drift path. A watch is broken when its call fails, it ends early or with an error
+// event; it works again once it delivers an event or stays open for establishGrace (a watch
+// from a resourceVersion the server no longer has is rejected at once).
 const (
 	probeInterval  = time.Second
 	probeTimeout   = time.Second
@@ -158,14 +157,6 @@ func (w *observedWatch) trackInitial(e watch.Event) {
 	}
 }
 
-// ended: a watch that ends before its timeout lost its connection.
-func (w *observedWatch) ended(lasted time.Duration) {
-	if w.timeout > 0 && lasted >= w.timeout*9/10 {
-		return // the server's timeout: the reflector watches again at once
-	}
-	w.health.failed(fmt.Errorf("watch ended after %s, before its timeout: connection lost", lasted.Round(time.Millisecond)))
-}
-
 // probedDaemonSet is a live read's result; ds is nil when there was none.
 type probedDaemonSet struct{ ds *appsv1.DaemonSet }
 
@@ -188,8 +179,7 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 			case <-clk.After(max(0, probeInterval-clk.Since(start))):
 			}
 		}
-		// The watch is back: the cache is the view again.
-		ri.mu.Lock()
+		ri.mu.Lock() // the watch is back: the cache is the view again
 		ri.probed = nil
 		ri.mu.Unlock()
 	}
@@ -223,8 +213,7 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	}
 	ri.probed = &probedDaemonSet{ds: live}
 	if prev != nil && (live == nil || live.UID != prev.UID) {
-		// Its delete event will come when the watch is back: already known.
-		ri.markGoneLocked(prev.UID)
+		ri.markGoneLocked(prev.UID) // its delete event comes when the watch is back: already known
 	}
 	ri.mu.Unlock()
 	switch {
@@ -246,10 +235,17 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	return true
 }
 
-// relisted gets what a re-list found, before the reflector replaces its cache. The replace
-// says nothing of an object the cache never held (created and deleted while the watch was
-// down), so when the list shows none and the replace will report no deletion, the absence is
-// reported. The first list, before the sync, is not a change.
+// ended: a watch that ends before its timeout lost its connection.
+func (w *observedWatch) ended(lasted time.Duration) {
+	if w.timeout > 0 && lasted >= w.timeout*9/10 {
+		return // the server's timeout: the reflector watches again at once
+	}
+	w.health.failed(fmt.Errorf("watch ended after %s, before its timeout: connection lost", lasted.Round(time.Millisecond)))
+}
+
+// relisted gets what a re-list found, before the reflector replaces its cache. The replace says
+// nothing of an object the cache never held (created and deleted while the watch was down), so
+// an empty list that deletes nothing is reported; the first list, before the sync, is no change.
 func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 	if live != nil || ri.informer == nil || !ri.informer.HasSynced() {
 		return
@@ -272,8 +268,7 @@ func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 	ri.reportAbsent(uid)
 }
 
-// reportAbsent: a live read found no DaemonSet where the view may not know one went away; uid
-// is the object last known, or "".
+// reportAbsent: a live read found no DaemonSet, maybe gone unseen; uid is the last known, or "".
 func (ri *daemonSetInformer) reportAbsent(uid types.UID) {
 	klog.V(2).Infof("a live read found no DaemonSet %s/%s: the controller compares it with the desired state", resources.Namespace, resources.DaemonSetName)
 	notify(ri.rollout)

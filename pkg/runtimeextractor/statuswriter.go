@@ -3,6 +3,7 @@ package runtimeextractor
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,10 +49,9 @@ type pending struct {
 	serverChanged bool      // what was written may be gone from the ClusterOperator
 }
 
-// run writes offered snapshots when due. A failed write is retried after statusRetry with
-// the latest snapshot. Without a ClusterOperator nothing is sent until the Reporter's informer
-// shows one (Changed). When it changes, the last snapshot written is reported again, which
-// costs a request only if our conditions are gone from it.
+// run writes offered snapshots when due, retrying a failed write after statusRetry with the
+// latest. Without a ClusterOperator nothing is sent until the Reporter sees one (Changed); when
+// it changes, the last snapshot written is reported again, a request only if ours are gone.
 func (w *statusWriter) run(ctx context.Context) {
 	var (
 		written      *status.Snapshot // the server last accepted it; nil once no ClusterOperator was found
@@ -61,18 +61,17 @@ func (w *statusWriter) run(ctx context.Context) {
 		timer        clock.Timer
 		timerC       <-chan time.Time
 	)
-	arm := func(at time.Time) {
+	stopTimer := func() {
 		if timer != nil {
 			timer.Stop()
 		}
+	}
+	defer stopTimer()
+	arm := func(at time.Time) {
+		stopTimer()
 		timer = w.clock.NewTimer(max(at.Sub(w.clock.Now()), 0))
 		timerC = timer.C()
 	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	// A recheck (of the snapshot written) does not count for the spacing of writes.
 	attempt := func(now time.Time, recheck bool) {
 		rctx, cancel := context.WithTimeout(ctx, statusTimeout)
@@ -158,8 +157,8 @@ func (w *statusWriter) run(ctx context.Context) {
 // due is when p is written, given the conditions last written and when. Apart from a new
 // failure, writes are at least StatusMaxDelay apart.
 func (p *pending) due(written []configv1.ClusterOperatorStatusCondition, writtenAt time.Time) time.Time {
-	if newFailure(p.conditions, written) {
-		return laterOf(p.since, p.retryAt)
+	if reason := degradedReason(p.conditions); reason != "" && reason != degradedReason(written) {
+		return laterOf(p.since, p.retryAt) // a new failure: Degraded turns True, or True with another reason
 	}
 	at := p.since.Add(StatusMaxDelay)
 	if !inProgress(p.snapshot.State) {
@@ -180,17 +179,7 @@ func laterOf(a, b time.Time) time.Time {
 	return a
 }
 
-// newFailure: Degraded turns True, or True with another reason.
-func newFailure(conds, written []configv1.ClusterOperatorStatusCondition) bool {
-	reason := degradedReason(conds)
-	return reason != "" && reason != degradedReason(written)
-}
-
 // inProgress: states that converge on their own within moments.
 func inProgress(s fsm.State) bool {
-	switch s {
-	case fsm.StateDeploying, fsm.StateUpgrading, fsm.StateDrifted, fsm.StateDeleting:
-		return true
-	}
-	return false
+	return slices.Contains([]fsm.State{fsm.StateDeploying, fsm.StateUpgrading, fsm.StateDrifted, fsm.StateDeleting}, s)
 }

@@ -21,10 +21,9 @@ import (
 )
 
 const (
-	maxStuckNodes    = 3                // the node names a RolloutStuck message lists
-	diagnosisTimeout = 10 * time.Second // bounds the reads of a stuck rollout's pods and Events
-	// unavailableSettle: pods are read only once the unavailable count has held this long.
-	unavailableSettle = 5 * time.Second
+	maxStuckNodes     = 3                // the node names a RolloutStuck message lists
+	diagnosisTimeout  = 10 * time.Second // bounds the reads of a stuck rollout's pods and Events
+	unavailableSettle = 5 * time.Second  // pods are read once the unavailable count held this long
 )
 
 // rolloutWatch notices a rollout that makes no progress, and names the nodes without an
@@ -82,10 +81,8 @@ func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, s
 	if state.Enabled() && ds != nil && ds.DeletionTimestamp == nil && !r.Complete() {
 		p = core.Rollout{UID: string(ds.UID), Generation: ds.Generation, Updated: r.Updated, Available: r.Available}
 	}
-	if !w.core.FollowRollout(p, w.diagnosing || w.stuck != nil, w.deadline, now) {
-		return false // no progress: the deadline, diagnosis or verdict stands
-	}
-	return w.forget()
+	// Without progress the deadline, diagnosis or verdict stands.
+	return w.core.FollowRollout(p, w.diagnosing || w.stuck != nil, w.deadline, now) && w.forget()
 }
 
 // reset is forget that also stops a lookup under way.
