@@ -12,10 +12,9 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// A read RBAC denied is asked again after deniedRecheckFirst, then twice as
-// long after each denial, up to deniedRecheckMax. At install RBAC is often
-// bound seconds late; a host's shipped RBAC changes only with a release, which
-// restarts it, so the longest wait only delays seeing a grant made by hand.
+// A read RBAC denied is asked again after deniedRecheckFirst, then twice as long each time, up to
+// deniedRecheckMax: at install RBAC is often bound seconds late; a host's shipped RBAC changes
+// only with a release, which restarts it, so the longest wait only delays a grant made by hand.
 const (
 	deniedRecheckFirst = 30 * time.Second
 	deniedRecheckMax   = time.Hour
@@ -27,10 +26,9 @@ var deniedWhat = map[string]string{
 	status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
 }
 
-// denials remembers the diagnosis's reads RBAC denied, so a host lacking them
-// (the Insights Operator, as shipped) pays one 403 and one log line per read,
-// not per diagnosis, and the messages say what is missing. Safe for
-// concurrent use.
+// denials remembers the diagnosis's reads RBAC denied, so a host lacking them (the Insights
+// Operator, as shipped) pays one 403 and log line per read, not per diagnosis, and the messages
+// say what is missing. Safe for concurrent use.
 type denials struct {
 	clock clock.PassiveClock
 
@@ -47,9 +45,8 @@ func newDenials(clk clock.PassiveClock) *denials {
 	return &denials{clock: clk, denied: map[string]denial{}}
 }
 
-// try runs f, the read named read, unless RBAC denied it and its recheck
-// has not come. denied reports a denial, remembered or new; err is any
-// other failure of f, which is not remembered.
+// try runs f, the read named read, unless RBAC denied it and its recheck has not come. denied
+// reports a denial, remembered or new; err is any other failure of f, not remembered.
 func (d *denials) try(read string, f func() error) (denied bool, err error) {
 	d.mu.Lock()
 	last, known := d.denied[read]

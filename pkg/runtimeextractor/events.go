@@ -7,7 +7,6 @@ import (
 	"github.com/openshift/library-go/pkg/operator/events"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -17,9 +16,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Reasons of the controller's Events: one per change it makes to the DaemonSet, saying what
-// and why, and one Warning per distinct failure. They go on the DaemonSet (or, once it is
-// gone, on the Namespace).
+// Reasons of the controller's Events: one per change it makes to the DaemonSet, saying what and
+// why, and one Warning per distinct failure; on the DaemonSet (once it is gone, the Namespace).
 const (
 	ReasonCreated      = "RuntimeExtractorCreated"      // the DaemonSet was created (Normal)
 	ReasonUpdated      = "RuntimeExtractorUpdated"      // the DaemonSet was updated (Normal)
@@ -33,8 +31,7 @@ const (
 	ReasonTLSProfileUnknown = "RuntimeExtractorTLSProfileUnknown"
 )
 
-// newEventRecorder returns client-go's asynchronous recorder and its stop: Events stay off
-// the repair path.
+// newEventRecorder returns client-go's asynchronous recorder and its stop: Events stay off the repair path.
 func newEventRecorder(ctx context.Context, client kubernetes.Interface, component string) (record.EventRecorder, func()) {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -55,12 +52,12 @@ func (e *changeEvents) applied(ds *appsv1.DaemonSet, created bool, why string) {
 	if created {
 		reason, verb = ReasonCreated, "created"
 	}
-	e.record(daemonSetRef(ds), corev1.EventTypeNormal, reason, verb+" DaemonSet: "+why)
+	e.record(ds, corev1.EventTypeNormal, reason, verb+" DaemonSet: "+why)
 }
 
 func (e *changeEvents) deleted() {
 	e.warned = ""
-	e.record(namespaceRef, corev1.EventTypeNormal, ReasonDeleted,
+	e.record(nil, corev1.EventTypeNormal, ReasonDeleted,
 		fmt.Sprintf("deleted DaemonSet %s: runtime extractor disabled by insights-config", resources.DaemonSetName))
 }
 
@@ -70,37 +67,29 @@ func (e *changeEvents) failed(on *appsv1.DaemonSet, reason, msg string) {
 		return
 	}
 	e.warned = reason + msg
-	e.record(onOrNamespace(on), corev1.EventTypeWarning, reason, msg)
+	e.record(on, corev1.EventTypeWarning, reason, msg)
 }
 
 // tlsUnknown leaves the failure memory alone: an apply failing meanwhile is still reported.
 func (e *changeEvents) tlsUnknown(on *appsv1.DaemonSet, msg string) {
-	e.record(onOrNamespace(on), corev1.EventTypeWarning, ReasonTLSProfileUnknown, msg)
+	e.record(on, corev1.EventTypeWarning, ReasonTLSProfileUnknown, msg)
 }
 
 // conflict records that a fight began; it leaves the failure memory alone.
 func (e *changeEvents) conflict(on *appsv1.DaemonSet, msg string) {
-	e.record(onOrNamespace(on), corev1.EventTypeWarning, ReasonConflictingWriter, msg)
+	e.record(on, corev1.EventTypeWarning, ReasonConflictingWriter, msg)
 }
 
-func onOrNamespace(on *appsv1.DaemonSet) runtime.Object {
-	if on == nil {
-		return namespaceRef
+// record records on the DaemonSet, or the Namespace when on is nil (gone). The reference needs
+// only on's identity, not the TypeMeta informer copies lack. The message is capped as the
+// conditions' are: an error can quote a whole insights-config.
+func (e *changeEvents) record(on *appsv1.DaemonSet, eventType, reason, msg string) {
+	ref := namespaceRef
+	if on != nil {
+		ref = &corev1.ObjectReference{Kind: "DaemonSet", APIVersion: "apps/v1",
+			Namespace: on.Namespace, Name: on.Name, UID: on.UID, ResourceVersion: on.ResourceVersion}
 	}
-	return daemonSetRef(on)
-}
-
-// record caps the message as the conditions' are: an error can quote a whole insights-config.
-func (e *changeEvents) record(ref runtime.Object, eventType, reason, msg string) {
 	e.recorder.Event(ref, eventType, reason, status.CapMessage(msg))
-}
-
-// daemonSetRef needs only ds's identity, not the TypeMeta informer copies lack.
-func daemonSetRef(ds *appsv1.DaemonSet) *corev1.ObjectReference {
-	return &corev1.ObjectReference{
-		Kind: "DaemonSet", APIVersion: "apps/v1",
-		Namespace: ds.Namespace, Name: ds.Name, UID: ds.UID, ResourceVersion: ds.ResourceVersion,
-	}
 }
 
 // discardRecorder is the library-go recorder given to resourceapply: our Events replace its.

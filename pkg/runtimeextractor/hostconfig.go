@@ -4,11 +4,10 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 )
 
-// ConfigFrom turns a host operator's own configuration into a ConfigNotifier.
-// subscribe is the host's subscription (a change channel and its cleanup); the
-// controller drains the channel at once, so the host may send on it blocking.
-// disabled reports whether the host's configuration turns the runtime
-// extractor off. Options add the DaemonSet's scheduling settings.
+// ConfigFrom turns a host operator's own configuration into a ConfigNotifier. subscribe is the
+// host's subscription (a change channel and its cleanup); the controller drains the channel at
+// once, so the host may send on it blocking. disabled reports whether the host's configuration
+// turns the runtime extractor off. Options add the DaemonSet's scheduling settings.
 func ConfigFrom(subscribe func() (<-chan struct{}, func()), disabled func() bool, opts ...HostConfigOption) ConfigNotifier {
 	h := &hostConfig{subscribe: subscribe, disabled: disabled}
 	for _, o := range opts {
@@ -20,8 +19,8 @@ func ConfigFrom(subscribe func() (<-chan struct{}, func()), disabled func() bool
 // HostConfigOption adds an optional setting to ConfigFrom.
 type HostConfigOption func(*hostConfig)
 
-// WithScheduling reads the DaemonSet's scheduling settings (tolerations, node
-// selector, priority class, resources) from the host's configuration.
+// WithScheduling reads the DaemonSet's scheduling settings (tolerations, node selector, priority
+// class, resources) from the host's configuration.
 func WithScheduling(scheduling func() config.RuntimeExtractor) HostConfigOption {
 	return func(h *hostConfig) { h.scheduling = scheduling }
 }

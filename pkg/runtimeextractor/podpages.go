@@ -11,13 +11,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// podPageSize: a DaemonSet has a pod per node, up to 2,000 on OpenShift's
-// largest clusters, and an unpaged list of them is tens of megabytes decoded
-// at once in the host's process, while the cluster is at its busiest.
+// podPageSize: a DaemonSet has a pod per node, up to 2,000 on OpenShift's largest clusters; an
+// unpaged list is tens of megabytes decoded at once in the host's process, at its busiest.
 const podPageSize = 500
 
-// notReadyNodesOf returns up to maxStuckNodes nodes (sorted) whose pod of ds
-// is not ready; only a few names outlive each page.
+// notReadyNodesOf returns up to maxStuckNodes nodes (sorted) whose pod of ds is not ready; only a
+// few names outlive each page.
 func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) ([]string, error) {
 	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 	if err != nil {

@@ -15,15 +15,14 @@ import (
 // retryKey is the rate limiter's only item: the controller manages one object.
 const retryKey = "runtime-extractor"
 
-// ownInput: err is of the controller's own input (an unset or invalid
-// RELATED_IMAGE_* value), which no retry fixes; the core makes it Degraded
-// at once.
+// ownInput: err is of the controller's own input (an unset or invalid RELATED_IMAGE_* value),
+// which no retry fixes; the core makes it Degraded at once.
 func ownInput(err error) bool {
 	return errors.Is(err, resources.ErrImagesUnset) || errors.Is(err, resources.ErrInvalidImage)
 }
 
-// record counts an action's outcome. A success resets the backoff and
-// cancels a pending retry, which would only re-assert.
+// record counts an action's outcome. A success resets the backoff and cancels a pending retry,
+// which would only re-assert.
 func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 	result := "success"
 	if err != nil {
@@ -41,12 +40,10 @@ func (c *Controller) scheduleRetry() {
 	d := c.core.ScheduleRetry(c.cfg.limiter.When(retryKey), c.cfg.clock.Now())
 	c.setBackoff(d)
 	n, _ := c.core.Failures()
-	// Capped as conditions and Events are: the error may quote a refused
-	// RELATED_IMAGE_* value at any length, and this line repeats per retry.
+	// Capped as conditions and Events are: the error may quote a refused RELATED_IMAGE_* value at
+	// any length, and this line repeats per retry.
 	klog.Infof("retrying in %s after %d failure(s): %s", d.Round(time.Millisecond), n, status.CapMessage(fmt.Sprint(c.core.LastError())))
 }
 
 // setBackoff: 0 means no retry pending.
-func (c *Controller) setBackoff(d time.Duration) {
-	c.cfg.metrics.SetBackoff(d)
-}
+func (c *Controller) setBackoff(d time.Duration) { c.cfg.metrics.SetBackoff(d) }
