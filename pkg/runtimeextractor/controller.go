@@ -243,13 +243,10 @@ func (c *Controller) Run(ctx context.Context) {
 		if !ok {
 			return
 		}
-		c.wakeUp(ctx, w, payload)
+		func() { // a panic ends the wake-up, not the loop
+			defer recovered("the control loop")
+			c.handle(ctx, w, payload)
+			c.afterWake(ctx)
+		}()
 	}
-}
-
-// wakeUp recovers a panic so that it ends the wake-up, not the loop.
-func (c *Controller) wakeUp(ctx context.Context, w wake, payload any) {
-	defer recovered("the control loop")
-	c.handle(ctx, w, payload)
-	c.afterWake(ctx)
 }

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -79,11 +78,11 @@ func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.
 func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 	ri.watch = newWatchHealth(client)
 	selector := fields.OneTermEqualSelector("metadata.name", resources.DaemonSetName).String()
-	daemonSets := func() appsclientv1.DaemonSetInterface { return client.AppsV1().DaemonSets(resources.Namespace) }
+	daemonSets := client.AppsV1().DaemonSets(resources.Namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			list, err := daemonSets().List(ctx, o)
+			list, err := daemonSets.List(ctx, o)
 			if err != nil {
 				ri.watch.failed(err)
 				return nil, err // unwrapped: the reflector classifies it (io.EOF, 410, ...)
@@ -93,7 +92,7 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			w, err := daemonSets().Watch(ctx, o)
+			w, err := daemonSets.Watch(ctx, o)
 			if err != nil {
 				ri.watch.failed(err)
 				return nil, err // unwrapped: the reflector classifies it (connection refused, 429, ...)
