@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
+	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/events"
@@ -250,3 +252,48 @@ func (c *Controller) Run(ctx context.Context) {
 		}()
 	}
 }
+
+// recovered ends a panic on one of the library's goroutines (what names it) and logs it with its
+// stack: embedded, a bug of ours must not take the host's process down (client-go's HandleCrash
+// would). The next wake-up or the resync redoes what it cut short.
+func recovered(what string) {
+	if r := recover(); r != nil {
+		klog.Errorf("runtime extractor: recovered from a panic in %s: %v\n%s", what, r, debug.Stack())
+	}
+}
+
+// retryKey is the rate limiter's only item: the controller manages one object.
+const retryKey = "runtime-extractor"
+
+// ownInput: err is of the controller's own input (an unset or invalid RELATED_IMAGE_* value),
+// which no retry fixes; the core makes it Degraded at once.
+func ownInput(err error) bool {
+	return errors.Is(err, resources.ErrImagesUnset) || errors.Is(err, resources.ErrInvalidImage)
+}
+
+// record counts an action's outcome. A success resets the backoff and cancels a pending retry,
+// which would only re-assert.
+func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
+	result := "success"
+	if err != nil {
+		result = "error"
+		c.core.Failed(err, ownInput(err), took, c.cfg.clock.Now())
+	} else {
+		c.core.Succeeded()
+		c.cfg.limiter.Forget(retryKey)
+		c.setBackoff(0)
+	}
+	c.cfg.metrics.ObserveAction(a, result, took)
+}
+
+func (c *Controller) scheduleRetry() {
+	d := c.core.ScheduleRetry(c.cfg.limiter.When(retryKey), c.cfg.clock.Now())
+	c.setBackoff(d)
+	n, _ := c.core.Failures()
+	// Capped as conditions and Events are: the error may quote a refused RELATED_IMAGE_* value at
+	// any length, and this line repeats per retry.
+	klog.Infof("retrying in %s after %d failure(s): %s", d.Round(time.Millisecond), n, status.CapMessage(fmt.Sprint(c.core.LastError())))
+}
+
+// setBackoff: 0 means no retry pending.
+func (c *Controller) setBackoff(d time.Duration) { c.cfg.metrics.SetBackoff(d) }

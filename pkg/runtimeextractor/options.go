@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
@@ -125,6 +126,12 @@ func WithDefaultImages(allowed bool) Option { return func(s *settings) { s.defau
 // WithNodeNames says whether the status names the nodes without an available pod (the default;
 // RBAC: list pods in openshift-insights); with false, the messages give counts alone.
 func WithNodeNames(named bool) Option { return func(s *settings) { s.nodeNames = named } }
+
+// RepairPolicy is the repair gate's rules (core.Policy).
+type RepairPolicy = core.Policy
+
+// DefaultRepairPolicy is core.DefaultPolicy: 6 repairs at once, one more a minute.
+func DefaultRepairPolicy() RepairPolicy { return core.DefaultPolicy() }
 
 // WithRepairPolicy sets the repair gate's rules; a policy that is not Valid leaves the default.
 func WithRepairPolicy(p RepairPolicy) Option {

@@ -3,10 +3,13 @@ package runtimeextractor
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +27,14 @@ const (
 	maxStuckNodes     = 3                // the node names a RolloutStuck message lists
 	diagnosisTimeout  = 10 * time.Second // bounds the reads of a stuck rollout's pods and Events
 	unavailableSettle = 5 * time.Second  // pods are read once the unavailable count held this long
+	// podPageSize: a DaemonSet has a pod per node, up to 2,000 on OpenShift's largest clusters; an
+	// unpaged list is tens of megabytes decoded at once in the host's process, at its busiest.
+	podPageSize = 500
+	// A read RBAC denied is asked again after deniedRecheckFirst, then twice as long each time, up
+	// to deniedRecheckMax: at install RBAC is often bound seconds late; a host's shipped RBAC
+	// changes only with a release, which restarts it, so the longest wait only delays a manual grant.
+	deniedRecheckFirst = 30 * time.Second
+	deniedRecheckMax   = time.Hour
 )
 
 // rolloutWatch notices a rollout that makes no progress, and names the nodes without an
@@ -233,4 +244,96 @@ func newest(events []corev1.Event) *corev1.Event {
 		}
 	}
 	return best
+}
+
+// notReadyNodesOf returns up to maxStuckNodes nodes (sorted) whose pod of ds is not ready; only a
+// few names outlive each page.
+func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) ([]string, error) {
+	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("selector of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+	}
+	opts := metav1.ListOptions{LabelSelector: selector.String(), Limit: podPageSize}
+	owned := func(r metav1.OwnerReference) bool { return r.UID == ds.UID }
+	var nodes []string
+	for {
+		page, err := client.CoreV1().Pods(ds.Namespace).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list pods of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+		}
+		for i := range page.Items {
+			if pod := &page.Items[i]; pod.Spec.NodeName != "" && slices.ContainsFunc(pod.OwnerReferences, owned) && !podReady(pod) {
+				nodes = append(nodes, pod.Spec.NodeName)
+			}
+		}
+		slices.Sort(nodes)
+		nodes = slices.Compact(nodes)
+		nodes = nodes[:min(len(nodes), maxStuckNodes)]
+		if page.Continue == "" {
+			return nodes, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// podReady: the first Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
+	return i >= 0 && pod.Status.Conditions[i].Status == corev1.ConditionTrue
+}
+
+// deniedWhat says what a denial of each read costs, for its log line.
+var deniedWhat = map[string]string{
+	status.DeniedPodsList:   "RolloutStuck and PodsUnavailable go without node names",
+	status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
+}
+
+// denials remembers the diagnosis's reads RBAC denied, so a host lacking them (the Insights
+// Operator, as shipped) pays one 403 and log line per read, not per diagnosis, and the messages
+// say what is missing. Safe for concurrent use.
+type denials struct {
+	clock clock.PassiveClock
+
+	mu     sync.Mutex
+	denied map[string]denial // by read
+}
+
+type denial struct {
+	at    time.Time     // when RBAC last denied it
+	after time.Duration // when it is asked again, after at
+}
+
+func newDenials(clk clock.PassiveClock) *denials {
+	return &denials{clock: clk, denied: map[string]denial{}}
+}
+
+// try runs f, the read named read, unless RBAC denied it and its recheck has not come. denied
+// reports a denial, remembered or new; err is any other failure of f, not remembered.
+func (d *denials) try(read string, f func() error) (denied bool, err error) {
+	d.mu.Lock()
+	last, known := d.denied[read]
+	d.mu.Unlock()
+	if known && d.clock.Since(last.at) < last.after {
+		return true, nil
+	}
+	err = f()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	prev, remembered := d.denied[read] // another read may have been denied meanwhile
+	switch {
+	case apierrors.IsForbidden(err):
+		after := deniedRecheckFirst
+		if remembered {
+			after = min(2*prev.after, deniedRecheckMax)
+		} else {
+			klog.Warningf("%s in %s is forbidden, so %s; it is asked again in %s, then less and less often, up to once an hour. The host's RBAC lacks it: see docs/embedding.md: %v",
+				read, resources.Namespace, deniedWhat[read], after, err)
+		}
+		d.denied[read] = denial{at: d.clock.Now(), after: after}
+		return true, nil
+	case err == nil && remembered:
+		klog.Infof("%s in %s is allowed again", read, resources.Namespace)
+		delete(d.denied, read)
+	}
+	return false, err
 }
