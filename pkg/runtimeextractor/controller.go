@@ -45,8 +45,7 @@ type Controller struct {
 	pub publication // the latest snapshot, for Status
 }
 
-// ownInformer is set when the caller's informer is not this package's: the controller runs one
-// of its own, and the caller's only hints.
+// ownInformer is set when the caller's informer is not ours: we run one, and the caller's only hints.
 type ownInformer struct {
 	run   func(ctx context.Context)
 	hints <-chan struct{}
@@ -96,8 +95,7 @@ type Args struct {
 	ResourceInformer ResourceInformer
 }
 
-// New is NewRuntimeExtractorController with its error, for a host that can fail its start
-// (the Insights Operator's Operator.Run).
+// New is NewRuntimeExtractorController with its error, for a host that can fail its start.
 func New(a Args, opts ...Option) (*Controller, error) {
 	kubeClient, recorder, resourceInformer := a.KubeClient, a.Recorder, a.ResourceInformer
 	switch {
@@ -253,9 +251,8 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// recovered ends a panic on one of the library's goroutines (what names it) and logs it with its
-// stack: embedded, a bug of ours must not take the host's process down (client-go's HandleCrash
-// would). The next wake-up or the resync redoes what it cut short.
+// recovered ends and logs, with its stack, a panic on one of our goroutines (what names it): a bug
+// of ours must not take the host's process down, as HandleCrash would; a later wake-up redoes it.
 func recovered(what string) {
 	if r := recover(); r != nil {
 		klog.Errorf("runtime extractor: recovered from a panic in %s: %v\n%s", what, r, debug.Stack())
@@ -265,14 +262,12 @@ func recovered(what string) {
 // retryKey is the rate limiter's only item: the controller manages one object.
 const retryKey = "runtime-extractor"
 
-// ownInput: err is of the controller's own input (an unset or invalid RELATED_IMAGE_* value),
-// which no retry fixes; the core makes it Degraded at once.
+// ownInput: err is of our own input (an unset or invalid RELATED_IMAGE_*), which no retry fixes.
 func ownInput(err error) bool {
 	return errors.Is(err, resources.ErrImagesUnset) || errors.Is(err, resources.ErrInvalidImage)
 }
 
-// record counts an action's outcome. A success resets the backoff and cancels a pending retry,
-// which would only re-assert.
+// record counts an action's outcome; a success cancels a pending retry, which would only re-assert.
 func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 	result := "success"
 	if err != nil {

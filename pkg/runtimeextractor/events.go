@@ -80,9 +80,8 @@ func (e *changeEvents) conflict(on *appsv1.DaemonSet, msg string) {
 	e.record(on, corev1.EventTypeWarning, ReasonConflictingWriter, msg)
 }
 
-// record records on the DaemonSet, or the Namespace when on is nil (gone). The reference needs
-// only on's identity, not the TypeMeta informer copies lack. The message is capped as the
-// conditions' are: an error can quote a whole insights-config.
+// record records on the DaemonSet by identity (informer copies lack TypeMeta), or on the Namespace
+// when on is nil; the message is capped, as an error can quote a whole insights-config.
 func (e *changeEvents) record(on *appsv1.DaemonSet, eventType, reason, msg string) {
 	ref := namespaceRef
 	if on != nil {

@@ -32,11 +32,9 @@ type daemonSetInformer struct {
 	informer cache.SharedIndexInformer
 	cached   appslisters.DaemonSetLister // the informer cache as it is
 	lister   appslisters.DaemonSetLister // the view
-
-	modified chan struct{} // drift, coalesced
-	rollout  chan struct{} // status or generation moved, coalesced
-
-	watch *watchHealth // nil when the factory already had a DaemonSet informer, not instrumented
+	modified chan struct{}               // drift, coalesced
+	rollout  chan struct{}               // status or generation moved, coalesced
+	watch    *watchHealth                // nil when the factory already had a DaemonSet informer, not instrumented
 
 	mu     sync.Mutex
 	queued []observation      // drift seen since the controller last drained it
@@ -87,7 +85,14 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 				ri.watch.failed(err)
 				return nil, err // unwrapped: the reflector classifies it (io.EOF, 410, ...)
 			}
-			ri.relisted(managedIn(list))
+			var live *appsv1.DaemonSet
+			for i := range list.Items {
+				if list.Items[i].Name == resources.DaemonSetName {
+					live = &list.Items[i]
+					break
+				}
+			}
+			ri.relisted(live)
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -110,15 +115,6 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 		klog.Warningf("watch error handler: %v", err) // only on a started informer, which this is not
 	}
 	return informer
-}
-
-func managedIn(list *appsv1.DaemonSetList) *appsv1.DaemonSet {
-	for i := range list.Items {
-		if list.Items[i].Name == resources.DaemonSetName {
-			return &list.Items[i]
-		}
-	}
-	return nil
 }
 
 // Name is the informer's name as a library-go controller.
@@ -258,8 +254,7 @@ func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 	return ds, true
 }
 
-// shownLocked is the DaemonSet shown, gone or not: the live read while the watch is broken, else
-// the cache; ri.mu is held.
+// shownLocked: the DaemonSet shown, gone or not (the live read while the watch is broken); ri.mu held.
 func (ri *daemonSetInformer) shownLocked() *appsv1.DaemonSet {
 	if ri.probed != nil && ri.watch.broken.Load() {
 		return ri.probed.ds

@@ -33,8 +33,7 @@ type ResourceManager interface {
 	ResourcesExists(ctx context.Context) bool
 }
 
-// configSource is all the controller reads of its configuration: the seed's ConfigNotifier and
-// what config.Source tells besides.
+// configSource is all the controller reads of its configuration, as config.Source tells it.
 type configSource interface {
 	ConfigNotifier
 	HasGoodConfig() bool // a good configuration (or none: the defaults) was seen since the start
@@ -42,8 +41,7 @@ type configSource interface {
 	HasSynced() bool
 }
 
-// configSourceOf gives n the answers it lacks: a host's own notifier always had a good
-// configuration, reports no error and has no cache to wait for.
+// configSourceOf: a host's own notifier always had a good config, has no error and no cache.
 func configSourceOf(n ConfigNotifier) configSource {
 	if s, ok := n.(configSource); ok {
 		return s

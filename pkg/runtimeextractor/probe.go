@@ -138,8 +138,7 @@ func (w *observedWatch) run(clk clock.WithTicker) {
 	}
 }
 
-// trackInitial hands on what a watch-list's initial events listed at the bookmark that ends
-// them, before the reflector replaces its cache with it.
+// trackInitial hands listed what a watch-list's initial events showed, at the bookmark ending them.
 func (w *observedWatch) trackInitial(e watch.Event) {
 	if w.listed == nil {
 		return

@@ -54,8 +54,7 @@ func degradedReason(conds []configv1.ClusterOperatorStatusCondition) string {
 	return ""
 }
 
-// snapshot includes what the cluster shows, so a replica that starts now reports the
-// conditions of one that has run all along.
+// snapshot includes what the cluster shows, so a replica started now reports as one run all along.
 func (c *Controller) snapshot() status.Snapshot {
 	s := status.Snapshot{
 		State:   c.machine.State(),
@@ -123,9 +122,8 @@ func (c *Controller) backoffNote() string {
 	return note
 }
 
-// waiting is the repair the budget holds back, for status; nil when none is,
-// it waits only for quiet, or its wait ends within StatusMaxDelay: it could
-// not be shown before it ended, and would cost two status writes for nothing.
+// waiting is the repair the budget holds back, for status; nil when none is, it waits only for
+// quiet, or its wait ends within StatusMaxDelay (two status writes for nothing).
 func (c *Controller) waiting() *status.RepairWait {
 	now, p, log := c.cfg.clock.Now(), c.core.Policy(), c.core.Log()
 	if !c.core.Deferring() || !p.BudgetAllows(log, 1).After(now) {

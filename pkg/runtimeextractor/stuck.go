@@ -40,9 +40,8 @@ const (
 // rolloutWatch notices a rollout that makes no progress, and names the nodes without an
 // available pod once rolled out. Pods and Events are read off the loop. Owned by Run.
 type rolloutWatch struct {
-	deadline  time.Duration
-	nodeNames bool // list pods to name nodes (WithNodeNames)
-
+	deadline   time.Duration
+	nodeNames  bool // list pods to name nodes (WithNodeNames)
 	clock      clock.Clock
 	core       *core.State // follows the rollout's progress and deadline
 	diagnosing bool        // a diagnosis is under way
@@ -109,8 +108,8 @@ func (w *rolloutWatch) forget() bool {
 	return cleared
 }
 
-// trackUnavailable starts a lookup when a rolled-out ds's unavailable count changes to above
-// 0; any other change drops the names.
+// trackUnavailable starts a lookup when a rolled-out ds's unavailable count turns above 0; any
+// other change drops the names.
 func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
 	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() && r.Unavailable() > 0 {
@@ -246,8 +245,7 @@ func newest(events []corev1.Event) *corev1.Event {
 	return best
 }
 
-// notReadyNodesOf returns up to maxStuckNodes nodes (sorted) whose pod of ds is not ready; only a
-// few names outlive each page.
+// notReadyNodesOf: up to maxStuckNodes nodes (sorted) whose pod of ds is not ready, paged.
 func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) ([]string, error) {
 	selector, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
 	if err != nil {
