@@ -97,15 +97,14 @@ type Args struct {
 
 // New is NewRuntimeExtractorController with its error, for a host that can fail its start.
 func New(a Args, opts ...Option) (*Controller, error) {
-	kubeClient, recorder, resourceInformer := a.KubeClient, a.Recorder, a.ResourceInformer
 	switch {
-	case kubeClient == nil:
+	case a.KubeClient == nil:
 		return nil, errors.New("runtime extractor controller: no Kubernetes client")
 	case a.ConfigNotifier == nil:
 		return nil, errors.New("runtime extractor controller: no ConfigNotifier")
 	}
 	cfg := defaultSettings()
-	cfg.updateCh, cfg.tlsProfile, cfg.kubeClient, cfg.recorder = a.UpdateCh, a.TLSProfile, kubeClient, recorder
+	cfg.updateCh, cfg.tlsProfile, cfg.kubeClient, cfg.recorder = a.UpdateCh, a.TLSProfile, a.KubeClient, a.Recorder
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -130,12 +129,11 @@ func New(a Args, opts ...Option) (*Controller, error) {
 	if cfg.reporter != nil {
 		c.status = newStatusWriter(cfg.reporter, cfg.clock)
 	}
-
-	ri, ok := resourceInformer.(*daemonSetInformer)
+	ri, ok := a.ResourceInformer.(*daemonSetInformer)
 	if !ok {
 		// A caller's ResourceInformer only says "something changed": keep a cache of our own.
-		factory := informers.NewSharedInformerFactoryWithOptions(kubeClient, 0, informers.WithNamespace(resources.Namespace))
-		own, err := NewResourceInformer(recorder, factory)
+		factory := informers.NewSharedInformerFactoryWithOptions(a.KubeClient, 0, informers.WithNamespace(resources.Namespace))
+		own, err := NewResourceInformer(a.Recorder, factory)
 		if err != nil {
 			return nil, fmt.Errorf("runtime extractor informer: %w", err)
 		}
@@ -144,8 +142,8 @@ func New(a Args, opts ...Option) (*Controller, error) {
 			factory.Start(ctx.Done())
 			go own.Run(ctx, 1)
 		}
-		if resourceInformer != nil {
-			c.own.hints = resourceInformer.ResourceModified()
+		if a.ResourceInformer != nil {
+			c.own.hints = a.ResourceInformer.ResourceModified()
 		}
 	}
 	c.informer = ri
@@ -154,9 +152,8 @@ func New(a Args, opts ...Option) (*Controller, error) {
 	}
 	c.events.recorder = cfg.eventRecorder
 	// library-go's generic DaemonSet Events are dropped: the controller records its own, saying why.
-	c.manager = resources.NewManager(kubeClient, ri.lister, discardRecorder{component: c.component()}, resources.Desired{
-		Images: *cfg.images, TLSProfile: a.TLSProfile,
-	}, resources.WithClock(cfg.clock))
+	c.manager = resources.NewManager(a.KubeClient, ri.lister, discardRecorder{component: c.component()},
+		resources.Desired{Images: *cfg.images, TLSProfile: a.TLSProfile}, resources.WithClock(cfg.clock))
 	cfg.metrics.SetState(c.machine.State())
 	c.machine.OnTransition(c.transitioned)
 	return c, nil
