@@ -45,9 +45,8 @@ type daemonSetInformer struct {
 var _ ResourceInformer = (*daemonSetInformer)(nil)
 
 // NewResourceInformer creates an informer that notifies when someone other than this controller
-// modifies the runtime-extractor resources. It registers in kubeInformers a DaemonSet informer of
-// the managed DaemonSet alone (field selector), shared by the factory's other users. Start the
-// factory and Run the result. eventRecorder is unused: it stays for the seed's signature.
+// modifies the resources: a DaemonSet informer in kubeInformers, of the managed DaemonSet alone.
+// Start the factory and Run the result. eventRecorder is unused: it stays for the seed's signature.
 func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
 	ri := &daemonSetInformer{
 		modified: make(chan struct{}, 1),

@@ -72,9 +72,8 @@ func (s notifierSource) LastError() error    { return s.lastError() }
 func (s notifierSource) HasSynced() bool     { return s.synced() }
 
 // ConfigFrom turns a host operator's own configuration into a ConfigNotifier. subscribe is the
-// host's subscription (a change channel and its cleanup); the controller drains the channel at
-// once, so the host may send on it blocking. disabled reports whether the host's configuration
-// turns the runtime extractor off. Options add the DaemonSet's scheduling settings.
+// host's subscription (a change channel, drained at once so its sends may block, and its cleanup);
+// disabled reports whether the host turns the runtime extractor off. Options add scheduling.
 func ConfigFrom(subscribe func() (<-chan struct{}, func()), disabled func() bool, opts ...HostConfigOption) ConfigNotifier {
 	h := &hostConfig{subscribe: subscribe, disabled: disabled}
 	for _, o := range opts {

@@ -21,11 +21,10 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// Bridging a broken watch: in an API server outage and the reflector's reconnect backoff after
-// it (up to a minute) the informer delivers nothing, so the DaemonSet is read live each second
-// into the drift path. A watch is broken when its call fails, it ends early or with an error
-// event; it works again once it delivers an event or stays open for establishGrace (a watch
-// from a resourceVersion the server no longer has is rejected at once).
+// Bridging a broken watch: in an API server outage and the reconnect backoff after it (up to a
+// minute) the informer delivers nothing, so the DaemonSet is read live each second. A watch is
+// broken when its call fails, it ends early or with an error event; it works again once it
+// delivers an event or stays open for establishGrace (a stale resourceVersion fails at once).
 const (
 	probeInterval  = time.Second
 	probeTimeout   = time.Second
@@ -184,9 +183,9 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 	}
 }
 
-// probe reads the DaemonSet once and reports its difference from the view as the handlers
-// would; it returns whether the read reached the server. After a gap (afterGap) the view may
-// miss a DaemonSet created and deleted since, so finding none is reported.
+// probe reads the DaemonSet once, reports its difference from the view as the handlers would and
+// whether it reached the server. After a gap the view may miss a DaemonSet created and deleted
+// since, so finding none is reported.
 func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	if !ri.informer.HasSynced() {
 		return false // the controller is not acting yet: nothing to bridge

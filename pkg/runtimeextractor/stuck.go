@@ -286,9 +286,8 @@ var deniedWhat = map[string]string{
 	status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
 }
 
-// denials remembers the diagnosis's reads RBAC denied, so a host lacking them (the Insights
-// Operator, as shipped) pays one 403 and log line per read, not per diagnosis, and the messages
-// say what is missing. Safe for concurrent use.
+// denials remembers the reads RBAC denied, so a host lacking them (the Insights Operator) pays one
+// 403 and log line per read, not per diagnosis, and the messages say what is missing. Concurrent.
 type denials struct {
 	clock clock.PassiveClock
 

@@ -48,9 +48,8 @@ func tlsArgsText(args []string) string {
 	return strings.Join(args, " ")
 }
 
-// desiredTLS completes d's TLS part from the profile source. While the profile is unknown,
-// kube-rbac-proxy keeps what the DaemonSet had then (keepTLS), so a slow or denied read never
-// rolls every node to another profile and back. ds may be nil.
+// desiredTLS completes d's TLS part from the profile source. While it is unknown, kube-rbac-proxy
+// keeps what ds (maybe nil) had: a slow or denied read never rolls every node to another and back.
 func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 	if c.cfg.tls == nil {
 		return
