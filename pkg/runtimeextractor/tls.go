@@ -26,16 +26,14 @@ func keepTLS(ds *appsv1.DaemonSet, d resources.Desired) keptTLS {
 	if !ok {
 		return keptTLS{not: "no DaemonSet TLS arguments to keep"}
 	}
-	if resources.PredefinedTLSArgs(args) {
-		return keptTLS{args: args, ok: true}
-	}
-	wrote, err := resources.WroteTLSArgs(ds, d, args)
-	switch {
-	case err != nil:
-		return keptTLS{not: fmt.Sprintf("the DaemonSet's TLS arguments (%s) are not a predefined profile's, and whether this controller wrote them is unknown (%v)",
-			tlsArgsText(args), err)}
-	case !wrote:
-		return keptTLS{not: "the DaemonSet's TLS arguments (" + tlsArgsText(args) + ") are neither a predefined profile's nor this controller's"}
+	if !resources.PredefinedTLSArgs(args) {
+		switch wrote, err := resources.WroteTLSArgs(ds, d, args); {
+		case err != nil:
+			return keptTLS{not: fmt.Sprintf("the DaemonSet's TLS arguments (%s) are not a predefined profile's, and whether this controller wrote them is unknown (%v)",
+				tlsArgsText(args), err)}
+		case !wrote:
+			return keptTLS{not: "the DaemonSet's TLS arguments (" + tlsArgsText(args) + ") are neither a predefined profile's nor this controller's"}
+		}
 	}
 	return keptTLS{args: args, ok: true}
 }
