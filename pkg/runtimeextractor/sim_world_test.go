@@ -560,17 +560,13 @@ func (s *propSim) dispatch(w wake) {
 	if w == wakeResync {
 		s.stimulus() // its time has passed
 	}
-	// Every wake-up drains the queued drift first; a drift wake-up drains even an empty queue.
-	drains := w == wakeDrift || s.c.informer.driftQueued()
-	var before map[DriftKind]float64
-	if drains {
-		before = s.driftCounts()
-	}
+	// A drift wake-up drains even an empty queue; any other drains what is queued, or should.
+	queued, before := s.c.informer.driftQueued(), s.driftCounts()
 	s.controller(w.String(), func() {
 		s.c.handle(s.ctx, w, payload)
 		s.c.afterWake(s.ctx)
 	})
-	if drains {
+	if w == wakeDrift || queued && !s.c.informer.driftQueued() {
 		s.checkDrift(before)
 		s.observed, s.seenOther = nil, 0 // onDrift drained them all
 	}
