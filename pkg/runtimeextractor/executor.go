@@ -14,8 +14,9 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// fire carries out the chain of actions and outcomes ev leads to. An apply that changed
-// nothing produces no watch event, so its rollout is read from the cache.
+// fire carries out the chain of actions and outcomes ev leads to; each write comes first, its
+// Event after, asynchronously. An apply that changed nothing produces no watch event, so its
+// rollout is read from the cache.
 func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 	if ev == nil || c.holding() {
 		return
@@ -27,27 +28,21 @@ func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 			klog.Errorf("state machine: %v", err)
 			return
 		}
-		var wrote bool
-		ev, wrote = c.execute(ctx, t)
-		applied = applied || wrote
+		ev = nil // the action's outcome, if it has one
+		switch t.Action {
+		case fsm.ActionApply:
+			var wrote bool
+			ev, wrote = c.executeApply(ctx, t)
+			applied = applied || wrote
+		case fsm.ActionDelete:
+			ev = c.executeDelete(ctx, t)
+		case fsm.ActionRetry:
+			c.scheduleRetry()
+		}
 	}
 	if applied {
 		c.onRollout(ctx)
 	}
-}
-
-// execute returns the outcome event of t's action (nil for none) and whether an apply
-// succeeded. The write comes first, its Event after, asynchronously.
-func (c *Controller) execute(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
-	switch t.Action {
-	case fsm.ActionApply:
-		return c.executeApply(ctx, t)
-	case fsm.ActionDelete:
-		return c.executeDelete(ctx, t), false
-	case fsm.ActionRetry:
-		c.scheduleRetry()
-	}
-	return nil, false
 }
 
 func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
