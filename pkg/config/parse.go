@@ -22,8 +22,7 @@ const (
 	ConfigKey     = "config.yaml"
 )
 
-// FromConfigMap reads the configuration from the insights-config ConfigMap; a
-// nil ConfigMap or a missing config.yaml key means the defaults.
+// FromConfigMap reads the configuration from the insights-config ConfigMap; nil or no config.yaml means defaults.
 func FromConfigMap(cm *corev1.ConfigMap) (*InsightsConfiguration, error) {
 	if cm == nil {
 		return Default(), nil
@@ -39,11 +38,9 @@ func FromConfigMap(cm *corev1.ConfigMap) (*InsightsConfiguration, error) {
 	return cfg, nil
 }
 
-// Parse decodes and validates config.yaml; input without a dataReporting section
-// yields Default(). Other sections and unknown keys of dataReporting belong to the
-// insights operator and are ignored; unknown keys under runtimeExtractor are errors.
-// YAML is read as the insights operator reads it (YAML 1.1 through sigs.k8s.io/yaml),
-// so an unquoted yes/no/on/off is a bool.
+// Parse decodes and validates config.yaml; without a dataReporting section it yields Default(). Other sections
+// and unknown keys of dataReporting are the insights operator's and ignored; unknown keys under runtimeExtractor
+// are errors. YAML is read as the insights operator does (YAML 1.1): an unquoted yes/no/on/off is a bool.
 func Parse(data []byte) (*InsightsConfiguration, error) {
 	jsonData, err := yaml.YAMLToJSON(data)
 	if err != nil {
@@ -56,7 +53,6 @@ func Parse(data []byte) (*InsightsConfiguration, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", ConfigKey, err)
 	}
-
 	// An absent, null or refused mapping decodes as nil, whose entries are all absent.
 	d := &decoder{}
 	root := d.mapping(doc, field.NewPath(ConfigKey))
@@ -65,12 +61,11 @@ func Parse(data []byte) (*InsightsConfiguration, error) {
 	cfg := Default()
 	cfg.DataReporting.DisableRuntimeExtractor = d.flag(entry(dr, p, "disableRuntimeExtractor"))
 	cfg.DataReporting.RuntimeExtractor = d.runtimeExtractor(entry(dr, p, "runtimeExtractor"))
-	errs := d.errs
-	if len(errs) == 0 {
-		errs = cfg.DataReporting.RuntimeExtractor.Validate(p.Child("runtimeExtractor"))
+	if len(d.errs) == 0 {
+		d.errs = cfg.DataReporting.RuntimeExtractor.Validate(p.Child("runtimeExtractor"))
 	}
-	if len(errs) > 0 {
-		return nil, errs.ToAggregate()
+	if len(d.errs) > 0 {
+		return nil, d.errs.ToAggregate()
 	}
 	return cfg, nil
 }
@@ -151,8 +146,7 @@ func (d *decoder) requirements(v any, p *field.Path) *corev1.ResourceRequirement
 	}
 }
 
-// mapOf decodes a mapping, each value by value, in key order for a stable list
-// of errors; an empty mapping is nil.
+// mapOf decodes a mapping, each value by value, in key order for stable errors; an empty mapping is nil.
 func mapOf[K ~string, V any](d *decoder, v any, p *field.Path, value func(any, *field.Path) V) map[K]V {
 	m := d.mapping(v, p)
 	if len(m) == 0 {
@@ -187,8 +181,7 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 	return q
 }
 
-// section decodes a mapping whose keys must all be in known (sorted): in the sections
-// under runtimeExtractor, a misspelt setting must not be silently dropped.
+// section decodes a mapping whose keys must be in known (sorted): a misspelt setting must not be dropped silently.
 func (d *decoder) section(v any, p *field.Path, known ...string) map[string]any {
 	m := d.mapping(v, p)
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -205,8 +198,7 @@ func entry(m map[string]any, p *field.Path, name string) (any, *field.Path) {
 	return m[name], p.Child(name)
 }
 
-// mapping returns nil for an absent or null value, and after recording an
-// error for anything that is not a mapping.
+// mapping returns nil for an absent or null value, and after recording an error for a non-mapping.
 func (d *decoder) mapping(v any, p *field.Path) map[string]any {
 	m, ok := v.(map[string]any)
 	if !ok && v != nil {

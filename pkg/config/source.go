@@ -22,8 +22,8 @@ import (
 // ReasonInvalidConfig is the reason of the Warning Event for a rejected config.yaml.
 const ReasonInvalidConfig = "InvalidConfig"
 
-// Source watches the insights-config ConfigMap and keeps the last good configuration
-// (a deleted ConfigMap means the defaults); it implements the controller's ConfigNotifier.
+// Source watches the insights-config ConfigMap, keeping the last good configuration (a deleted ConfigMap means
+// the defaults); it implements the controller's ConfigNotifier.
 type Source struct {
 	recorder events.Recorder
 	informer cache.SharedIndexInformer
@@ -65,18 +65,13 @@ func NewSource(client kubernetes.Interface, recorder events.Recorder) *Source {
 }
 
 // Run runs the informer until ctx is cancelled. Call it once.
-func (s *Source) Run(ctx context.Context) {
-	s.informer.RunWithContext(ctx)
-}
+func (s *Source) Run(ctx context.Context) { s.informer.RunWithContext(ctx) }
 
 // HasSynced reports whether the ConfigMap's initial state (present or absent) was observed.
-func (s *Source) HasSynced() bool {
-	return s.synced()
-}
+func (s *Source) HasSynced() bool { return s.synced() }
 
-// ConfigChanged subscribes: the channel receives a coalesced value when the configuration
-// changes, when a config is rejected (see LastError), or when a good one follows. The
-// idempotent function returned ends the subscription and closes the channel.
+// ConfigChanged subscribes: the channel receives a coalesced value when the configuration changes, a config is
+// rejected (see LastError), or a good one follows. The idempotent function returned ends it and closes the channel.
 func (s *Source) ConfigChanged() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
@@ -97,8 +92,8 @@ func (s *Source) Config() *InsightsConfiguration {
 	return s.config.DeepCopy()
 }
 
-// HasGoodConfig reports whether a good configuration, or the ConfigMap's absence, was
-// observed; until then Config returns defaults nobody chose, and the controller holds.
+// HasGoodConfig reports whether a good configuration, or the ConfigMap's absence, was observed; until then
+// Config returns defaults nobody chose, and the controller holds.
 func (s *Source) HasGoodConfig() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,9 +111,8 @@ func (s *Source) LastError() error {
 	return s.lastErr
 }
 
-// handle applies one observation of the ConfigMap; a deleted one means the defaults.
-// A rejected config keeps the last good one and is reported once per content: a
-// resync or a metadata-only update must not repeat the Event.
+// handle applies one observation of the ConfigMap (deleted means defaults). A rejected config keeps the last good
+// one and is reported once per content: a resync or a metadata-only update must not repeat the Event.
 func (s *Source) handle(obj any, deleted bool) {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
@@ -148,8 +142,7 @@ func (s *Source) handle(obj any, deleted bool) {
 		s.mu.Unlock()
 		return
 	}
-	// Never blocks: a full buffer already holds a notification. s.mu keeps a
-	// cancel from closing a channel mid-send.
+	// Never blocks: a full buffer already holds a notification. s.mu keeps a cancel from closing a channel mid-send.
 	for ch := range s.subscribers {
 		select {
 		case ch <- struct{}{}:

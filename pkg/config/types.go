@@ -1,5 +1,5 @@
-// Package config parses, validates and watches config.yaml of the insights-config ConfigMap:
-// the switch that turns the runtime extractor off and its DaemonSet's scheduling settings.
+// Package config parses, validates and watches config.yaml of the insights-config ConfigMap: the switch that
+// turns the runtime extractor off and its DaemonSet's scheduling settings.
 package config
 
 import (
@@ -9,8 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// InsightsConfiguration is the part of config.yaml this controller reads; the
-// insights operator's other sections are ignored.
+// InsightsConfiguration is the part of config.yaml this controller reads; other sections are ignored.
 type InsightsConfiguration struct {
 	DataReporting DataReporting `json:"dataReporting"`
 }
@@ -29,16 +28,14 @@ type RuntimeExtractor struct {
 	Resources         ContainerResources  `json:"resources,omitempty"`
 }
 
-// ContainerResources overrides the resource requirements of each container of
-// the DaemonSet; a nil entry keeps that container's defaults.
+// ContainerResources overrides the DaemonSet containers' resource requirements; nil keeps a container's defaults.
 type ContainerResources struct {
 	Extractor     *corev1.ResourceRequirements `json:"extractor,omitempty"`
 	Exporter      *corev1.ResourceRequirements `json:"exporter,omitempty"`
 	KubeRBACProxy *corev1.ResourceRequirements `json:"kube-rbac-proxy,omitempty"`
 }
 
-// Default returns the configuration used when the ConfigMap, its config.yaml
-// key or its dataReporting section is missing: extractor enabled, default scheduling.
+// Default is the configuration without the ConfigMap, config.yaml or dataReporting: enabled, default scheduling.
 func Default() *InsightsConfiguration {
 	return &InsightsConfiguration{}
 }

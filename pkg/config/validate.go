@@ -17,15 +17,14 @@ var (
 	supportedEffects   = []corev1.TaintEffect{
 		corev1.TaintEffectNoExecute, corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule,
 	}
-	// Extended resources (GPUs and the like) have no use here, and rejecting
-	// them catches typos such as "memroy".
+	// Extended resources (GPUs and the like) have no use here; rejecting them catches typos such as "memroy".
 	supportedResources = []corev1.ResourceName{
 		corev1.ResourceCPU, corev1.ResourceEphemeralStorage, corev1.ResourceMemory,
 	}
 )
 
-// Validate applies the API server's pod-spec rules to the scheduling settings, so a bad
-// one is refused here rather than by the DaemonSet update; p is the section's path.
+// Validate applies the API server's pod-spec rules to the scheduling settings, refusing a bad one here rather
+// than in the DaemonSet update; p is the section's path.
 func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i := range r.Tolerations {

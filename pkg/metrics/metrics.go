@@ -17,20 +17,29 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Namespace is the prefix of every metric name.
-const Namespace = "runtime_extractor"
-
-// Drift kinds, the values of the drift_events_total "kind" label.
 const (
+	// Namespace is the prefix of every metric name.
+	Namespace = "runtime_extractor"
+	// DevVersion is the version of a binary built with no -ldflags -X value nor module version ("(devel)").
+	DevVersion = "v0.0.0-dev"
+	// StateHolding is the series that is 1 instead of any state while the controller holds (status.Snapshot.Holding).
+	StateHolding = "Holding"
+
+	// Drift kinds, the values of the drift_events_total "kind" label.
 	DriftModified = "modified" // a spec change made by someone else
 	DriftDeleted  = "deleted"
 	DriftMetadata = "metadata" // an owned label or annotation removed or changed
-)
 
-// Action results, the values of the actions_total "result" label.
-const (
+	// Action results, the values of the actions_total "result" label.
 	ResultSuccess = "success"
 	ResultError   = "error"
+
+	// Values of the repairs_total "manager" label that name no field manager.
+	UnknownManager = "unknown" // a deletion, or a change no managedFields entry names
+	OtherManager   = "other"   // any manager once MaxManagers values are taken
+	// MaxManagers bounds the manager values besides OtherManager: a hostile client must not grow the series.
+	MaxManagers     = 10
+	maxManagerBytes = 128 // bounds a label value; the API server allows 128 characters
 )
 
 // Metrics is the set of collectors of one controller, safe for concurrent use.
@@ -122,9 +131,6 @@ func (m *Metrics) counterVec(name string, labels []string, help string) *prometh
 	return collect(m, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels))
 }
 
-// StateHolding is the series that is 1 instead of any state while the controller holds (status.Snapshot.Holding).
-const StateHolding = "Holding"
-
 // SetState marks the initial state s as current, counting no transition.
 func (m *Metrics) SetState(s fsm.State) {
 	m.stateMu.Lock()
@@ -195,20 +201,8 @@ func flagValue(on bool) float64 {
 // SetBackoff records the delay before the next retry, 0 when none is pending.
 func (m *Metrics) SetBackoff(d time.Duration) { m.retryBackoff.Set(d.Seconds()) }
 
-// Values of the repairs_total "manager" label that name no field manager.
-const (
-	UnknownManager = "unknown" // a deletion, or a change no managedFields entry names
-	OtherManager   = "other"   // any manager once MaxManagers values are taken
-)
-
-// MaxManagers bounds the manager values besides OtherManager: a hostile client must not grow the series.
-const MaxManagers = 10
-
-// maxManagerBytes bounds a label value; the API server allows 128 characters.
-const maxManagerBytes = 128
-
-// ObserveRepair counts one repair of a change by managers, all passed in one call: each counts
-// once, and those past MaxManagers once together as OtherManager, however many a crafted managedFields names.
+// ObserveRepair counts one repair of a change by managers: each once, and those past MaxManagers once together
+// as OtherManager, however many a crafted managedFields names.
 func (m *Metrics) ObserveRepair(managers ...string) {
 	counted := make([]string, 0, len(managers))
 	m.managersMu.Lock()
@@ -246,16 +240,15 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return RegisterAll(reg, m.Collectors()...)
 }
 
-// RegisterLegacy registers every collector in component-base's legacy registry (library-go's /metrics). Again on
-// the same Metrics it is a no-op; a second Metrics fails on the names and leaves the first served.
+// RegisterLegacy registers every collector in component-base's legacy registry (library-go's /metrics), once per
+// Metrics; a second Metrics fails on the names and leaves the first served.
 func (m *Metrics) RegisterLegacy() error {
 	m.legacyMu.Lock()
 	defer m.legacyMu.Unlock()
 	if m.legacyDone {
 		return nil
 	}
-	// Not RawMustRegister: it marks the collectors resettable, and a DELETE on a
-	// reset-enabled /metrics would drop the pre-initialised series.
+	// Not RawMustRegister: it marks them resettable, and a DELETE on /metrics would drop the pre-initialised series.
 	err := m.Register(legacyregistry.Registerer())
 	m.legacyDone = err == nil
 	return err
@@ -273,9 +266,6 @@ func RegisterAll(reg prometheus.Registerer, collectors ...prometheus.Collector) 
 	}
 	return nil
 }
-
-// DevVersion is the version of a binary built with no -ldflags -X value nor module version ("(devel)").
-const DevVersion = "v0.0.0-dev"
 
 // NewBuildInfo returns the build_info gauge of version (DevVersion when empty); an embedder has its own.
 func NewBuildInfo(version string) prometheus.Collector {

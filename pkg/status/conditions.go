@@ -44,6 +44,7 @@ const (
 const (
 	DeniedPodsList   = "pods list"   // names the nodes
 	DeniedEventsList = "events list" // gives the newest warning
+	nodeNamesDenied  = "node names unavailable: " + DeniedPodsList + " forbidden"
 )
 
 // DegradedReasons are the reasons RuntimeExtractorDegraded=True can carry (a new slice each call).
@@ -99,12 +100,9 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 		a.Message = availableOn(s, ", left as it is until insights-config is valid")
 		p.Message += "the DaemonSet is left as it is"
 	case removing(s) && s.Terminating: // a DELETE that returned is not an object gone: say what it waits for
-		a.Reason, a.Message = ReasonDeleting, "removing the runtime extractor, as insights-config disables it: the DaemonSet is being deleted"
-		if len(s.Finalizers) == 0 {
-			a.Message += "; its pods run until it is gone"
-		} else {
-			a.Message += waitsFor(s) + "; its pods run until then"
-		}
+		until := map[bool]string{true: "it is gone", false: "then"}[len(s.Finalizers) == 0]
+		a.Reason, a.Message = ReasonDeleting, "removing the runtime extractor, as insights-config disables it: "+
+			"the DaemonSet is being deleted"+waitsFor(s)+"; its pods run until "+until
 		p.Reason, p.Message = a.Reason, a.Message
 	case s.State == fsm.StateDisabled:
 		const disabled = "runtime extractor is disabled by insights-config"
@@ -143,37 +141,29 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 }
 
 func availableOn(s Snapshot, suffix string) string {
-	return fmt.Sprintf("runtime extractor is available on %d/%d nodes%s%s", s.Available, s.Desired, atVersion(s.AppliedVersion), suffix) +
+	return fmt.Sprintf("runtime extractor is available on %d/%d nodes%s%s", s.Available, s.Desired, prefixed(" at version ", s.AppliedVersion), suffix) +
 		unavailableMessage(s)
 }
 
 // tooFewPods is when a stuck rollout degrades: no pod available, or more nodes without one than maxUnavailable
 // allows (or that is unknown). As in cluster-dns-operator, one broken node is for Progressing to say.
 func tooFewPods(s Snapshot) bool {
-	over, known := overMaxUnavailable(s)
-	return s.Available == 0 || !known || over
+	return s.Available == 0 || s.MaxUnavailable < 0 || s.Desired-s.Available > s.MaxUnavailable
 }
 
-// overMaxUnavailable: more nodes lack an available pod than maxUnavailable allows.
-func overMaxUnavailable(s Snapshot) (over, known bool) {
-	return s.Desired-s.Available > s.MaxUnavailable, s.MaxUnavailable >= 0
-}
-
-// removing: the state wants no DaemonSet.
 func removing(s Snapshot) bool { return s.State == fsm.StateDisabled || s.State == fsm.StateDeleting }
 
 // servesPods: a pod is available, or the DaemonSet wants none.
 func servesPods(s Snapshot) bool { return s.Available > 0 || s.Desired == 0 }
 
-// rolloutOf says whether an enabled runtime extractor progresses, the reason Available shares and Progressing's
-// message, from the cluster, not the machine's history, so a new replica and an old one agree. Only a rollout
-// with pods still to update takes its reason from the state, which knows what started it.
+// rolloutOf says whether an enabled runtime extractor progresses, Available's reason and Progressing's message,
+// from the cluster, not the machine's history, so replicas agree; only a rollout in progress asks the state why.
 func rolloutOf(s Snapshot) (progressing bool, reason, message string) {
 	switch {
 	case s.Terminating: // deleted before insights-config enabled it again
 		return true, ReasonRollingOut, "the DaemonSet is being deleted" + waitsFor(s) + "; it is created anew once it is gone"
 	case !s.Present:
-		return true, ReasonRollingOut, "deploying the runtime extractor" + atVersion(s.Version) + ": the DaemonSet does not exist yet"
+		return true, ReasonRollingOut, "deploying the runtime extractor" + prefixed(" at version ", s.Version) + ": the DaemonSet does not exist yet"
 	case s.Version != "" && s.AppliedVersion != s.Version:
 		// A refused upgrade, or one the cache does not show yet: no pod is upgrading.
 		message = "the upgrade to " + s.Version + " is not applied: the DaemonSet "
@@ -183,7 +173,7 @@ func rolloutOf(s Snapshot) (progressing bool, reason, message string) {
 		return true, ReasonUpgrading, message + "is still at version " + s.AppliedVersion
 	case s.RolledOut:
 		return false, ReasonAsExpected,
-			fmt.Sprintf("runtime extractor is rolled out on %d/%d nodes%s", s.Updated, s.Desired, atVersion(s.AppliedVersion))
+			fmt.Sprintf("runtime extractor is rolled out on %d/%d nodes%s", s.Updated, s.Desired, prefixed(" at version ", s.AppliedVersion))
 	}
 	// The message counts the nodes that run a pod of the current template, available or not (Available says that).
 	reason, message = ReasonRollingOut, "rolling out"
@@ -193,10 +183,7 @@ func rolloutOf(s Snapshot) (progressing bool, reason, message string) {
 	case fsm.StateDrifted:
 		reason, message = ReasonRestoring, "restoring after an external change: rolling out"
 	}
-	to := ""
-	if s.Version != "" {
-		to = " to " + s.Version
-	}
+	to := prefixed(" to ", s.Version)
 	if s.Updated >= s.Desired { // not RolledOut, so the counts predate the current generation
 		return true, reason, message + to + ": waiting for the DaemonSet controller to observe the new spec"
 	}
@@ -234,8 +221,7 @@ func failureReason(s fsm.State) string {
 	return map[bool]string{true: ReasonApplyFailed, false: ReasonDeleteFailed}[s.Enabled()]
 }
 
-// failureMessage names no count and no delay: they change with every retry, and one that fails the same
-// way must write nothing (the Warning Event and metrics carry them).
+// failureMessage names no count nor delay: they change with every retry (the Event and metrics carry them).
 func failureMessage(s Snapshot) string {
 	action := map[bool]string{true: "apply", false: "delete"}[s.State.Enabled()]
 	return fmt.Sprintf("the last %s failed: %v; retrying with backoff", action, s.LastError)
@@ -261,8 +247,8 @@ func unavailableMessage(s Snapshot) string {
 		return ""
 	}
 	msg := fmt.Sprintf("; %d %s no available pod", n, map[bool]string{true: "node has", false: "nodes have"}[n == 1])
-	if over, known := overMaxUnavailable(s); known {
-		msg += fmt.Sprintf(" (%s maxUnavailable %d)", map[bool]string{true: "more than", false: "within"}[over], s.MaxUnavailable)
+	if s.MaxUnavailable >= 0 {
+		msg += fmt.Sprintf(" (%s maxUnavailable %d)", map[bool]string{true: "more than", false: "within"}[n > s.MaxUnavailable], s.MaxUnavailable)
 	}
 	switch {
 	case len(s.UnavailableNodes) > 0:
@@ -273,8 +259,6 @@ func unavailableMessage(s Snapshot) string {
 	return msg
 }
 
-const nodeNamesDenied = "node names unavailable: " + DeniedPodsList + " forbidden"
-
 // someNodes lists nodes, a few of the n meant, ending with "..." when n is more.
 func someNodes(nodes []string, n int32) string {
 	if int(n) > len(nodes) {
@@ -283,11 +267,12 @@ func someNodes(nodes []string, n int32) string {
 	return strings.Join(nodes, ", ")
 }
 
-func atVersion(v string) string {
+// prefixed is prefix+v, "" when v is unknown.
+func prefixed(prefix, v string) string {
 	if v == "" {
 		return ""
 	}
-	return " at version " + v
+	return prefix + v
 }
 
 // roundBackoff drops sub-second noise so a duration stays readable.

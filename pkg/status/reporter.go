@@ -31,9 +31,8 @@ const FieldManager = "runtime-extractor-controller-status"
 // ErrMissing is wrapped by Report when the ClusterOperator or its API does not exist: nothing was written.
 var ErrMissing = errors.New("clusteroperator not found")
 
-// Reporter writes the RuntimeExtractor* conditions by server-side apply of a ClusterOperator's status: no read
-// first, no conflict with another writer's UpdateStatus. It writes only when they differ from what the server
-// carries (the informer's view, else its last apply), keeping LastTransitionTime. Safe for concurrent use.
+// Reporter server-side applies the RuntimeExtractor* conditions of a ClusterOperator's status (no read, no conflict
+// with others' UpdateStatus) when they differ from the informer's view, else its last apply. Concurrency-safe.
 type Reporter struct {
 	client configv1client.ClusterOperatorsGetter
 	name   string
@@ -44,9 +43,8 @@ type Reporter struct {
 	synced  cache.InformerSynced
 	changed chan struct{}
 	applied []configv1.ClusterOperatorStatusCondition // with transition times; nil when unknown
-	// appliedOver is the resourceVersion the lister showed at our apply, appliedAs the one it returned. While the
-	// lister shows appliedOver, or one older than appliedAs (a write just before ours whose event came after),
-	// the cache lags our apply and applied is the better knowledge.
+	// The resourceVersions the lister showed at our apply and the one it returned. While the lister shows appliedOver
+	// or one older than appliedAs (a write just before ours, its event after), the cache lags and applied is better.
 	appliedOver string
 	appliedAs   string
 	missing     bool // logs "not found" once per absence, not on every Report
@@ -63,8 +61,8 @@ func NewReporter(client configv1client.ClusterOperatorsGetter, name string) *Rep
 // Name is the ClusterOperator the Reporter writes to.
 func (r *Reporter) Name() string { return r.name }
 
-// Observe makes the Reporter compare against informer's view of its ClusterOperator, so changes by others
-// need no read, and signal each on Changed. The caller starts the informer and syncs it before the first Report.
+// Observe makes the Reporter compare against informer's view and signal changes on Changed. The caller starts
+// the informer and syncs it before the first Report.
 func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) error {
 	notifyChanged := func() {
 		select {
@@ -89,8 +87,8 @@ func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) e
 // Changed is notified (coalesced) when the observed ClusterOperator changes; never without Observe.
 func (r *Reporter) Changed() <-chan struct{} { return r.changed }
 
-// Report applies the conditions of s when they differ from what the server carries. A missing
-// ClusterOperator or CRD is returned as ErrMissing; while an Observe'd informer shows it absent, no request.
+// Report applies the conditions of s when they differ from the server's. A missing ClusterOperator or CRD is
+// ErrMissing; while an Observe'd informer shows it absent, no request is made.
 func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	want := Conditions(s)
 	r.mu.Lock()
@@ -151,8 +149,8 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	return nil
 }
 
-// olderThan reports whether resourceVersion a is older than b, as etcd revisions only grow. A non-number
-// (another storage) is never older: the cache is believed, at the cost of at most one needless apply.
+// olderThan: resourceVersion a is older than b, as etcd revisions grow. A non-number (another storage) is never
+// older: the cache is believed, at the cost of at most one needless apply.
 func olderThan(a, b string) bool {
 	x, errA := strconv.ParseUint(a, 10, 64)
 	y, errB := strconv.ParseUint(b, 10, 64)

@@ -1,7 +1,6 @@
-// Package tlsprofile follows the cluster TLS security profile (spec.tlsSecurityProfile of
-// the APIServer "cluster"), which kube-rbac-proxy's TLS arguments come from. Once listed
-// (absent means Intermediate) it stays known, even if the watch fails later; until then
-// Profile returns an error, not a default, so the caller keeps what it has.
+// Package tlsprofile follows the cluster TLS security profile (spec.tlsSecurityProfile of the APIServer "cluster")
+// for kube-rbac-proxy's TLS arguments. Once listed (absent means Intermediate) it stays known, even if the watch
+// fails later; until then Profile returns an error, not a default, so the caller keeps what it has.
 package tlsprofile
 
 import (
@@ -25,12 +24,13 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/internal/configapi"
 )
 
-// APIServerName is the name of the cluster's singleton APIServer.
-const APIServerName = "cluster"
-
-// StartTimeout bounds how long HasSynced stays false: an API server that does not
-// answer, or refuses the read, must not keep the controller from starting.
-const StartTimeout = 10 * time.Second
+const (
+	// APIServerName is the name of the cluster's singleton APIServer.
+	APIServerName = "cluster"
+	// StartTimeout bounds how long HasSynced stays false: an API server that does not answer, or refuses the read,
+	// must not keep the controller from starting.
+	StartTimeout = 10 * time.Second
+)
 
 // ErrUnknown is wrapped by every error Profile returns.
 var ErrUnknown = errors.New("the cluster TLS profile is unknown")
@@ -48,8 +48,8 @@ type Source struct {
 	lastErr error                        // the watch's latest list or watch error
 }
 
-// NewSource watches the APIServer "cluster" when config.openshift.io/v1 serves it;
-// without that API (not OpenShift) the profile is known to be unset.
+// NewSource watches the APIServer "cluster" when config.openshift.io/v1 serves it; without that API (not
+// OpenShift) the profile is known to be unset.
 func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface) (*Source, error) {
 	return newSource(disco, client, clock.RealClock{})
 }

@@ -1,6 +1,5 @@
-// Package version tells the controller the cluster's target release version: the
-// ClusterVersion's status.desired.version or, without that API, RELEASE_VERSION,
-// the cluster-version-operator convention for operator images.
+// Package version tells the controller the cluster's target release version: the ClusterVersion's
+// status.desired.version or, without that API, RELEASE_VERSION (the cluster-version-operator convention).
 package version
 
 import (
@@ -21,11 +20,12 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/internal/configapi"
 )
 
-// ClusterVersionName is the name of the cluster's singleton ClusterVersion.
-const ClusterVersionName = "version"
-
-// EnvReleaseVersion is the environment variable read when there is no ClusterVersion API.
-const EnvReleaseVersion = "RELEASE_VERSION"
+const (
+	// ClusterVersionName is the name of the cluster's singleton ClusterVersion.
+	ClusterVersionName = "version"
+	// EnvReleaseVersion is the environment variable read when there is no ClusterVersion API.
+	EnvReleaseVersion = "RELEASE_VERSION"
+)
 
 // Source reports the target release version and signals when it changes.
 type Source struct {
@@ -37,8 +37,7 @@ type Source struct {
 	changed chan struct{}
 }
 
-// NewSource watches the ClusterVersion "version" when config.openshift.io/v1 serves
-// it, and otherwise reports fallback.
+// NewSource watches the ClusterVersion "version" when config.openshift.io/v1 serves it, else reports fallback.
 func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface, fallback string) (*Source, error) {
 	s := &Source{fallback: fallback, version: fallback, changed: make(chan struct{}, 1)}
 	ok, err := configapi.Serves(disco, "clusterversions")
@@ -52,22 +51,19 @@ func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface
 	s.informer = configv1informers.NewFilteredClusterVersionInformer(client, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, ClusterVersionName).String()
 	})
+	observe := func(obj any) {
+		if cv, ok := obj.(*configv1.ClusterVersion); ok && cv.Name == ClusterVersionName {
+			s.set(cmp.Or(cv.Status.Desired.Version, s.fallback))
+		}
+	}
 	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.observe(obj) },
-		UpdateFunc: func(_, obj any) { s.observe(obj) },
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
 		DeleteFunc: func(any) { s.set(s.fallback) },
 	}); err != nil {
 		return nil, fmt.Errorf("watch clusterversion: %w", err)
 	}
 	return s, nil
-}
-
-func (s *Source) observe(obj any) {
-	cv, ok := obj.(*configv1.ClusterVersion)
-	if !ok || cv.Name != ClusterVersionName {
-		return
-	}
-	s.set(cmp.Or(cv.Status.Desired.Version, s.fallback))
 }
 
 func (s *Source) set(v string) {
