@@ -71,9 +71,7 @@ func Parse(data []byte) (*InsightsConfiguration, error) {
 }
 
 // decoder collects one field error per offending value instead of stopping at the first.
-type decoder struct {
-	errs field.ErrorList
-}
+type decoder struct{ errs field.ErrorList }
 
 // flag accepts a bool or "true"/"false" in any case, as the insights operator does; null is unset.
 func (d *decoder) flag(v any, p *field.Path) bool {
@@ -102,12 +100,8 @@ func (d *decoder) runtimeExtractor(v any, p *field.Path) RuntimeExtractor {
 }
 
 func (d *decoder) tolerations(v any, p *field.Path) []corev1.Toleration {
-	items, ok := v.([]any)
-	if !ok && v != nil {
-		d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a list"))
-	}
 	var out []corev1.Toleration
-	for i, item := range items {
+	for i, item := range as[[]any](d, v, p, "a list") {
 		ip := p.Index(i)
 		if item == nil {
 			d.errs = append(d.errs, field.Required(ip, "must be a toleration, not null"))
@@ -198,23 +192,21 @@ func entry(m map[string]any, p *field.Path, name string) (any, *field.Path) {
 	return m[name], p.Child(name)
 }
 
-// mapping returns nil for an absent or null value, and after recording an error for a non-mapping.
-func (d *decoder) mapping(v any, p *field.Path) map[string]any {
-	m, ok := v.(map[string]any)
+// as returns v as a T, and the zero T for an absent or null value, or after recording an error for another type.
+func as[T any](d *decoder, v any, p *field.Path, what string) T {
+	t, ok := v.(T)
 	if !ok && v != nil {
-		d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a mapping"))
+		d.errs = append(d.errs, field.TypeInvalid(p, v, "must be "+what))
 	}
-	return m
+	return t
+}
+
+func (d *decoder) mapping(v any, p *field.Path) map[string]any {
+	return as[map[string]any](d, v, p, "a mapping")
 }
 
 // string reads null as "": YAML writes `key:` for an empty label value.
-func (d *decoder) string(v any, p *field.Path) string {
-	s, ok := v.(string)
-	if !ok && v != nil {
-		d.errs = append(d.errs, field.TypeInvalid(p, v, "must be a string"))
-	}
-	return s
-}
+func (d *decoder) string(v any, p *field.Path) string { return as[string](d, v, p, "a string") }
 
 func (d *decoder) int64(v any, p *field.Path) *int64 {
 	switch t := v.(type) {

@@ -33,7 +33,7 @@ type Source struct {
 	config      *InsightsConfiguration // last good configuration
 	good        bool                   // a good configuration (or none at all) was observed
 	lastErr     error                  // error of the current content, nil when it is good
-	badContent  *string                // config.yaml content that produced lastErr
+	badContent  string                 // config.yaml content that produced lastErr
 	subscribers map[chan struct{}]struct{}
 
 	observed atomic.Int64 // handled ConfigMap observations; tests wait on it
@@ -41,11 +41,7 @@ type Source struct {
 
 // NewSource returns a Source watching only the insights-config ConfigMap; start it with Run.
 func NewSource(client kubernetes.Interface, recorder events.Recorder) *Source {
-	s := &Source{
-		recorder:    recorder,
-		config:      Default(),
-		subscribers: map[chan struct{}]struct{}{},
-	}
+	s := &Source{recorder: recorder, config: Default(), subscribers: map[chan struct{}]struct{}{}}
 	// Only this ConfigMap is cached; no resync, as handle is level-based already.
 	s.informer = coreinformers.NewFilteredConfigMapInformer(client, Namespace, 0, cache.Indexers{},
 		func(opts *metav1.ListOptions) {
@@ -127,16 +123,14 @@ func (s *Source) handle(obj any, deleted bool) {
 		cm = nil
 	}
 	cfg, err := FromConfigMap(cm)
-
 	s.mu.Lock()
 	var notify bool
 	if err != nil {
-		content := cm.Data[ConfigKey]
-		notify = s.badContent == nil || *s.badContent != content
-		s.lastErr, s.badContent = err, &content
+		notify = s.lastErr == nil || s.badContent != cm.Data[ConfigKey]
+		s.lastErr, s.badContent = err, cm.Data[ConfigKey]
 	} else {
 		notify = s.lastErr != nil || !equality.Semantic.DeepEqual(cfg, s.config)
-		s.config, s.good, s.lastErr, s.badContent = cfg, true, nil, nil
+		s.config, s.good, s.lastErr = cfg, true, nil
 	}
 	if !notify {
 		s.mu.Unlock()
@@ -158,7 +152,6 @@ func (s *Source) handle(obj any, deleted bool) {
 		s.recorder.Warning(ReasonInvalidConfig, status.CapMessage(fmt.Sprintf("%v; keeping the last good configuration", err)))
 		return
 	}
-	klog.V(2).InfoS("Runtime extractor configuration changed",
-		"configMap", klog.KRef(Namespace, ConfigMapName),
+	klog.V(2).InfoS("Runtime extractor configuration changed", "configMap", klog.KRef(Namespace, ConfigMapName),
 		"disableRuntimeExtractor", cfg.DataReporting.DisableRuntimeExtractor)
 }

@@ -62,11 +62,9 @@ type Metrics struct {
 	holding bool
 	now     func() time.Time // tests replace it
 
-	managersMu sync.Mutex
+	mu         sync.Mutex      // guards managers and legacyDone
 	managers   map[string]bool // the repairs_total label values given out
-
-	legacyMu   sync.Mutex
-	legacyDone bool // RegisterLegacy succeeded
+	legacyDone bool            // RegisterLegacy succeeded
 }
 
 // New returns the collectors, unregistered, with the state, drift and Apply/Delete action series at 0 for rate().
@@ -205,7 +203,7 @@ func (m *Metrics) SetBackoff(d time.Duration) { m.retryBackoff.Set(d.Seconds()) 
 // as OtherManager, however many a crafted managedFields names.
 func (m *Metrics) ObserveRepair(managers ...string) {
 	counted := make([]string, 0, len(managers))
-	m.managersMu.Lock()
+	m.mu.Lock()
 	for _, manager := range managers {
 		// A label value must be valid UTF-8, or the collector panics.
 		manager = strings.ToValidUTF8(manager, "?")
@@ -223,7 +221,7 @@ func (m *Metrics) ObserveRepair(managers ...string) {
 			counted = append(counted, manager)
 		}
 	}
-	m.managersMu.Unlock()
+	m.mu.Unlock()
 	for _, manager := range counted {
 		m.repairs.WithLabelValues(manager).Inc()
 	}
@@ -243,8 +241,8 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 // RegisterLegacy registers every collector in component-base's legacy registry (library-go's /metrics), once per
 // Metrics; a second Metrics fails on the names and leaves the first served.
 func (m *Metrics) RegisterLegacy() error {
-	m.legacyMu.Lock()
-	defer m.legacyMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.legacyDone {
 		return nil
 	}

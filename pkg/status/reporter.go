@@ -94,7 +94,6 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	logger := klog.FromContext(ctx).WithValues("clusterOperator", r.name)
-
 	known, over, shown := r.applied, "", false
 	if r.lister != nil && r.synced() {
 		co, err := r.lister.Get(r.name)

@@ -16,8 +16,8 @@ type Snapshot struct {
 	Failures                    int           // consecutive failed actions; 0 once one succeeds
 	LastError                   error         // nil when healthy
 	RetryIn                     time.Duration // 0 when no retry is pending
-	// FailurePersists: LastError has lasted the Degraded inertia, or no retry can fix it. Only then is Degraded
-	// True for it (Progressing says it before): the contract wants Degraded for a lasting state, not a blip.
+	// FailurePersists: LastError lasted the Degraded inertia, or no retry can fix it; only then is Degraded True for
+	// it (Progressing says it before): Degraded is for a lasting state, not a blip.
 	FailurePersists bool
 	ConfigError     error              // why insights-config was rejected (the last good one is kept)
 	Stuck           *RolloutStuck      // while the rollout made no progress for the rollout deadline
@@ -28,13 +28,12 @@ type Snapshot struct {
 	Holding        bool
 	Present        bool   // the DaemonSet exists in the controller's cache
 	AppliedVersion string // the DaemonSet's version annotation; "" when absent or unannotated
-	// RolledOut: the DaemonSet controller observed the current generation and every node that should run a pod
-	// runs one of the current template (resources.Rollout.Complete); availability aside.
+	// RolledOut: the current generation is observed and runs on every node that should (resources.Rollout.Complete).
 	RolledOut bool
 	// The DaemonSet's maxUnavailable resolved against Desired as its controller does; -1 for none or unresolvable.
 	MaxUnavailable int32
-	// UnavailableNodes names a few nodes (sorted) whose pod is not ready, read once the unavailable count of a
-	// rolled-out DaemonSet has settled; nil when not read (yet), when the read failed, or when none.
+	// UnavailableNodes names a few nodes (sorted) whose pod is not ready, read once a rolled-out DaemonSet's count
+	// settled; nil when not read (yet), the read failed, or none.
 	UnavailableNodes       []string
 	UnavailableNodesDenied bool     // RBAC forbids listing pods (DeniedPodsList)
 	Terminating            bool     // the DaemonSet has a deletionTimestamp

@@ -24,13 +24,12 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/internal/configapi"
 )
 
-const (
-	// APIServerName is the name of the cluster's singleton APIServer.
-	APIServerName = "cluster"
-	// StartTimeout bounds how long HasSynced stays false: an API server that does not answer, or refuses the read,
-	// must not keep the controller from starting.
-	StartTimeout = 10 * time.Second
-)
+// APIServerName is the name of the cluster's singleton APIServer.
+const APIServerName = "cluster"
+
+// StartTimeout bounds how long HasSynced stays false: an API server that does not answer, or refuses the read,
+// must not keep the controller from starting.
+const StartTimeout = 10 * time.Second
 
 // ErrUnknown is wrapped by every error Profile returns.
 var ErrUnknown = errors.New("the cluster TLS profile is unknown")

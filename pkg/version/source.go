@@ -20,12 +20,11 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/internal/configapi"
 )
 
-const (
-	// ClusterVersionName is the name of the cluster's singleton ClusterVersion.
-	ClusterVersionName = "version"
-	// EnvReleaseVersion is the environment variable read when there is no ClusterVersion API.
-	EnvReleaseVersion = "RELEASE_VERSION"
-)
+// ClusterVersionName is the name of the cluster's singleton ClusterVersion.
+const ClusterVersionName = "version"
+
+// EnvReleaseVersion is the environment variable read when there is no ClusterVersion API.
+const EnvReleaseVersion = "RELEASE_VERSION"
 
 // Source reports the target release version and signals when it changes.
 type Source struct {
