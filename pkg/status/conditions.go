@@ -45,6 +45,7 @@ const (
 	DeniedPodsList   = "pods list"   // names the nodes
 	DeniedEventsList = "events list" // gives the newest warning
 	nodeNamesDenied  = "node names unavailable: " + DeniedPodsList + " forbidden"
+	configRejected   = "insights-config rejected, keeping the last good config: " // in Degraded
 )
 
 // DegradedReasons are the reasons RuntimeExtractorDegraded=True can carry (a new slice each call).
@@ -94,10 +95,7 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 			p.Message += "nothing is deployed"
 			break
 		}
-		if !servesPods(s) {
-			a.Status = configv1.ConditionFalse
-		}
-		a.Message = availableOn(s, ", left as it is until insights-config is valid")
+		availableOn(&a, s, ", left as it is until insights-config is valid")
 		p.Message += "the DaemonSet is left as it is"
 	case removing(s) && s.Terminating: // a DELETE that returned is not an object gone: say what it waits for
 		until := map[bool]string{true: "it is gone", false: "then"}[len(s.Finalizers) == 0]
@@ -123,10 +121,7 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 			if s.Available < s.Desired {
 				a.Reason = ReasonPodsUnavailable
 			}
-			if !servesPods(s) {
-				a.Status = configv1.ConditionFalse
-			}
-			a.Message = availableOn(s, "")
+			availableOn(&a, s, "")
 		case s.Present && servesPods(s):
 			a.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes while %s", s.Available, s.Desired, message) +
 				unavailableMessage(s)
@@ -140,8 +135,12 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 	return a, p
 }
 
-func availableOn(s Snapshot, suffix string) string {
-	return fmt.Sprintf("runtime extractor is available on %d/%d nodes%s%s", s.Available, s.Desired, prefixed(" at version ", s.AppliedVersion), suffix) +
+// availableOn says on how many nodes a pod is available, and Available is False without pods to serve.
+func availableOn(a *configv1.ClusterOperatorStatusCondition, s Snapshot, suffix string) {
+	if !servesPods(s) {
+		a.Status = configv1.ConditionFalse
+	}
+	a.Message = fmt.Sprintf("runtime extractor is available on %d/%d nodes%s%s", s.Available, s.Desired, prefixed(" at version ", s.AppliedVersion), suffix) +
 		unavailableMessage(s)
 }
 
@@ -166,11 +165,8 @@ func rolloutOf(s Snapshot) (progressing bool, reason, message string) {
 		return true, ReasonRollingOut, "deploying the runtime extractor" + prefixed(" at version ", s.Version) + ": the DaemonSet does not exist yet"
 	case s.Version != "" && s.AppliedVersion != s.Version:
 		// A refused upgrade, or one the cache does not show yet: no pod is upgrading.
-		message = "the upgrade to " + s.Version + " is not applied: the DaemonSet "
-		if s.AppliedVersion == "" {
-			return true, ReasonUpgrading, message + "carries no version"
-		}
-		return true, ReasonUpgrading, message + "is still at version " + s.AppliedVersion
+		at := map[bool]string{true: "carries no version", false: "is still at version " + s.AppliedVersion}[s.AppliedVersion == ""]
+		return true, ReasonUpgrading, "the upgrade to " + s.Version + " is not applied: the DaemonSet " + at
 	case s.RolledOut:
 		return false, ReasonAsExpected,
 			fmt.Sprintf("runtime extractor is rolled out on %d/%d nodes%s", s.Updated, s.Desired, prefixed(" at version ", s.AppliedVersion))
@@ -201,7 +197,7 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	case s.Stuck != nil && tooFewPods(s):
 		c.Reason, c.Message = ReasonRolloutStuck, s.Stuck.Message(s)
 	case s.ConfigError != nil:
-		c.Reason, c.Message = ReasonInvalidConfig, configMessage(s.ConfigError)
+		c.Reason, c.Message = ReasonInvalidConfig, configRejected+s.ConfigError.Error()
 		return c
 	default:
 		c.Status, c.Reason, c.Message = configv1.ConditionFalse, ReasonAsExpected, "no errors"
@@ -209,7 +205,7 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	}
 	// A rejected config under a reason that takes precedence is still said.
 	if s.ConfigError != nil {
-		c.Message += "; " + configMessage(s.ConfigError)
+		c.Message += "; " + configRejected + s.ConfigError.Error()
 	}
 	return c
 }
@@ -225,10 +221,6 @@ func failureReason(s fsm.State) string {
 func failureMessage(s Snapshot) string {
 	action := map[bool]string{true: "apply", false: "delete"}[s.State.Enabled()]
 	return fmt.Sprintf("the last %s failed: %v; retrying with backoff", action, s.LastError)
-}
-
-func configMessage(err error) string {
-	return fmt.Sprintf("insights-config rejected, keeping the last good config: %v", err)
 }
 
 // waitsFor names the finalizers the deletion waits for, "" when none.

@@ -117,10 +117,9 @@ func (s *Source) refresh() {
 		return
 	}
 	var p *configv1.TLSSecurityProfile
-	if obj, ok, _ := s.informer.GetStore().GetByKey(APIServerName); ok {
-		if api, isAPI := obj.(*configv1.APIServer); isAPI {
-			p = api.Spec.TLSSecurityProfile
-		}
+	obj, _, _ := s.informer.GetStore().GetByKey(APIServerName)
+	if api, ok := obj.(*configv1.APIServer); ok {
+		p = api.Spec.TLSSecurityProfile
 	}
 	s.mu.Lock()
 	wasKnown := s.known
