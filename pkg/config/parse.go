@@ -38,9 +38,8 @@ func FromConfigMap(cm *corev1.ConfigMap) (*InsightsConfiguration, error) {
 	return cfg, nil
 }
 
-// Parse decodes and validates config.yaml; without a dataReporting section it yields Default(). Other sections
-// and unknown keys of dataReporting are the insights operator's and ignored; unknown keys under runtimeExtractor
-// are errors. YAML is read as the insights operator does (YAML 1.1): an unquoted yes/no/on/off is a bool.
+// Parse decodes and validates config.yaml: Default() without dataReporting; unknown keys are errors only under
+// runtimeExtractor (the rest is the insights operator's). YAML 1.1 as it reads it: unquoted yes/no/on/off are bools.
 func Parse(data []byte) (*InsightsConfiguration, error) {
 	jsonData, err := yaml.YAMLToJSON(data)
 	if err != nil {

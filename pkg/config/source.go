@@ -22,8 +22,7 @@ import (
 // ReasonInvalidConfig is the reason of the Warning Event for a rejected config.yaml.
 const ReasonInvalidConfig = "InvalidConfig"
 
-// Source watches the insights-config ConfigMap, keeping the last good configuration (a deleted ConfigMap means
-// the defaults); it implements the controller's ConfigNotifier.
+// Source watches insights-config, keeping the last good configuration; it implements the controller's ConfigNotifier.
 type Source struct {
 	recorder events.Recorder
 	informer cache.SharedIndexInformer

@@ -23,8 +23,7 @@ var (
 	}
 )
 
-// Validate applies the API server's pod-spec rules to the scheduling settings, refusing a bad one here rather
-// than in the DaemonSet update; p is the section's path.
+// Validate applies the API server's pod-spec rules, so a bad setting is refused here, not by the DaemonSet update.
 func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i := range r.Tolerations {
@@ -87,17 +86,12 @@ func validateRequirements(req *corev1.ResourceRequirements, p *field.Path) field
 	if req == nil {
 		return nil
 	}
-	var errs field.ErrorList
-	errs = append(errs, validateResourceList(req.Limits, p.Child("limits"))...)
-	errs = append(errs, validateResourceList(req.Requests, p.Child("requests"))...)
+	errs := append(validateResourceList(req.Limits, p.Child("limits")), validateResourceList(req.Requests, p.Child("requests"))...)
 	for _, name := range slices.Sorted(maps.Keys(req.Requests)) {
 		limit, ok := req.Limits[name]
 		request := req.Requests[name]
 		// Unsupported or negative values are reported above; comparing them would repeat it.
-		if !ok || !slices.Contains(supportedResources, name) || limit.Sign() < 0 || request.Sign() < 0 {
-			continue
-		}
-		if request.Cmp(limit) > 0 {
+		if ok && slices.Contains(supportedResources, name) && limit.Sign() >= 0 && request.Sign() >= 0 && request.Cmp(limit) > 0 {
 			errs = append(errs, field.Invalid(p.Child("requests").Key(string(name)), request.String(),
 				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
 		}

@@ -259,7 +259,6 @@ func someNodes(nodes []string, n int32) string {
 	return strings.Join(nodes, ", ")
 }
 
-// prefixed is prefix+v, "" when v is unknown.
 func prefixed(prefix, v string) string {
 	if v == "" {
 		return ""

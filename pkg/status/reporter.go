@@ -61,8 +61,7 @@ func NewReporter(client configv1client.ClusterOperatorsGetter, name string) *Rep
 // Name is the ClusterOperator the Reporter writes to.
 func (r *Reporter) Name() string { return r.name }
 
-// Observe makes the Reporter compare against informer's view and signal changes on Changed. The caller starts
-// the informer and syncs it before the first Report.
+// Observe compares against informer's view and signals its changes on Changed; the caller starts and syncs it.
 func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) error {
 	notifyChanged := func() {
 		select {

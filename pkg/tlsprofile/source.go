@@ -1,6 +1,5 @@
-// Package tlsprofile follows the cluster TLS security profile (spec.tlsSecurityProfile of the APIServer "cluster")
-// for kube-rbac-proxy's TLS arguments. Once listed (absent means Intermediate) it stays known, even if the watch
-// fails later; until then Profile returns an error, not a default, so the caller keeps what it has.
+// Package tlsprofile follows the cluster TLS profile (APIServer "cluster" spec.tlsSecurityProfile) for kube-rbac-proxy.
+// Once listed (absent: Intermediate) it stays known if the watch fails; before, Profile errs so the caller keeps its own.
 package tlsprofile
 
 import (
@@ -27,8 +26,7 @@ import (
 // APIServerName is the name of the cluster's singleton APIServer.
 const APIServerName = "cluster"
 
-// StartTimeout bounds how long HasSynced stays false: an API server that does not answer, or refuses the read,
-// must not keep the controller from starting.
+// StartTimeout bounds how long HasSynced stays false: an unanswered or refused read must not block the start.
 const StartTimeout = 10 * time.Second
 
 // ErrUnknown is wrapped by every error Profile returns.
@@ -47,8 +45,7 @@ type Source struct {
 	lastErr error                        // the watch's latest list or watch error
 }
 
-// NewSource watches the APIServer "cluster" when config.openshift.io/v1 serves it; without that API (not
-// OpenShift) the profile is known to be unset.
+// NewSource watches the APIServer "cluster" if config.openshift.io/v1 serves it; without (not OpenShift) it is unset.
 func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface) (*Source, error) {
 	return newSource(disco, client, clock.RealClock{})
 }
