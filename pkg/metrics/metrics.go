@@ -3,6 +3,7 @@
 package metrics
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"slices"
@@ -255,14 +256,11 @@ func RegisterAll(reg prometheus.Registerer, collectors ...prometheus.Collector) 
 
 // NewBuildInfo returns the build_info gauge of version (DevVersion when empty); an embedder has its own.
 func NewBuildInfo(version string) prometheus.Collector {
-	if version == "" {
-		version = DevVersion
-	}
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace:   Namespace,
 		Name:        "build_info",
 		Help:        "Constant 1, labelled with the version of the runtime extractor controller binary and the Go version that built it.",
-		ConstLabels: prometheus.Labels{"version": version, "go_version": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": cmp.Or(version, DevVersion), "go_version": runtime.Version()},
 	})
 	g.Set(1)
 	return g

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,10 +53,7 @@ type Reporter struct {
 
 // NewReporter returns a Reporter for the ClusterOperator name (DefaultClusterOperatorName when empty).
 func NewReporter(client configv1client.ClusterOperatorsGetter, name string) *Reporter {
-	if name == "" {
-		name = DefaultClusterOperatorName
-	}
-	return &Reporter{client: client, name: name, clock: clock.RealClock{}, changed: make(chan struct{}, 1)}
+	return &Reporter{client: client, name: cmp.Or(name, DefaultClusterOperatorName), clock: clock.RealClock{}, changed: make(chan struct{}, 1)}
 }
 
 // Name is the ClusterOperator the Reporter writes to.
