@@ -143,7 +143,6 @@ func (s *Source) handle(obj any, deleted bool) {
 		}
 	}
 	s.mu.Unlock()
-
 	if err != nil {
 		// Capped, the log line as the Event: the admin's value may be any size; an Event must not.
 		klog.InfoS("Rejected runtime extractor configuration, keeping the last good one",

@@ -25,16 +25,13 @@ const (
 	DevVersion = "v0.0.0-dev"
 	// StateHolding is the series that is 1 instead of any state while the controller holds (status.Snapshot.Holding).
 	StateHolding = "Holding"
-
 	// Drift kinds, the values of the drift_events_total "kind" label.
 	DriftModified = "modified" // a spec change made by someone else
 	DriftDeleted  = "deleted"
 	DriftMetadata = "metadata" // an owned label or annotation removed or changed
-
 	// Action results, the values of the actions_total "result" label.
 	ResultSuccess = "success"
 	ResultError   = "error"
-
 	// Values of the repairs_total "manager" label that name no field manager.
 	UnknownManager = "unknown" // a deletion, or a change no managedFields entry names
 	OtherManager   = "other"   // any manager once MaxManagers values are taken

@@ -46,9 +46,8 @@ type Reporter struct {
 	applied []configv1.ClusterOperatorStatusCondition // with transition times; nil when unknown
 	// The resourceVersions the lister showed at our apply and the one it returned. While the lister shows appliedOver
 	// or one older than appliedAs (a write just before ours, its event after), the cache lags and applied is better.
-	appliedOver string
-	appliedAs   string
-	missing     bool // logs "not found" once per absence, not on every Report
+	appliedOver, appliedAs string
+	missing                bool // logs "not found" once per absence, not on every Report
 }
 
 // NewReporter returns a Reporter for the ClusterOperator name (DefaultClusterOperatorName when empty).
