@@ -197,7 +197,7 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	case s.Stuck != nil && tooFewPods(s):
 		c.Reason, c.Message = ReasonRolloutStuck, s.Stuck.Message(s)
 	case s.ConfigError != nil:
-		c.Reason, c.Message = ReasonInvalidConfig, configRejected+s.ConfigError.Error()
+		c.Reason, c.Message = ReasonInvalidConfig, configRejected+fmt.Sprint(s.ConfigError)
 		return c
 	default:
 		c.Status, c.Reason, c.Message = configv1.ConditionFalse, ReasonAsExpected, "no errors"
@@ -205,7 +205,7 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 	}
 	// A rejected config under a reason that takes precedence is still said.
 	if s.ConfigError != nil {
-		c.Message += "; " + configRejected + s.ConfigError.Error()
+		c.Message += "; " + configRejected + fmt.Sprint(s.ConfigError)
 	}
 	return c
 }
