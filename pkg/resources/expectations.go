@@ -8,8 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ExpectationTimeout bounds how long an own write may stay unseen by the cache
-// (a healthy watch shows it within milliseconds) before the server is read.
+// ExpectationTimeout bounds how long an own write may stay unseen by the cache (usually milliseconds) before the server is read.
 const ExpectationTimeout = 5 * time.Second
 
 // ownedObject is one incarnation of the DaemonSet as this manager wrote it (a recreate restarts at generation 1).
@@ -40,13 +39,6 @@ func (m *Manager) expectedGeneration(existing *appsv1.DaemonSet) (int64, bool) {
 	return -1, true // no generation matches: write.
 }
 
-// expect records an own create or spec update the cache has yet to show.
-func (m *Manager) expect(ds *appsv1.DaemonSet) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.expected, m.expectedUntil = ds.DeepCopy(), m.clock.Now().Add(ExpectationTimeout)
-}
-
 // expectation returns a copy of the expected own write while the cache (cached, nil: nothing) lags behind it.
 func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	m.mu.Lock()
@@ -75,8 +67,7 @@ func (m *Manager) AwaitsOwnWrite() bool {
 	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
 }
 
-// Expecting reports how long an own write may still be awaited in the cache, for the caller to re-assert
-// after. A timed-out one is reported due (0, true) once and ended: the re-assert cannot repeat unpaused.
+// Expecting reports how long an own write may still be awaited in the cache; a timed-out one is due (0, true) once, then ended.
 func (m *Manager) Expecting() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -119,8 +110,7 @@ func (m *Manager) own(ds, replaced *appsv1.DaemonSet) {
 	m.record(ds.UID, ds.Generation, OwnedMetadata(ds), ds.ResourceVersion, replacedRV)
 }
 
-// record makes object uid at generation, with owned metadata meta at resourceVersion rv, the
-// owned object; replacedRV is the version it replaced ("" for none). Caller holds m.mu.
+// record makes object uid at generation, meta and rv (replacing replacedRV, or "") the owned object; caller holds m.mu.
 func (m *Manager) record(uid types.UID, generation int64, meta map[string]string, rv, replacedRV string) {
 	m.unanswered = nil // this write answered, or is the one that did not
 	if m.owned.uid != uid {
@@ -152,6 +142,5 @@ func (m *Manager) disown() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.retire()
-	m.owned = ownedObject{}
-	m.expected = nil
+	m.owned, m.expected = ownedObject{}, nil
 }

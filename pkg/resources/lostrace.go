@@ -16,14 +16,11 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// ErrLostToAnotherWriter is returned by an apply that lost a race to another writer's change (spec,
-// owned metadata, deletion, new object) and did not write over it: undoing it is for the repair gate.
+// ErrLostToAnotherWriter is returned by an apply that lost a race to another writer's change: undoing it is for the repair gate.
 var ErrLostToAnotherWriter = errors.New("lost a race to another writer's change, left to the repair gate")
 
-// lostToAnotherWriter reports whether now (read again after a lost race) shows a change since
-// before (the last attempt's read) that is not this manager's; a status update moves neither
-// generation nor owned metadata. Without before (a create met AlreadyExists), or with now being
-// deleted (no one writes to it), there is nothing to compare.
+// lostToAnotherWriter reports whether now (read again after a lost race) shows a change since before (the last
+// attempt's read) not this manager's (a status update is none); without before, or with now being deleted, none.
 func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 	switch {
 	case before == nil || now != nil && now.DeletionTimestamp != nil:
@@ -41,16 +38,13 @@ func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 // race ran into (usually within milliseconds); applyAttempts bounds an apply's attempts.
 const cacheCatchUp, catchUpPoll, applyAttempts = time.Second, 5 * time.Millisecond, 5
 
-// retryLostRaces runs attempt until it succeeds, fails other than by a lost race, or has lost
-// applyAttempts times, sleeping on the manager's clock (longer is the executor's retry). No
-// jitter: the race is with the DaemonSet controller, which it would not spread, and without it
-// the model replays a run exactly.
+// retryLostRaces runs attempt until it succeeds, fails other than by a lost race, or has lost applyAttempts times,
+// sleeping on the manager's clock. No jitter: it would not spread the DaemonSet controller, and the model replays exactly.
 func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) error {
 	b := wait.Backoff{Steps: applyAttempts, Duration: 10 * time.Millisecond, Factor: 2}
 	for {
 		err := attempt()
-		// The errors of a stale read, which a fresh one fixes:
-		lostRace := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
+		lostRace := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) // a fresh read fixes
 		if !lostRace || b.Steps <= 1 || ctx.Err() != nil {
 			return err
 		}

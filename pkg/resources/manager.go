@@ -28,8 +28,7 @@ type Result struct {
 	Object     *appsv1.DaemonSet
 	Restored   []string // the spec fields the write changed on an existing object (after a lost race, the one read again)
 	TLSMoved   string   // the TLS profile an existing object's kube-rbac-proxy moved to, if it did
-	// Replaced is someone else's object deleted as no update could make it the
-	// desired one (ReplacedBecause); set on error too, if only the delete went through.
+	// Replaced is someone else's object no update could make ours, deleted (also on error) because ReplacedBecause.
 	Replaced        types.UID
 	ReplacedBecause string
 	Unanswered      bool // with an error: no answer came, so the write may have been made
@@ -46,14 +45,12 @@ type Manager struct {
 	mu    sync.Mutex
 	owned ownedObject   // last written, or adopted: its generation is the next apply's expected one
 	past  []ownedObject // written before, since deleted or replaced: their late events are own
-	// expected is the last own create or spec update until the cache shows it (or its
-	// deletion, or ExpectationTimeout): an apply compares against it, not writing or reading again.
+	// expected is the last own create or spec update, until the cache shows it (or its deletion, or ExpectationTimeout).
 	expected      *appsv1.DaemonSet
 	expectedUntil time.Time
 	unanswered    *unansweredWrite // the write in flight, or the last unanswered, until seen (ClaimUnanswered) or answered
 	clock         clock.Clock
-	// required (with its spec hash) is cached for the Desired whose JSON is requiredKey:
-	// building and hashing cost more than the rest of a repair.
+	// required (with its spec hash) is cached for the Desired of JSON requiredKey: building it costs most of a repair.
 	required    *appsv1.DaemonSet
 	requiredKey string
 }
@@ -72,14 +69,10 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 	return m
 }
 
-// Apply makes the DaemonSet match d with library-go's ApplyDaemonSet, which writes when
-// the owned metadata (the spec hash stands for the spec) or the generation is not this
-// manager's last write's. An object it did not write is adopted by one UPDATE of the
-// whole spec, which the server stores only if something differs (neither the spec hash
-// nor managedFields would prove it untouched); one with another, immutable, selector is
-// replaced. A retry after a lost race reads the cache once it shows what the write ran
-// into (within cacheCatchUp), else the server; one that finds another writer's change
-// returns ErrLostToAnotherWriter.
+// Apply makes the DaemonSet match d with library-go's ApplyDaemonSet, which writes when the owned metadata
+// (with the spec hash) or the generation is not this manager's last write's. An object it did not write is
+// adopted by one UPDATE of the whole spec (no hash proves it untouched); one with another, immutable,
+// selector is replaced. A retry that finds another writer's change returns ErrLostToAnotherWriter.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	required, err := m.requiredFor(d)
 	if err != nil {
@@ -142,8 +135,10 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		}
 		created := changed && (existing == nil || existing.UID != actual.UID)
 		rolls := created || changed && existing.Generation != actual.Generation
-		if rolls {
-			m.expect(actual)
+		if rolls { // an own create or spec update the cache has yet to show
+			m.mu.Lock()
+			m.expected, m.expectedUntil = actual.DeepCopy(), m.clock.Now().Add(ExpectationTimeout)
+			m.mu.Unlock()
 		}
 		result = Result{Generation: actual.Generation, Changed: changed, Created: created, Rolls: rolls, Object: actual}
 		if changed && !created {
@@ -154,12 +149,11 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		}
 		return nil
 	})
+	unanswered := err != nil && sent && mayHaveWritten(err)
+	m.answered(unanswered)
 	if err != nil {
-		unanswered := sent && mayHaveWritten(err)
-		m.answered(unanswered)
 		return Result{Replaced: replaced, ReplacedBecause: because, Unanswered: unanswered}, fmt.Errorf("apply daemonset %s/%s: %w", Namespace, DaemonSetName, err)
 	}
-	m.answered(false)
 	return result, nil
 }
 

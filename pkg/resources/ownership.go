@@ -18,12 +18,9 @@ func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
 	return ok && generation <= o.generation
 }
 
-// written returns what this manager wrote to uid, now or before; caller holds m.mu.
+// written returns what this manager wrote to uid, now or before (past holds no ""); caller holds m.mu.
 func (m *Manager) written(uid types.UID) (ownedObject, bool) {
-	if uid == "" {
-		return ownedObject{}, false
-	}
-	if m.owned.uid == uid {
+	if m.owned.uid == uid && uid != "" {
 		return m.owned, true
 	}
 	if i := slices.IndexFunc(m.past, func(o ownedObject) bool { return o.uid == uid }); i >= 0 {
@@ -35,8 +32,7 @@ func (m *Manager) written(uid types.UID) (ownedObject, bool) {
 // SpecHashAnnotation is where library-go's resourceapply records the spec's hash.
 const SpecHashAnnotation = "operator.openshift.io/spec-hash"
 
-// OwnedAnnotations are the annotations every write sets, sorted: the version,
-// the spec hash, and the manifest's own (capability, cluster profiles).
+// OwnedAnnotations are the annotations every write sets, sorted: version, spec hash, the manifest's own.
 var OwnedAnnotations = sync.OnceValue(func() []string {
 	keys := []string{VersionAnnotation, SpecHashAnnotation}
 	if ds, err := parsedManifest(); err == nil {
@@ -59,9 +55,8 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	return out
 }
 
-// IsOwnMetadata reports whether an update of object uid to resourceVersion rv with OwnedMetadata
-// meta is not drift: meta is that of this manager's latest write there, or rv one its writes
-// returned or overwrote. Older owned values written back (a restore, a GitOps sync) are drift.
+// IsOwnMetadata reports whether an update of uid to resourceVersion rv with OwnedMetadata meta is not drift: meta is
+// this manager's latest write's, or rv one its writes returned or overwrote. Older values written back are drift.
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -76,8 +71,7 @@ func (m *Manager) Owns(uid types.UID) bool {
 	return owned != "" && (uid == "" || uid == owned)
 }
 
-// ownedUID is "" before any write and after a delete.
-func (m *Manager) ownedUID() types.UID {
+func (m *Manager) ownedUID() types.UID { // "" before any write and after a delete
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.owned.uid

@@ -25,8 +25,7 @@ func (m *Manager) sending() {
 	m.unanswered = &unansweredWrite{from: m.clock.Now().Truncate(time.Second)}
 }
 
-// mayHaveWritten: no answer came, so the request may have been carried out (the connection broke
-// after it went out, or it timed out); a server's answer, or an unsent request, changed nothing.
+// mayHaveWritten: no answer came (the connection broke, or it timed out), so the request may have been carried out.
 func mayHaveWritten(err error) bool {
 	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) {
 		return true
@@ -51,10 +50,8 @@ func (m *Manager) answered(unanswered bool) {
 	}
 }
 
-// ClaimUnanswered reports whether o shows the object of this manager's write whose answer was
-// lost (as when the API server restarts) or is yet to come, which by UID and generation would
-// look like someone else's change: o.WrittenAt (WrittenAt) is within the write's time. The
-// manager then owns it.
+// ClaimUnanswered reports whether o, by its WrittenAt within the write's time, is the object of an own write whose
+// answer was lost or is yet to come (by UID and generation, someone else's change); the manager then owns it.
 func (m *Manager) ClaimUnanswered(o core.Observation) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
