@@ -33,18 +33,15 @@ var parsedManifest = sync.OnceValues(func() (*appsv1.DaemonSet, error) {
 
 // Desired is everything the desired DaemonSet depends on: an apply computes it from a whole Desired, never a diff.
 type Desired struct {
-	Images     Images
-	Version    string                       // the target release version (VersionAnnotation); "" records none
-	TLSProfile *configv1.TLSSecurityProfile // the cluster's, for kube-rbac-proxy; nil means Intermediate
-	// KubeRBACProxyTLSArgs, when not nil, replace TLSProfile's (empty: none): the controller keeps a
-	// DaemonSet's own while the profile cannot be read.
-	KubeRBACProxyTLSArgs []string
-	Scheduling           config.RuntimeExtractor // the optional settings of config.yaml
+	Images               Images
+	Version              string                       // the target release version (VersionAnnotation); "" records none
+	TLSProfile           *configv1.TLSSecurityProfile // the cluster's, for kube-rbac-proxy; nil means Intermediate
+	KubeRBACProxyTLSArgs []string                     // if not nil (empty: none), replace TLSProfile's: kept from the DaemonSet while it is unreadable
+	Scheduling           config.RuntimeExtractor      // the optional settings of config.yaml
 }
 
-// DesiredDaemonSet returns the embedded manifest completed from d. Tolerations are appended to the
-// manifest's, the node selector merged into it (kubernetes.io/os stays linux), and a priority
-// class or a container's resources replace the manifest's.
+// DesiredDaemonSet returns the embedded manifest completed from d: tolerations appended, the node selector merged
+// (kubernetes.io/os stays linux), a priority class or a container's resources replacing the manifest's.
 func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	if err := d.Images.validate(); err != nil {
 		return nil, fmt.Errorf("desired daemonset: %w", err)
@@ -88,9 +85,7 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	maps.Copy(podSpec.NodeSelector, d.Scheduling.NodeSelector)
 	// Last: no configuration moves the extractor off Linux.
 	podSpec.NodeSelector[OSNodeSelectorKey] = OSNodeSelectorValue
-	if d.Scheduling.PriorityClassName != "" {
-		podSpec.PriorityClassName = d.Scheduling.PriorityClassName
-	}
+	podSpec.PriorityClassName = cmp.Or(d.Scheduling.PriorityClassName, podSpec.PriorityClassName)
 	return ds, nil
 }
 
@@ -136,10 +131,9 @@ func (r Rollout) FullyAvailable() bool { return r.Complete() && r.Available >= r
 // Unavailable is how many nodes that should run a pod have no available one.
 func (r Rollout) Unavailable() int32 { return max(r.Desired-r.Available, 0) }
 
-// MaxUnavailable is how many desired nodes may lack an available pod during a rolling update,
-// resolved as the DaemonSet controller does: percentages round up, unset is 0, and it is 1 (the
-// API server's default) when it and maxSurge both come to 0 on a DaemonSet that wants pods.
-// ok is false for OnDelete, or a value that does not resolve.
+// MaxUnavailable is how many desired nodes may lack an available pod in a rolling update, as the DaemonSet
+// controller resolves it: percentages round up, unset is 0, and 1 when it and maxSurge both come to 0 on a
+// DaemonSet that wants pods. ok is false for OnDelete, or a value that does not resolve.
 func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		return 0, false

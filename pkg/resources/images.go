@@ -8,16 +8,14 @@ import (
 	"github.com/distribution/reference"
 )
 
-// Environment variables that carry the images: the release payload rewrites an operator's
-// RELATED_IMAGE_* variables to its digests (the cluster-version-operator convention).
+// Environment variables that carry the images: the release payload rewrites RELATED_IMAGE_* to its digests.
 const (
 	EnvExtractorImage     = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXTRACTOR"
 	EnvExporterImage      = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXPORTER"
 	EnvKubeRBACProxyImage = "RELATED_IMAGE_KUBE_RBAC_PROXY"
 )
 
-// Default images: the OKD (origin) builds the insights operator itself falls back to outside a
-// release payload. Mutable tags, so never what a cluster should run without someone choosing them.
+// Default images: the OKD builds the insights operator falls back to outside a payload; mutable tags, run only by choice.
 const (
 	DefaultExtractorImage     = "quay.io/openshift/origin-insights-runtime-extractor:latest"
 	DefaultExporterImage      = "quay.io/openshift/origin-insights-runtime-exporter:latest"
@@ -42,9 +40,8 @@ var ErrImagesUnset = errors.New("image not set")
 // ErrInvalidImage is wrapped by every error of ValidateImage.
 var ErrInvalidImage = errors.New("invalid image reference")
 
-// ImagesFromEnv reads the images through getenv. An unset or empty variable selects the default
-// if allowDefaults (--allow-default-images), else is an error: a standalone install never runs
-// the privileged extractor from a :latest tag nobody chose. An error returns no images.
+// ImagesFromEnv reads the images through getenv. An unset or empty variable selects the default if allowDefaults,
+// else is an error (no one runs the privileged extractor from a :latest tag nobody chose). An error returns no images.
 func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, error) {
 	images := DefaultImages()
 	var errs []error

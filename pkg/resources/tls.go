@@ -12,11 +12,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 )
 
-// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for the cluster TLS profile;
-// nil, unknown and Custom-without-spec mean Intermediate, the platform default. Go cannot
-// configure TLS 1.3 suites, so they and ciphers Go lacks are dropped (a TLS 1.3 minimum passes
-// only the version). A profile left with no cipher, or with an unknown version, falls back to
-// Intermediate: kube-rbac-proxy must never start with an empty cipher list.
+// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for the cluster TLS profile; nil, unknown and
+// Custom-without-spec mean Intermediate, the platform default. Go cannot configure TLS 1.3 suites, so they and
+// ciphers Go lacks are dropped; a profile left with none, or an unknown version, is Intermediate (never an empty list).
 func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
 	if p != nil {
 		spec := configv1.TLSProfiles[p.Type] // Old, Intermediate and Modern are predefined, others nil
@@ -30,9 +28,8 @@ func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
 	return tlsArgsForSpec(configv1.TLSProfiles[configv1.TLSProfileIntermediateType])
 }
 
-// tlsArgsForSpec returns nil for a spec kube-rbac-proxy cannot be given. Its ciphers become the
-// IANA names of the suites Go can use in [minVersion, TLS 1.3), in the profile's order (the
-// server's preference), canonical (some suites have a legacy alias), without duplicates.
+// tlsArgsForSpec returns nil for a spec kube-rbac-proxy cannot be given. Ciphers become the canonical IANA names
+// of the suites Go can use in [minVersion, TLS 1.3), in the profile's (preference) order, without duplicates.
 func tlsArgsForSpec(spec *configv1.TLSProfileSpec) []string {
 	if spec == nil {
 		return nil
@@ -74,8 +71,8 @@ func (d Desired) TLSArgs() []string {
 
 const flagTLSMinVersion, flagTLSCipherSuites = "--tls-min-version", "--tls-cipher-suites"
 
-// KubeRBACProxyTLSArgsOf returns the TLS arguments of ds's kube-rbac-proxy as they are, in order
-// (none: empty, not nil); ok is false without the container, or for an argument it would refuse.
+// KubeRBACProxyTLSArgsOf returns the TLS arguments of ds's kube-rbac-proxy in order (none: empty, not nil);
+// ok is false without the container, or for an argument it would refuse.
 func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 	if ds == nil {
 		return nil, false
