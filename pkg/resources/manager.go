@@ -3,20 +3,33 @@ package resources
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/events"
 	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
+	"github.com/openshift/library-go/pkg/operator/resource/resourcehelper"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
 
 // Result describes one apply.
@@ -229,4 +242,228 @@ func (m *Manager) requiredFor(d Desired) (*appsv1.DaemonSet, error) {
 	}
 	m.required, m.requiredKey = ds, string(key)
 	return ds, nil
+}
+
+// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet already read (from the cache, usually)
+// and stamps FieldManager on its writes; as a DaemonSetsGetter it returns itself, scoped.
+type prefetchedDaemonSets struct {
+	appsclientv1.DaemonSetInterface // of namespace, once scoped
+	m                               *Manager
+	namespace                       string
+	existing                        *appsv1.DaemonSet // nil: known not to exist
+	sent                            *bool             // set by each write
+}
+
+func (p prefetchedDaemonSets) DaemonSets(namespace string) appsclientv1.DaemonSetInterface {
+	p.DaemonSetInterface, p.namespace = p.m.client.AppsV1().DaemonSets(namespace), namespace
+	return p
+}
+
+func (p prefetchedDaemonSets) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error) {
+	if p.namespace != Namespace || name != DaemonSetName {
+		return p.DaemonSetInterface.Get(ctx, name, opts)
+	}
+	if p.existing == nil {
+		return nil, apierrors.NewNotFound(appsv1.Resource("daemonsets"), name)
+	}
+	return p.existing.DeepCopy(), nil
+}
+
+func (p prefetchedDaemonSets) Create(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.CreateOptions) (*appsv1.DaemonSet, error) {
+	opts.FieldManager = FieldManager
+	*p.sent = true
+	p.m.sending()
+	return p.DaemonSetInterface.Create(ctx, ds, opts)
+}
+
+func (p prefetchedDaemonSets) Update(ctx context.Context, ds *appsv1.DaemonSet, opts metav1.UpdateOptions) (*appsv1.DaemonSet, error) {
+	opts.FieldManager = FieldManager
+	*p.sent = true
+	p.m.sending()
+	return p.DaemonSetInterface.Update(ctx, ds, opts)
+}
+
+// writeEventsOnly drops ApplyDaemonSet's warnings for a failed write: a lost race is retried, a final failure returned.
+type writeEventsOnly struct{ events.Recorder }
+
+func (writeEventsOnly) Warning(string, string)                  {}
+func (writeEventsOnly) Warningf(string, string, ...interface{}) {}
+
+// ErrLostToAnotherWriter is returned by an apply that lost a race to another writer's change: undoing it is for the repair gate.
+var ErrLostToAnotherWriter = errors.New("lost a race to another writer's change, left to the repair gate")
+
+// lostToAnotherWriter reports whether now (read again after a lost race) shows a change since before (the last
+// attempt's read) not this manager's (a status update is none); without before, or with now being deleted, none.
+func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
+	switch {
+	case before == nil || now != nil && now.DeletionTimestamp != nil:
+		return false
+	case now == nil || now.UID != before.UID:
+		return true
+	case now.Generation != before.Generation && !m.IsOwnWrite(now.UID, now.Generation):
+		return true
+	}
+	meta := OwnedMetadata(now)
+	return !maps.Equal(OwnedMetadata(before), meta) && !m.IsOwnMetadata(now.UID, now.ResourceVersion, meta)
+}
+
+// cacheCatchUp bounds the wait, polling every catchUpPoll, for the cache to show what a lost
+// race ran into (usually within milliseconds); applyAttempts bounds an apply's attempts.
+const cacheCatchUp, catchUpPoll, applyAttempts = time.Second, 5 * time.Millisecond, 5
+
+// retryLostRaces runs attempt until it succeeds, fails other than by a lost race, or has lost applyAttempts times,
+// sleeping on the manager's clock. No jitter: it would not spread the DaemonSet controller, and the model replays exactly.
+func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) error {
+	b := wait.Backoff{Steps: applyAttempts, Duration: 10 * time.Millisecond, Factor: 2}
+	for {
+		err := attempt()
+		lostRace := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) // a fresh read fixes
+		if !lostRace || b.Steps <= 1 || ctx.Err() != nil {
+			return err
+		}
+		m.clock.Sleep(b.Step())
+	}
+}
+
+// readAfterLostRace returns the DaemonSet after a write based on tried lost a
+// race: from the cache once it shows other than tried, else from the server.
+func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	for waited := time.Duration(0); ; waited += catchUpPoll {
+		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
+		switch {
+		case apierrors.IsNotFound(err):
+			if tried != nil {
+				return nil, nil // gone (an update lost to a delete)
+			}
+		case err != nil:
+		case tried == nil || cached.UID != tried.UID || cached.ResourceVersion != tried.ResourceVersion:
+			if m.cacheBehind(cached) {
+				return m.read(ctx, true)
+			}
+			return cached.DeepCopy(), nil
+		}
+		if ctx.Err() != nil || waited >= cacheCatchUp {
+			return m.read(ctx, true)
+		}
+		m.clock.Sleep(catchUpPoll)
+	}
+}
+
+// deleteReplaced deletes ds, someone else's object no update makes ours, by UID precondition (a
+// Conflict is a lost race); the garbage collector removes its pods, which our selector would not match.
+func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) error {
+	err := m.client.AppsV1().DaemonSets(Namespace).Delete(ctx, DaemonSetName, metav1.DeleteOptions{
+		Preconditions:     metav1.NewUIDPreconditions(string(ds.UID)),
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("replace object %s with another selector: delete: %w", ds.UID, err)
+	}
+	resourcehelper.ReportDeleteEvent(m.recorder, ds, nil)
+	return nil
+}
+
+// isImmutableSelector reports whether err is a 422 Invalid for spec.selector alone, which a replace cures.
+func isImmutableSelector(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	causes := status.Status().Details.Causes
+	return len(causes) > 0 && !slices.ContainsFunc(causes, func(c metav1.StatusCause) bool { return c.Field != "spec.selector" })
+}
+
+// restoredFields names what a write put back, from before to after: the
+// fields people change, else "spec"; nil unless both are the same object.
+func restoredFields(before, after *appsv1.DaemonSet) []string {
+	if before == nil || after == nil || before.UID != after.UID {
+		return nil
+	}
+	var out []string
+	differs := func(name string, a, b any) {
+		if !apiequality.Semantic.DeepEqual(a, b) {
+			out = append(out, name)
+		}
+	}
+	bp, ap := &before.Spec.Template.Spec, &after.Spec.Template.Spec
+	for _, ac := range ap.Containers {
+		i := slices.IndexFunc(bp.Containers, func(c corev1.Container) bool { return c.Name == ac.Name })
+		if i < 0 {
+			out = append(out, "container "+ac.Name)
+			continue
+		}
+		bc := bp.Containers[i]
+		differs("container "+ac.Name+" image", bc.Image, ac.Image)
+		differs("container "+ac.Name+" command", bc.Command, ac.Command)
+		differs("container "+ac.Name+" args", bc.Args, ac.Args)
+		differs("container "+ac.Name+" env", bc.Env, ac.Env)
+		differs("container "+ac.Name+" resources", bc.Resources, ac.Resources)
+		differs("container "+ac.Name+" securityContext", bc.SecurityContext, ac.SecurityContext)
+		differs("container "+ac.Name+" volumeMounts", bc.VolumeMounts, ac.VolumeMounts)
+	}
+	for _, bc := range bp.Containers {
+		if !slices.ContainsFunc(ap.Containers, func(c corev1.Container) bool { return c.Name == bc.Name }) {
+			// Someone else chose this name; it ends up in Events and logs.
+			out = append(out, "removed container "+PrintableName(bc.Name))
+		}
+	}
+	differs("initContainers", bp.InitContainers, ap.InitContainers)
+	differs("volumes", bp.Volumes, ap.Volumes)
+	differs("tolerations", bp.Tolerations, ap.Tolerations)
+	differs("nodeSelector", bp.NodeSelector, ap.NodeSelector)
+	differs("affinity", bp.Affinity, ap.Affinity)
+	differs("priorityClassName", bp.PriorityClassName, ap.PriorityClassName)
+	differs("serviceAccountName", bp.ServiceAccountName, ap.ServiceAccountName)
+	differs("pod securityContext", bp.SecurityContext, ap.SecurityContext)
+	differs("template labels", before.Spec.Template.Labels, after.Spec.Template.Labels)
+	differs("template annotations", before.Spec.Template.Annotations, after.Spec.Template.Annotations)
+	differs("updateStrategy", before.Spec.UpdateStrategy, after.Spec.UpdateStrategy)
+	differs("minReadySeconds", before.Spec.MinReadySeconds, after.Spec.MinReadySeconds)
+	if len(out) == 0 && !apiequality.Semantic.DeepEqual(before.Spec, after.Spec) {
+		out = append(out, "spec")
+	}
+	return out
+}
+
+// MaxNameBytes bounds a foreign name in messages.
+const MaxNameBytes = 64
+
+// PrintableName makes a name someone else chose safe to print: non-printable
+// runes (control characters, bidi overrides, invalid bytes) become '?'.
+func PrintableName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == unicode.ReplacementChar {
+			r = '?'
+		}
+		if b.Len()+len(string(r)) > MaxNameBytes {
+			break
+		}
+		b.WriteRune(r)
+	}
+	if b.Len() == 0 {
+		return "?"
+	}
+	return b.String()
+}
+
+// tlsMove names the TLS profile d moves kube-rbac-proxy to from ds, with its
+// minimum version if any; "" without ds, or when the arguments stay (in any order).
+func tlsMove(ds *appsv1.DaemonSet, d *Desired) string {
+	have, ok := KubeRBACProxyTLSArgsOf(ds)
+	want := d.TLSArgs()
+	if !ok || slices.Equal(slices.Sorted(slices.Values(have)), slices.Sorted(slices.Values(want))) {
+		return ""
+	}
+	name := tlsprofile.Describe(d.TLSProfile)
+	if d.KubeRBACProxyTLSArgs != nil {
+		name = "kept while unknown" // the caller pinned the arguments, not a profile
+	}
+	if i := slices.IndexFunc(want, func(arg string) bool { return strings.HasPrefix(arg, flagTLSMinVersion+"=") }); i >= 0 {
+		return name + ", " + want[i]
+	}
+	return name
 }

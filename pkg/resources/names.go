@@ -1,3 +1,5 @@
+// Package resources owns the runtime extractor's DaemonSet: its desired state
+// (DesiredDaemonSet) and the writes that get it there (Manager).
 package resources
 
 import "github.com/insights-runtime-extractor/controller/pkg/config"
