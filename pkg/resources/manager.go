@@ -47,8 +47,7 @@ type Result struct {
 	Unanswered      bool // with an error: no answer came, so the write may have been made
 }
 
-// Manager creates, updates and deletes the runtime extractor DaemonSet, reading through an informer
-// lister (nothing to do sends no request). It implements the seed's ResourceManager.
+// Manager creates, updates and deletes the DaemonSet, reading through a lister (nothing to do sends no request).
 type Manager struct {
 	client   kubernetes.Interface
 	lister   appslisters.DaemonSetLister
@@ -307,8 +306,7 @@ func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 	return !maps.Equal(OwnedMetadata(before), meta) && !m.IsOwnMetadata(now.UID, now.ResourceVersion, meta)
 }
 
-// cacheCatchUp bounds the wait, polling every catchUpPoll, for the cache to show what a lost
-// race ran into (usually within milliseconds); applyAttempts bounds an apply's attempts.
+// cacheCatchUp bounds the wait (polled every catchUpPoll) for the cache to show what a lost race ran into.
 const cacheCatchUp, catchUpPoll, applyAttempts = time.Second, 5 * time.Millisecond, 5
 
 // retryLostRaces runs attempt until it succeeds, fails other than by a lost race, or has lost applyAttempts times,
@@ -325,8 +323,7 @@ func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) erro
 	}
 }
 
-// readAfterLostRace returns the DaemonSet after a write based on tried lost a
-// race: from the cache once it shows other than tried, else from the server.
+// readAfterLostRace reads the DaemonSet after a write based on tried lost a race: from the cache once it shows other.
 func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
 	for waited := time.Duration(0); ; waited += catchUpPoll {
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
@@ -376,8 +373,7 @@ func isImmutableSelector(err error) bool {
 	return len(causes) > 0 && !slices.ContainsFunc(causes, func(c metav1.StatusCause) bool { return c.Field != "spec.selector" })
 }
 
-// restoredFields names what a write put back, from before to after: the
-// fields people change, else "spec"; nil unless both are the same object.
+// restoredFields names what a write put back, from before to after: the fields people change, else "spec".
 func restoredFields(before, after *appsv1.DaemonSet) []string {
 	if before == nil || after == nil || before.UID != after.UID {
 		return nil
@@ -431,8 +427,7 @@ func restoredFields(before, after *appsv1.DaemonSet) []string {
 // MaxNameBytes bounds a foreign name in messages.
 const MaxNameBytes = 64
 
-// PrintableName makes a name someone else chose safe to print: non-printable
-// runes (control characters, bidi overrides, invalid bytes) become '?'.
+// PrintableName makes a name someone else chose safe to print: non-printable runes (bidi overrides too) become '?'.
 func PrintableName(s string) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -450,8 +445,7 @@ func PrintableName(s string) string {
 	return b.String()
 }
 
-// tlsMove names the TLS profile d moves kube-rbac-proxy to from ds, with its
-// minimum version if any; "" without ds, or when the arguments stay (in any order).
+// tlsMove names the TLS profile (and minimum version) d moves ds's kube-rbac-proxy to; "" if the arguments stay.
 func tlsMove(ds *appsv1.DaemonSet, d *Desired) string {
 	have, ok := KubeRBACProxyTLSArgsOf(ds)
 	want := d.TLSArgs()
