@@ -172,9 +172,7 @@ const (
 
 // Images are the container images of the DaemonSet, one per container.
 type Images struct {
-	Extractor     string
-	Exporter      string
-	KubeRBACProxy string
+	Extractor, Exporter, KubeRBACProxy string
 }
 
 // DefaultImages returns the default images.
@@ -182,11 +180,8 @@ func DefaultImages() Images {
 	return Images{Extractor: DefaultExtractorImage, Exporter: DefaultExporterImage, KubeRBACProxy: DefaultKubeRBACProxyImage}
 }
 
-// ErrImagesUnset is wrapped when a variable is unset and defaults are not allowed.
-var ErrImagesUnset = errors.New("image not set")
-
-// ErrInvalidImage is wrapped by every error of ValidateImage.
-var ErrInvalidImage = errors.New("invalid image reference")
+// ErrImagesUnset is wrapped when a variable is unset and defaults are not allowed; ErrInvalidImage by ValidateImage's errors.
+var ErrImagesUnset, ErrInvalidImage = errors.New("image not set"), errors.New("invalid image reference")
 
 // ImagesFromEnv reads the images through getenv. An unset or empty variable selects the default if allowDefaults,
 // else is an error (no one runs the privileged extractor from a :latest tag nobody chose). An error returns no images.
