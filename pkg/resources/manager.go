@@ -461,3 +461,47 @@ func tlsMove(ds *appsv1.DaemonSet, d *Desired) string {
 	}
 	return name
 }
+
+// Delete deletes the DaemonSet by UID precondition and returns the UID removed ("" for none): the cached one, else
+// the own write; another recreated behind the cache is named by one live read. Nothing cached or written: no request.
+func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
+	m.ObservedDeletion("") // the object is to go: no write of it is awaited any more
+	var target types.UID
+	cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
+	switch {
+	case err == nil:
+		target = cached.UID
+	case apierrors.IsNotFound(err):
+		if target = m.ownedUID(); target == "" {
+			return "", nil
+		}
+	default:
+		return "", fmt.Errorf("delete daemonset %s/%s: read cache: %w", Namespace, DaemonSetName, err)
+	}
+	daemonSets := m.client.AppsV1().DaemonSets(Namespace)
+	for attempt := 1; ; attempt++ {
+		err := daemonSets.Delete(ctx, DaemonSetName, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(target))})
+		switch {
+		case err == nil:
+			m.disown()
+			resourcehelper.ReportDeleteEvent(m.recorder, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}}, nil)
+			return target, nil
+		case apierrors.IsNotFound(err):
+			m.disown()
+			return "", nil
+		case apierrors.IsConflict(err) && attempt < 3:
+			// The UID precondition failed: another object holds the name.
+			live, err := daemonSets.Get(ctx, DaemonSetName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				m.disown()
+				return "", nil
+			}
+			if err != nil {
+				return "", fmt.Errorf("delete daemonset %s/%s: get: %w", Namespace, DaemonSetName, err)
+			}
+			target = live.UID
+		default:
+			return "", fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)
+		}
+	}
+}

@@ -73,8 +73,7 @@ func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string
 	return ok && (maps.Equal(o.meta, meta) || rv != "" && slices.Contains(o.versions, rv))
 }
 
-// Owns reports whether uid is the object this manager last wrote or adopted
-// and has not deleted since; uid "" asks whether it owns one at all.
+// Owns reports whether uid is the object last written or adopted and not deleted since; "" asks whether there is one.
 func (m *Manager) Owns(uid types.UID) bool {
 	owned := m.ownedUID()
 	return owned != "" && (uid == "" || uid == owned)
@@ -155,4 +154,137 @@ func WrittenAt(ds *appsv1.DaemonSet) time.Time {
 		return time.Time{}
 	}
 	return *newest
+}
+
+// ExpectationTimeout bounds how long an own write may stay unseen by the cache (usually milliseconds) before the server is read.
+const ExpectationTimeout = 5 * time.Second
+
+// ownedObject is one incarnation of the DaemonSet as this manager wrote it (a recreate restarts at generation 1).
+type ownedObject struct {
+	uid        types.UID
+	generation int64
+	meta       map[string]string // OwnedMetadata as last written or adopted
+	versions   []string          // of the last few writes and what each replaced: an older one's event can come late
+}
+
+const (
+	maxOwnedVersions = 8 // the write history kept per object
+	maxPast          = 4 // the objects kept after the manager moved on from them
+)
+
+// expectedGeneration returns the generation ApplyDaemonSet should expect of existing, and whether to adopt it.
+func (m *Manager) expectedGeneration(existing *appsv1.DaemonSet) (int64, bool) {
+	if existing == nil {
+		return 0, false // library-go creates; the value is unused.
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owned.uid != "" && m.owned.uid == existing.UID {
+		return m.owned.generation, false
+	}
+	return -1, true // no generation matches: write.
+}
+
+// expectation returns a copy of the expected own write while the cache (cached, nil: nothing) lags behind it.
+func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	exp := m.expected
+	switch {
+	case exp == nil:
+		return nil
+	case !m.clock.Now().Before(m.expectedUntil):
+		m.expected = nil // timed out: read the server (cacheBehind) or trust the cache
+		return nil
+	case cached == nil:
+		return exp.DeepCopy() // our create is not in the cache yet
+	case cached.UID == exp.UID && cached.Generation < exp.Generation:
+		return exp.DeepCopy() // our update is not in the cache yet
+	default:
+		m.expected = nil // shown, or another object holds the name: the cache knows better
+		return nil
+	}
+}
+
+// AwaitsOwnWrite reports whether an own write is still awaited in the cache; unlike Expecting, it ends none.
+func (m *Manager) AwaitsOwnWrite() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
+}
+
+// Expecting reports how long an own write may still be awaited in the cache; a timed-out one is due (0, true) once, then ended.
+func (m *Manager) Expecting() (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.expected == nil {
+		return 0, false
+	}
+	left := m.expectedUntil.Sub(m.clock.Now())
+	if left <= 0 {
+		m.expected = nil
+		return 0, true
+	}
+	return left, true
+}
+
+// ObservedDeletion tells the manager that the informer saw object uid deleted, or ("") that a live read found none.
+func (m *Manager) ObservedDeletion(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.expected != nil && (uid == "" || m.expected.UID == uid) {
+		m.expected = nil
+	}
+}
+
+// cacheBehind reports whether cached predates this manager's last write to it.
+func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.owned.uid != "" && m.owned.uid == cached.UID && cached.Generation < m.owned.generation
+}
+
+// own records ds as written or adopted; replaced is what it replaced (nil: none).
+func (m *Manager) own(ds, replaced *appsv1.DaemonSet) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var replacedRV string
+	if replaced != nil && replaced.UID == ds.UID {
+		replacedRV = replaced.ResourceVersion
+	}
+	m.record(ds.UID, ds.Generation, OwnedMetadata(ds), ds.ResourceVersion, replacedRV)
+}
+
+// record makes object uid at generation, meta and rv (replacing replacedRV, or "") the owned object; caller holds m.mu.
+func (m *Manager) record(uid types.UID, generation int64, meta map[string]string, rv, replacedRV string) {
+	m.unanswered = nil // this write answered, or is the one that did not
+	if m.owned.uid != uid {
+		m.retire()
+		m.owned = ownedObject{uid: uid}
+	}
+	m.owned.generation, m.owned.meta = generation, meta
+	m.owned.addVersion(replacedRV)
+	m.owned.addVersion(rv)
+}
+
+func (o *ownedObject) addVersion(rv string) {
+	if rv != "" && !slices.Contains(o.versions, rv) {
+		o.versions = append(o.versions, rv)
+		o.versions = o.versions[max(len(o.versions)-maxOwnedVersions, 0):]
+	}
+}
+
+// retire moves the owned object to the past; caller holds m.mu.
+func (m *Manager) retire() {
+	if m.owned.uid != "" {
+		m.past = append(m.past, m.owned)
+		m.past = m.past[max(len(m.past)-maxPast, 0):]
+	}
+}
+
+func (m *Manager) disown() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.retire()
+	m.owned, m.expected = ownedObject{}, nil
 }
