@@ -1,5 +1,4 @@
-// Package resources owns the runtime extractor's DaemonSet: its desired state
-// (DesiredDaemonSet) and the writes that get it there (Manager).
+// Package resources owns the runtime extractor's DaemonSet: its desired state and the writes that get it there.
 package resources
 
 import (
@@ -55,10 +54,11 @@ const (
 	// OSNodeSelectorKey=OSNodeSelectorValue keeps the pods on Linux, the only OS the extractor supports.
 	OSNodeSelectorKey   = "kubernetes.io/os"
 	OSNodeSelectorValue = "linux"
-)
 
-// Event reasons of the manager, restated from library-go's resourceapply so callers do not depend on its format.
-const (
+	// SpecHashAnnotation is where library-go's resourceapply records the spec's hash.
+	SpecHashAnnotation = "operator.openshift.io/spec-hash"
+
+	// Event reasons of the manager, restated from library-go's resourceapply so callers do not depend on its format.
 	EventReasonCreated = "DaemonSetCreated"
 	EventReasonUpdated = "DaemonSetUpdated"
 	EventReasonDeleted = "DaemonSetDeleted"
@@ -177,9 +177,8 @@ func (r Rollout) FullyAvailable() bool { return r.Complete() && r.Available >= r
 // Unavailable is how many nodes that should run a pod have no available one.
 func (r Rollout) Unavailable() int32 { return max(r.Desired-r.Available, 0) }
 
-// MaxUnavailable is how many desired nodes may lack an available pod in a rolling update, as the DaemonSet
-// controller resolves it: percentages round up, unset is 0, and 1 when it and maxSurge both come to 0 on a
-// DaemonSet that wants pods. ok is false for OnDelete, or a value that does not resolve.
+// MaxUnavailable is how many desired nodes may lack an available pod in a rolling update, resolved as the DaemonSet
+// controller does (1 if it and maxSurge come to 0 with pods wanted); ok is false for OnDelete or an unresolvable value.
 func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		return 0, false
@@ -202,10 +201,8 @@ const (
 	EnvExtractorImage     = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXTRACTOR"
 	EnvExporterImage      = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXPORTER"
 	EnvKubeRBACProxyImage = "RELATED_IMAGE_KUBE_RBAC_PROXY"
-)
 
-// Default images: the OKD builds the insights operator falls back to outside a payload; mutable tags, run only by choice.
-const (
+	// Default images: the OKD builds the insights operator falls back to outside a payload; mutable tags, run only by choice.
 	DefaultExtractorImage     = "quay.io/openshift/origin-insights-runtime-extractor:latest"
 	DefaultExporterImage      = "quay.io/openshift/origin-insights-runtime-exporter:latest"
 	DefaultKubeRBACProxyImage = "quay.io/openshift/origin-kube-rbac-proxy:latest"
@@ -224,8 +221,8 @@ func DefaultImages() Images {
 // ErrImagesUnset is wrapped when a variable is unset and defaults are not allowed; ErrInvalidImage by ValidateImage's errors.
 var ErrImagesUnset, ErrInvalidImage = errors.New("image not set"), errors.New("invalid image reference")
 
-// ImagesFromEnv reads the images through getenv. An unset or empty variable selects the default if allowDefaults,
-// else is an error (no one runs the privileged extractor from a :latest tag nobody chose). An error returns no images.
+// ImagesFromEnv reads the images through getenv; an unset or empty variable selects the default only if allowDefaults:
+// no one runs the privileged extractor from a :latest tag nobody chose.
 func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, error) {
 	images := DefaultImages()
 	var errs []error
@@ -262,8 +259,7 @@ func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, erro
 	return images, nil
 }
 
-// ValidateImage accepts only a fully qualified image reference: the node resolves a short name
-// such as "busybox" through its own registry search list, which would choose the image run.
+// ValidateImage accepts only a fully qualified image reference: a node resolves a short name by its own registry list.
 func ValidateImage(image string) error {
 	if image == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidImage)
@@ -291,9 +287,8 @@ func (i Images) validate() error {
 	return errors.Join(errs...)
 }
 
-// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for the cluster TLS profile; nil, unknown and
-// Custom-without-spec mean Intermediate, the platform default. Go cannot configure TLS 1.3 suites, so they and
-// ciphers Go lacks are dropped; a profile left with none, or an unknown version, is Intermediate (never an empty list).
+// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for the cluster TLS profile (nil, unknown: Intermediate).
+// Go cannot set TLS 1.3 suites, so they and ciphers Go lacks are dropped; if none is left, Intermediate: never an empty list.
 func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
 	if p != nil {
 		spec := configv1.TLSProfiles[p.Type] // Old, Intermediate and Modern are predefined, others nil
@@ -350,8 +345,7 @@ func (d Desired) TLSArgs() []string {
 
 const flagTLSMinVersion, flagTLSCipherSuites = "--tls-min-version", "--tls-cipher-suites"
 
-// KubeRBACProxyTLSArgsOf returns the TLS arguments of ds's kube-rbac-proxy in order (none: empty, not nil);
-// ok is false without the container, or for an argument it would refuse.
+// KubeRBACProxyTLSArgsOf returns ds's kube-rbac-proxy TLS arguments in order (none: empty); !ok if absent or refused.
 func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 	if ds == nil {
 		return nil, false
@@ -396,8 +390,7 @@ func PredefinedTLSArgs(args []string) bool {
 	})
 }
 
-// WroteTLSArgs reports whether ds is what this controller wrote for d with kube-rbac-proxy TLS
-// arguments args, by its spec hash: an edit of them leaves the old hash, restoring them restores it.
+// WroteTLSArgs reports by its spec hash whether ds is what this controller wrote for d with kube-rbac-proxy TLS args.
 func WroteTLSArgs(ds *appsv1.DaemonSet, d Desired, args []string) (bool, error) {
 	have := ds.Annotations[SpecHashAnnotation]
 	if have == "" {

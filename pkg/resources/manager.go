@@ -196,8 +196,7 @@ func (m *Manager) ResourcesExists(_ context.Context) bool {
 	return ok
 }
 
-// read returns the existing DaemonSet or nil: the lister's, or an own write it does not show
-// yet (expected); the server's when live, or when the cache is behind an own write.
+// read returns the DaemonSet or nil: the lister's or an own write it does not show yet; the server's if live or behind.
 func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error) {
 	if !live {
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
@@ -243,8 +242,7 @@ func (m *Manager) requiredFor(d Desired) (*appsv1.DaemonSet, error) {
 	return ds, nil
 }
 
-// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet already read (from the cache, usually)
-// and stamps FieldManager on its writes; as a DaemonSetsGetter it returns itself, scoped.
+// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet already read and stamps FieldManager on its writes.
 type prefetchedDaemonSets struct {
 	appsclientv1.DaemonSetInterface // of namespace, once scoped
 	m                               *Manager
@@ -309,8 +307,7 @@ func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 // cacheCatchUp bounds the wait (polled every catchUpPoll) for the cache to show what a lost race ran into.
 const cacheCatchUp, catchUpPoll, applyAttempts = time.Second, 5 * time.Millisecond, 5
 
-// retryLostRaces runs attempt until it succeeds, fails other than by a lost race, or has lost applyAttempts times,
-// sleeping on the manager's clock. No jitter: it would not spread the DaemonSet controller, and the model replays exactly.
+// retryLostRaces runs attempt until it does not lose a race, at most applyAttempts times. No jitter: the model replays exactly.
 func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) error {
 	b := wait.Backoff{Steps: applyAttempts, Duration: 10 * time.Millisecond, Factor: 2}
 	for {
@@ -346,8 +343,7 @@ func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet
 	}
 }
 
-// deleteReplaced deletes ds, someone else's object no update makes ours, by UID precondition (a
-// Conflict is a lost race); the garbage collector removes its pods, which our selector would not match.
+// deleteReplaced deletes ds, someone else's object, by UID precondition; the garbage collector removes its pods.
 func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) error {
 	err := m.client.AppsV1().DaemonSets(Namespace).Delete(ctx, DaemonSetName, metav1.DeleteOptions{
 		Preconditions:     metav1.NewUIDPreconditions(string(ds.UID)),

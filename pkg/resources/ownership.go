@@ -18,8 +18,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/core"
 )
 
-// IsOwnWrite reports whether object uid at generation is (an older view of) what this manager
-// wrote or adopted, also since deleted or replaced; someone else's recreate has a new UID.
+// IsOwnWrite reports whether uid at generation is (an older view of) what this manager wrote or adopted, now or before.
 func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -37,9 +36,6 @@ func (m *Manager) written(uid types.UID) (ownedObject, bool) {
 	}
 	return ownedObject{}, false
 }
-
-// SpecHashAnnotation is where library-go's resourceapply records the spec's hash.
-const SpecHashAnnotation = "operator.openshift.io/spec-hash"
 
 // OwnedAnnotations are the annotations every write sets, sorted: version, spec hash, the manifest's own.
 var OwnedAnnotations = sync.OnceValue(func() []string {
@@ -85,8 +81,7 @@ func (m *Manager) ownedUID() types.UID { // "" before any write and after a dele
 	return m.owned.uid
 }
 
-// unansweredWrite is when a write without an answer was sent, to the second (managedFields'
-// precision); to is zero while the answer is awaited (its watch event can come first).
+// unansweredWrite is when a write without an answer was sent, to managedFields' second; to is zero while awaited.
 type unansweredWrite struct{ from, to time.Time }
 
 // sending records a write about to be sent as unanswered.
@@ -134,8 +129,7 @@ func (m *Manager) ClaimUnanswered(o core.Observation) bool {
 	return true
 }
 
-// WrittenAt is the time of ds's newest managedFields entry with a time, status aside, when it
-// is FieldManager's alone; zero otherwise (a tie with another writer is not provably ours).
+// WrittenAt is the time of ds's newest managedFields entry (status aside) when FieldManager's alone (no tie), else zero.
 func WrittenAt(ds *appsv1.DaemonSet) time.Time {
 	var newest *time.Time
 	mine := false
