@@ -90,14 +90,10 @@ type Desired struct {
 	Scheduling           config.RuntimeExtractor      // the optional settings of config.yaml
 }
 
-// DesiredDaemonSet returns the embedded manifest completed from d: tolerations appended, the node selector merged
-// (kubernetes.io/os stays linux), a priority class or a container's resources replacing the manifest's.
+// DesiredDaemonSet returns the embedded manifest completed from d (tolerations appended, the node selector merged).
 func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
-	if err := d.Images.validate(); err != nil {
-		return nil, fmt.Errorf("desired daemonset: %w", err)
-	}
 	manifest, err := parsedManifest()
-	if err != nil {
+	if err := cmp.Or(d.Images.validate(), err); err != nil {
 		return nil, fmt.Errorf("desired daemonset: %w", err)
 	}
 	ds := manifest.DeepCopy()
@@ -158,11 +154,8 @@ func RolloutOf(ds *appsv1.DaemonSet) Rollout {
 		return Rollout{}
 	}
 	s := ds.Status
-	return Rollout{
-		Present: true,
-		Desired: s.DesiredNumberScheduled, Updated: s.UpdatedNumberScheduled, Available: s.NumberAvailable,
-		Generation: ds.Generation, ObservedGeneration: s.ObservedGeneration,
-	}
+	return Rollout{Present: true, Desired: s.DesiredNumberScheduled, Updated: s.UpdatedNumberScheduled,
+		Available: s.NumberAvailable, Generation: ds.Generation, ObservedGeneration: s.ObservedGeneration}
 }
 
 // Complete reports whether the current generation is observed and every node that should run a pod runs its
@@ -302,8 +295,7 @@ func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
 	return tlsArgsForSpec(configv1.TLSProfiles[configv1.TLSProfileIntermediateType])
 }
 
-// tlsArgsForSpec returns nil for a spec kube-rbac-proxy cannot be given. Ciphers become the canonical IANA names
-// of the suites Go can use in [minVersion, TLS 1.3), in the profile's (preference) order, without duplicates.
+// tlsArgsForSpec returns nil for a spec kube-rbac-proxy cannot be given; ciphers keep the profile's (preference) order.
 func tlsArgsForSpec(spec *configv1.TLSProfileSpec) []string {
 	if spec == nil {
 		return nil
@@ -379,8 +371,7 @@ func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 	return args, true
 }
 
-// PredefinedTLSArgs reports whether args, in any order, are KubeRBACProxyTLSArgs of Old,
-// Intermediate or Modern: a DaemonSet may keep these while the cluster's profile is unknown.
+// PredefinedTLSArgs reports whether args, in any order, are those of Old, Intermediate or Modern: kept while unknown.
 func PredefinedTLSArgs(args []string) bool {
 	have := slices.Sorted(slices.Values(args))
 	predefined := []configv1.TLSProfileType{configv1.TLSProfileOldType, configv1.TLSProfileIntermediateType, configv1.TLSProfileModernType}

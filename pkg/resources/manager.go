@@ -34,15 +34,14 @@ import (
 
 // Result describes one apply.
 type Result struct {
-	Generation int64
-	Changed    bool // created or updated
-	Created    bool
-	Rolls      bool // created, or the generation moved: the pods roll
-	Object     *appsv1.DaemonSet
-	Restored   []string // the spec fields the write changed on an existing object (after a lost race, the one read again)
-	TLSMoved   string   // the TLS profile an existing object's kube-rbac-proxy moved to, if it did
-	// Replaced is someone else's object no update could make ours, deleted (also on error) because ReplacedBecause.
-	Replaced        types.UID
+	Generation      int64
+	Changed         bool // created or updated
+	Created         bool
+	Rolls           bool // created, or the generation moved: the pods roll
+	Object          *appsv1.DaemonSet
+	Restored        []string  // the spec fields the write changed on an existing object (after a lost race, the one read again)
+	TLSMoved        string    // the TLS profile an existing object's kube-rbac-proxy moved to, if it did
+	Replaced        types.UID // someone else's object no update could make ours, deleted (also on error) because ReplacedBecause
 	ReplacedBecause string
 	Unanswered      bool // with an error: no answer came, so the write may have been made
 }
@@ -54,17 +53,15 @@ type Manager struct {
 	recorder events.Recorder
 	base     Desired
 
-	mu    sync.Mutex
-	owned ownedObject   // last written, or adopted: its generation is the next apply's expected one
-	past  []ownedObject // written before, since deleted or replaced: their late events are own
-	// expected is the last own create or spec update, until the cache shows it (or its deletion, or ExpectationTimeout).
-	expected      *appsv1.DaemonSet
+	mu            sync.Mutex
+	owned         ownedObject       // last written, or adopted: its generation is the next apply's expected one
+	past          []ownedObject     // written before, since deleted or replaced: their late events are own
+	expected      *appsv1.DaemonSet // the last own create or spec update, until the cache shows it (or its deletion, or ExpectationTimeout)
 	expectedUntil time.Time
 	unanswered    *unansweredWrite // the write in flight, or the last unanswered, until seen (ClaimUnanswered) or answered
 	clock         clock.Clock
-	// required (with its spec hash) is cached for the Desired of JSON requiredKey: building it costs most of a repair.
-	required    *appsv1.DaemonSet
-	requiredKey string
+	required      *appsv1.DaemonSet // with its spec hash, for the Desired of JSON requiredKey: building it costs most of a repair
+	requiredKey   string
 }
 
 type ManagerOption func(*Manager)
@@ -81,10 +78,9 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 	return m
 }
 
-// Apply makes the DaemonSet match d with library-go's ApplyDaemonSet, which writes when the owned metadata
-// (with the spec hash) or the generation is not this manager's last write's. An object it did not write is
-// adopted by one UPDATE of the whole spec (no hash proves it untouched); one with another, immutable,
-// selector is replaced. A retry that finds another writer's change returns ErrLostToAnotherWriter.
+// Apply makes the DaemonSet match d with library-go's ApplyDaemonSet, which writes when the owned metadata (with the
+// spec hash) or the generation is not the last write's. Someone else's object is adopted by one UPDATE of the whole
+// spec, or replaced if its selector differs; a retry that finds another writer's change returns ErrLostToAnotherWriter.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	required, err := m.requiredFor(d)
 	if err != nil {
@@ -289,8 +285,7 @@ func (writeEventsOnly) Warningf(string, string, ...interface{}) {}
 // ErrLostToAnotherWriter is returned by an apply that lost a race to another writer's change: undoing it is for the repair gate.
 var ErrLostToAnotherWriter = errors.New("lost a race to another writer's change, left to the repair gate")
 
-// lostToAnotherWriter reports whether now (read again after a lost race) shows a change since before (the last
-// attempt's read) not this manager's (a status update is none); without before, or with now being deleted, none.
+// lostToAnotherWriter reports whether now (read after a lost race) shows a change since before not this manager's.
 func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 	switch {
 	case before == nil || now != nil && now.DeletionTimestamp != nil:

@@ -47,8 +47,7 @@ var OwnedAnnotations = sync.OnceValue(func() []string {
 	return keys
 })
 
-// OwnedMetadata maps ds's OwnedLabels and OwnedAnnotations to their values ("" when absent):
-// a change of one by someone else is drift, though the generation does not move.
+// OwnedMetadata maps ds's OwnedLabels and OwnedAnnotations to their values: a change is drift, the generation kept.
 func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	out := map[string]string{}
 	for k := range OwnedLabels() {
