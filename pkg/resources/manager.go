@@ -216,7 +216,6 @@ func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error
 	return ds, nil
 }
 
-// requiredFor returns the DaemonSet for d with its spec hash.
 func (m *Manager) requiredFor(d Desired) (*appsv1.DaemonSet, error) {
 	key, err := json.Marshal(d)
 	if err != nil {
@@ -393,8 +392,7 @@ func restoredFields(before, after *appsv1.DaemonSet) []string {
 	}
 	for _, bc := range bp.Containers {
 		if !slices.ContainsFunc(ap.Containers, func(c corev1.Container) bool { return c.Name == bc.Name }) {
-			// Someone else chose this name; it ends up in Events and logs.
-			out = append(out, "removed container "+PrintableName(bc.Name))
+			out = append(out, "removed container "+PrintableName(bc.Name)) // someone else's name, printed in Events
 		}
 	}
 	differs("initContainers", bp.InitContainers, ap.InitContainers)
@@ -480,8 +478,7 @@ func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 		case apierrors.IsNotFound(err):
 			m.disown()
 			return "", nil
-		case apierrors.IsConflict(err) && attempt < 3:
-			// The UID precondition failed: another object holds the name.
+		case apierrors.IsConflict(err) && attempt < 3: // the UID precondition failed: another object holds the name
 			live, err := daemonSets.Get(ctx, DaemonSetName, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				m.disown()

@@ -83,7 +83,6 @@ func (m *Manager) ownedUID() types.UID { // "" before any write and after a dele
 // unansweredWrite is when a write without an answer was sent, to managedFields' second; to is zero while awaited.
 type unansweredWrite struct{ from, to time.Time }
 
-// sending records a write about to be sent as unanswered.
 func (m *Manager) sending() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -160,10 +159,7 @@ type ownedObject struct {
 	versions   []string          // of the last few writes and what each replaced: an older one's event can come late
 }
 
-const (
-	maxOwnedVersions = 8 // the write history kept per object
-	maxPast          = 4 // the objects kept after the manager moved on from them
-)
+const maxOwnedVersions, maxPast = 8, 4 // the versions kept per object; the objects kept after the manager moved on
 
 // expectedGeneration returns the generation ApplyDaemonSet should expect of existing, and whether to adopt it.
 func (m *Manager) expectedGeneration(existing *appsv1.DaemonSet) (int64, bool) {
@@ -230,7 +226,6 @@ func (m *Manager) ObservedDeletion(uid types.UID) {
 	}
 }
 
-// cacheBehind reports whether cached predates this manager's last write to it.
 func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
