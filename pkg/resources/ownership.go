@@ -179,20 +179,13 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	exp := m.expected
-	switch {
-	case exp == nil:
-		return nil
-	case !m.clock.Now().Before(m.expectedUntil):
-		m.expected = nil // timed out: read the server (cacheBehind) or trust the cache
-		return nil
-	case cached == nil:
-		return exp.DeepCopy() // our create is not in the cache yet
-	case cached.UID == exp.UID && cached.Generation < exp.Generation:
-		return exp.DeepCopy() // our update is not in the cache yet
-	default:
-		m.expected = nil // shown, or another object holds the name: the cache knows better
-		return nil
+	if exp != nil && m.clock.Now().Before(m.expectedUntil) &&
+		(cached == nil || cached.UID == exp.UID && cached.Generation < exp.Generation) {
+		return exp.DeepCopy() // our create or update is not in the cache yet
 	}
+	// None, or timed out (read the server or trust the cache), shown, or another object holds the name.
+	m.expected = nil
+	return nil
 }
 
 // AwaitsOwnWrite reports whether an own write is still awaited in the cache; unlike Expecting, it ends none.
