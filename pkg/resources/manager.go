@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,7 +140,13 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 			changed = false // the server found nothing to change: adopted
 		}
 		if changed || adopting {
-			m.own(actual, existing)
+			var replacedRV string // what the write replaced, if on the same object
+			if existing != nil && existing.UID == actual.UID {
+				replacedRV = existing.ResourceVersion
+			}
+			m.mu.Lock()
+			m.record(actual.UID, actual.Generation, OwnedMetadata(actual), actual.ResourceVersion, replacedRV)
+			m.mu.Unlock()
 		}
 		created := changed && (existing == nil || existing.UID != actual.UID)
 		rolls := created || changed && existing.Generation != actual.Generation
@@ -428,10 +435,7 @@ func PrintableName(s string) string {
 		}
 		b.WriteRune(r)
 	}
-	if b.Len() == 0 {
-		return "?"
-	}
-	return b.String()
+	return cmp.Or(b.String(), "?")
 }
 
 // tlsMove names the TLS profile (and minimum version) d moves ds's kube-rbac-proxy to; "" if the arguments stay.

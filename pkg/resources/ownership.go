@@ -59,8 +59,8 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	return out
 }
 
-// IsOwnMetadata reports whether an update of uid to resourceVersion rv with OwnedMetadata meta is not drift: meta is
-// this manager's latest write's, or rv one its writes returned or overwrote. Older values written back are drift.
+// IsOwnMetadata reports whether an update of uid to rv with OwnedMetadata meta is not drift: meta is the latest write's,
+// or rv one its writes returned or overwrote. Older values written back are drift.
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -114,8 +114,7 @@ func (m *Manager) answered(unanswered bool) {
 	}
 }
 
-// ClaimUnanswered reports whether o, by its WrittenAt within the write's time, is the object of an own write whose
-// answer was lost or is yet to come (by UID and generation, someone else's change); the manager then owns it.
+// ClaimUnanswered owns o, and reports so, if its WrittenAt falls within an own write whose answer was lost or is yet to come.
 func (m *Manager) ClaimUnanswered(o core.Observation) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -223,17 +222,6 @@ func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.owned.uid != "" && m.owned.uid == cached.UID && cached.Generation < m.owned.generation
-}
-
-// own records ds as written or adopted; replaced is what it replaced (nil: none).
-func (m *Manager) own(ds, replaced *appsv1.DaemonSet) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var replacedRV string
-	if replaced != nil && replaced.UID == ds.UID {
-		replacedRV = replaced.ResourceVersion
-	}
-	m.record(ds.UID, ds.Generation, OwnedMetadata(ds), ds.ResourceVersion, replacedRV)
 }
 
 // record makes object uid at generation, meta and rv (replacing replacedRV, or "") the owned object; caller holds m.mu.
