@@ -158,8 +158,7 @@ func RolloutOf(ds *appsv1.DaemonSet) Rollout {
 		Available: s.NumberAvailable, Generation: ds.Generation, ObservedGeneration: s.ObservedGeneration}
 }
 
-// Complete reports whether the current generation is observed and every node that should run a pod runs its
-// template (as `kubectl rollout status` reads it). Not availability: a stuck pod leaves nothing to roll out.
+// Complete reports whether the current generation is observed and on every node that should run a pod (as kubectl rollout status).
 func (r Rollout) Complete() bool {
 	return r.Present && r.ObservedGeneration >= r.Generation && r.Updated >= r.Desired
 }
@@ -214,8 +213,7 @@ func DefaultImages() Images {
 // ErrImagesUnset is wrapped when a variable is unset and defaults are not allowed; ErrInvalidImage by ValidateImage's errors.
 var ErrImagesUnset, ErrInvalidImage = errors.New("image not set"), errors.New("invalid image reference")
 
-// ImagesFromEnv reads the images through getenv; an unset or empty variable selects the default only if allowDefaults:
-// no one runs the privileged extractor from a :latest tag nobody chose.
+// ImagesFromEnv reads the images through getenv; an unset one is the default only if allowDefaults (never by accident).
 func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, error) {
 	images := DefaultImages()
 	var errs []error

@@ -79,9 +79,8 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 	return m
 }
 
-// Apply makes the DaemonSet match d with library-go's ApplyDaemonSet, which writes when the owned metadata (with the
-// spec hash) or the generation is not the last write's. Someone else's object is adopted by one UPDATE of the whole
-// spec, or replaced if its selector differs; a retry that finds another writer's change returns ErrLostToAnotherWriter.
+// Apply makes the DaemonSet match d by ApplyDaemonSet, writing when owned metadata (spec hash too) or generation moved;
+// someone else's object is adopted by one UPDATE, or replaced if its selector differs. A retry finding another writer's change returns ErrLostToAnotherWriter.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	required, err := m.requiredFor(d)
 	if err != nil {
@@ -455,8 +454,7 @@ func tlsMove(ds *appsv1.DaemonSet, d *Desired) string {
 	return name
 }
 
-// Delete deletes the DaemonSet by UID precondition and returns the UID removed ("" for none): the cached one, else
-// the own write; another recreated behind the cache is named by one live read. Nothing cached or written: no request.
+// Delete deletes the cached DaemonSet, else the own write, by UID precondition, and returns the UID removed ("" for none).
 func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 	m.ObservedDeletion("") // the object is to go: no write of it is awaited any more
 	var target types.UID

@@ -60,7 +60,7 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 }
 
 // IsOwnMetadata reports whether an update of uid to rv with OwnedMetadata meta is not drift: meta is the latest write's,
-// or rv one its writes returned or overwrote. Older values written back are drift.
+// or rv one a write returned or overwrote (older values written back are drift).
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
