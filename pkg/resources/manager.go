@@ -18,7 +18,6 @@ import (
 	"github.com/openshift/library-go/pkg/operator/resource/resourceapply"
 	"github.com/openshift/library-go/pkg/operator/resource/resourcehelper"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,15 +94,8 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		sent     bool // a write by the last attempt
 	)
 	err = m.retryLostRaces(ctx, func() error {
-		var existing *appsv1.DaemonSet
-		var err error
 		sent = false
-		if lost == 1 {
-			existing, err = m.readAfterLostRace(ctx, tried)
-		} else {
-			// Lost twice: the cache is behind a stream of status writes and would lose again.
-			existing, err = m.read(ctx, lost > 1)
-		}
+		existing, err := m.readAttempt(ctx, lost, tried)
 		lost++
 		if err != nil {
 			return err
@@ -320,8 +312,12 @@ func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) erro
 	}
 }
 
-// readAfterLostRace reads the DaemonSet after a write based on tried lost a race: from the cache once it shows other.
-func (m *Manager) readAfterLostRace(ctx context.Context, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+// readAttempt reads the DaemonSet after lost lost races; after one, of a write based on tried, from the cache once it
+// shows other than tried. After two the cache is behind a stream of status writes and would lose again: the server.
+func (m *Manager) readAttempt(ctx context.Context, lost int, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	if lost != 1 {
+		return m.read(ctx, lost > 1)
+	}
 	for waited := time.Duration(0); ; waited += catchUpPoll {
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
 		switch {
@@ -382,12 +378,11 @@ func restoredFields(before, after *appsv1.DaemonSet) []string {
 	}
 	bp, ap := &before.Spec.Template.Spec, &after.Spec.Template.Spec
 	for _, ac := range ap.Containers {
-		i := slices.IndexFunc(bp.Containers, func(c corev1.Container) bool { return c.Name == ac.Name })
-		if i < 0 {
+		bc := findContainer(bp, ac.Name)
+		if bc == nil {
 			out = append(out, "container "+ac.Name)
 			continue
 		}
-		bc := bp.Containers[i]
 		differs("container "+ac.Name+" image", bc.Image, ac.Image)
 		differs("container "+ac.Name+" command", bc.Command, ac.Command)
 		differs("container "+ac.Name+" args", bc.Args, ac.Args)
@@ -397,7 +392,7 @@ func restoredFields(before, after *appsv1.DaemonSet) []string {
 		differs("container "+ac.Name+" volumeMounts", bc.VolumeMounts, ac.VolumeMounts)
 	}
 	for _, bc := range bp.Containers {
-		if !slices.ContainsFunc(ap.Containers, func(c corev1.Container) bool { return c.Name == bc.Name }) {
+		if findContainer(ap, bc.Name) == nil {
 			out = append(out, "removed container "+PrintableName(bc.Name)) // someone else's name, printed in Events
 		}
 	}

@@ -130,8 +130,7 @@ func (m *Manager) ClaimUnanswered(o core.Observation) bool {
 func WrittenAt(ds *appsv1.DaemonSet) time.Time {
 	var newest *time.Time
 	mine := false
-	for i := range ds.ManagedFields {
-		e := &ds.ManagedFields[i]
+	for _, e := range ds.ManagedFields {
 		if e.Subresource == "status" || e.Time == nil {
 			continue
 		}
