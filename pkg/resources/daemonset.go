@@ -227,17 +227,14 @@ func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, erro
 		{EnvKubeRBACProxyImage, &images.KubeRBACProxy},
 	} {
 		value := getenv(v.env)
-		if value == "" {
-			if !allowDefaults {
-				unset = append(unset, v.env)
-			}
-			continue
-		}
-		if err := ValidateImage(value); err != nil {
+		switch err := ValidateImage(value); {
+		case value == "" && !allowDefaults:
+			unset = append(unset, v.env)
+		case value != "" && err != nil:
 			errs = append(errs, fmt.Errorf("environment variable %s: %w", v.env, err))
-			continue
+		case value != "":
+			*v.target = value
 		}
-		*v.target = value
 	}
 	if len(unset) > 0 {
 		errs = append(errs, fmt.Errorf("environment variables %s: %w: set each to the image to run, by digest "+
