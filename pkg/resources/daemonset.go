@@ -39,7 +39,8 @@ const (
 	NameValue      = "insights-runtime-extractor"
 
 	// VersionAnnotation is on the DaemonSet's metadata, not its pod template: an upgrade shows without rolling the pods.
-	VersionAnnotation = "insights.openshift.io/runtime-extractor-version"
+	VersionAnnotation  = "insights.openshift.io/runtime-extractor-version"
+	SpecHashAnnotation = "operator.openshift.io/spec-hash" // where library-go's resourceapply records the spec's hash
 
 	ServiceAccountName         = "insights-runtime-extractor-sa"  // provided by the platform
 	PriorityClassName          = "openshift-user-critical"        // the default; provided by the platform
@@ -54,9 +55,6 @@ const (
 	// OSNodeSelectorKey=OSNodeSelectorValue keeps the pods on Linux, the only OS the extractor supports.
 	OSNodeSelectorKey   = "kubernetes.io/os"
 	OSNodeSelectorValue = "linux"
-
-	// SpecHashAnnotation is where library-go's resourceapply records the spec's hash.
-	SpecHashAnnotation = "operator.openshift.io/spec-hash"
 
 	// Event reasons of the manager, restated from library-go's resourceapply so callers do not depend on its format.
 	EventReasonCreated = "DaemonSetCreated"
@@ -128,8 +126,7 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 		podSpec.NodeSelector = map[string]string{}
 	}
 	maps.Copy(podSpec.NodeSelector, d.Scheduling.NodeSelector)
-	// Last: no configuration moves the extractor off Linux.
-	podSpec.NodeSelector[OSNodeSelectorKey] = OSNodeSelectorValue
+	podSpec.NodeSelector[OSNodeSelectorKey] = OSNodeSelectorValue // last: no configuration moves the extractor off Linux
 	podSpec.PriorityClassName = cmp.Or(d.Scheduling.PriorityClassName, podSpec.PriorityClassName)
 	return ds, nil
 }
@@ -201,9 +198,7 @@ const (
 )
 
 // Images are the container images of the DaemonSet, one per container.
-type Images struct {
-	Extractor, Exporter, KubeRBACProxy string
-}
+type Images struct{ Extractor, Exporter, KubeRBACProxy string }
 
 // DefaultImages returns the default images.
 func DefaultImages() Images {

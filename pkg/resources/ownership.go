@@ -176,13 +176,11 @@ func (m *Manager) expectedGeneration(existing *appsv1.DaemonSet) (int64, bool) {
 func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	exp := m.expected
-	if exp != nil && m.clock.Now().Before(m.expectedUntil) &&
+	if exp := m.expected; exp != nil && m.clock.Now().Before(m.expectedUntil) &&
 		(cached == nil || cached.UID == exp.UID && cached.Generation < exp.Generation) {
 		return exp.DeepCopy() // our create or update is not in the cache yet
 	}
-	// None, or timed out (read the server or trust the cache), shown, or another object holds the name.
-	m.expected = nil
+	m.expected = nil // none, timed out (read the server or trust the cache), shown, or another object holds the name
 	return nil
 }
 
