@@ -38,9 +38,8 @@ const (
 	LabelName      = "app.kubernetes.io/name" // also the DaemonSet's (immutable) pod selector
 	NameValue      = "insights-runtime-extractor"
 
-	// VersionAnnotation is on the DaemonSet's metadata, not its pod template: an upgrade shows without rolling the pods.
-	VersionAnnotation  = "insights.openshift.io/runtime-extractor-version"
-	SpecHashAnnotation = "operator.openshift.io/spec-hash" // where library-go's resourceapply records the spec's hash
+	VersionAnnotation  = "insights.openshift.io/runtime-extractor-version" // on the DaemonSet, not its pod template: shows an upgrade without a roll
+	SpecHashAnnotation = "operator.openshift.io/spec-hash"                 // where library-go's resourceapply records the spec's hash
 
 	ServiceAccountName         = "insights-runtime-extractor-sa"  // provided by the platform
 	PriorityClassName          = "openshift-user-critical"        // the default; provided by the platform
@@ -52,8 +51,7 @@ const (
 	ContainerExporter      = "exporter"        // serves the extracted data over HTTP on localhost
 	ContainerKubeRBACProxy = "kube-rbac-proxy" // authenticates and authorizes access to the exporter
 
-	// OSNodeSelectorKey=OSNodeSelectorValue keeps the pods on Linux, the only OS the extractor supports.
-	OSNodeSelectorKey   = "kubernetes.io/os"
+	OSNodeSelectorKey   = "kubernetes.io/os" // with OSNodeSelectorValue: pods stay on Linux, the only OS the extractor supports
 	OSNodeSelectorValue = "linux"
 
 	// Event reasons of the manager, restated from library-go's resourceapply so callers do not depend on its format.
@@ -166,8 +164,7 @@ func (r Rollout) FullyAvailable() bool { return r.Complete() && r.Available >= r
 // Unavailable is how many nodes that should run a pod have no available one.
 func (r Rollout) Unavailable() int32 { return max(r.Desired-r.Available, 0) }
 
-// MaxUnavailable is how many desired nodes may lack an available pod in a rolling update, resolved as the DaemonSet
-// controller does (1 if it and maxSurge come to 0 with pods wanted); ok is false for OnDelete or an unresolvable value.
+// MaxUnavailable resolves maxUnavailable of a rolling update as the DaemonSet controller does; !ok for OnDelete or a bad value.
 func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		return 0, false
@@ -270,8 +267,7 @@ func (i Images) validate() error {
 	return errors.Join(errs...)
 }
 
-// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for the cluster TLS profile (nil, unknown: Intermediate).
-// Go cannot set TLS 1.3 suites, so they and ciphers Go lacks are dropped; if none is left, Intermediate: never an empty list.
+// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for profile p (nil, unknown, or no cipher Go can set: Intermediate).
 func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
 	if p != nil {
 		spec := configv1.TLSProfiles[p.Type] // Old, Intermediate and Modern are predefined, others nil

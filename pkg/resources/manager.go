@@ -78,8 +78,8 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 	return m
 }
 
-// Apply makes the DaemonSet match d by ApplyDaemonSet, writing when owned metadata (spec hash too) or generation moved;
-// someone else's object is adopted by one UPDATE, or replaced if its selector differs. A retry finding another writer's change returns ErrLostToAnotherWriter.
+// Apply makes the DaemonSet match d by ApplyDaemonSet, writing when owned metadata (spec hash too) or generation moved.
+// Someone else's object is adopted by one UPDATE, or replaced for another selector; losing to another writer: ErrLostToAnotherWriter.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	required, err := m.requiredFor(d)
 	if err != nil {

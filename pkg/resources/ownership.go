@@ -59,8 +59,7 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	return out
 }
 
-// IsOwnMetadata reports whether an update of uid to rv with OwnedMetadata meta is not drift: meta is the latest write's,
-// or rv one a write returned or overwrote (older values written back are drift).
+// IsOwnMetadata reports whether an update of uid to rv with meta is no drift: the latest write's meta (not older ones), or a write's rv.
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
