@@ -68,35 +68,34 @@ type Metrics struct {
 // New returns the collectors, unregistered, with the state, drift and Apply/Delete action series at 0 for rate().
 func New() *Metrics {
 	m := &Metrics{now: time.Now, managers: map[string]bool{}}
-	m.state = prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("state",
-		"Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.")), []string{"state"})
-	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts(opts("transitions_total",
-		"Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.")), []string{"from", "to", "event"})
-	m.driftEvents = prometheus.NewCounterVec(prometheus.CounterOpts(opts("drift_events_total",
-		"Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).")), []string{"kind"})
-	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts(opts("actions_total",
-		"Actions the controller executed against the cluster, by action and result (success, error).")), []string{"action", "result"})
-	m.actionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m.state = m.gaugeVec("state", []string{"state"},
+		"Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.")
+	m.transitions = m.counterVec("transitions_total", []string{"from", "to", "event"},
+		"Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.")
+	m.driftEvents = m.counterVec("drift_events_total", []string{"kind"},
+		"Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).")
+	m.actions = m.counterVec("actions_total", []string{"action", "result"},
+		"Actions the controller executed against the cluster, by action and result (success, error).")
+	m.actionDuration = collect(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace,
 		Name:      "action_duration_seconds",
 		Help:      "Time taken by the actions the controller executed against the cluster, by action.",
 		// API round trips: a few milliseconds when healthy, up to the client timeout when not.
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
-	}, []string{"action"})
-	m.retryBackoff = prometheus.NewGauge(prometheus.GaugeOpts(opts("retry_backoff_seconds",
-		"Delay before the next retry of a failed action; 0 when no retry is pending.")))
-	m.lastTransitionTime = prometheus.NewGauge(prometheus.GaugeOpts(opts("last_transition_timestamp_seconds",
-		"Unix time of the last change of the state machine's state; 0 before the first change.")))
-	m.rolloutStuck = prometheus.NewGauge(prometheus.GaugeOpts(opts("rollout_stuck",
-		"1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0.")))
-	m.repairs = prometheus.NewCounterVec(prometheus.CounterOpts(opts("repairs_total",
-		`Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`)), []string{"manager"})
-	m.degraded = prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("degraded",
-		"1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.")), []string{"reason"})
-	m.conflictingWriter = prometheus.NewGauge(prometheus.GaugeOpts(opts("conflicting_writer",
-		"1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0.")))
-	m.collectors = []prometheus.Collector{m.state, m.transitions, m.driftEvents, m.actions, m.actionDuration,
-		m.retryBackoff, m.lastTransitionTime, m.rolloutStuck, m.repairs, m.degraded, m.conflictingWriter}
+	}, []string{"action"}))
+	m.retryBackoff = m.gauge("retry_backoff_seconds",
+		"Delay before the next retry of a failed action; 0 when no retry is pending.")
+	m.lastTransitionTime = m.gauge("last_transition_timestamp_seconds",
+		"Unix time of the last change of the state machine's state; 0 before the first change.")
+	m.rolloutStuck = m.gauge("rollout_stuck",
+		"1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0.")
+	m.repairs = m.counterVec("repairs_total", []string{"manager"},
+		`Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`)
+	m.degraded = m.gaugeVec("degraded", []string{"reason"},
+		"1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.")
+	m.conflictingWriter = m.gauge("conflicting_writer",
+		"1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0.")
+
 	m.SetDegraded("")
 	m.SetState("") // every state series at 0
 	for _, kind := range []string{DriftModified, DriftDeleted, DriftMetadata} {
@@ -110,9 +109,22 @@ func New() *Metrics {
 	return m
 }
 
-// opts names a collector in Namespace.
-func opts(name, help string) prometheus.Opts {
-	return prometheus.Opts{Namespace: Namespace, Name: name, Help: help}
+// collect keeps c for Collectors.
+func collect[C prometheus.Collector](m *Metrics, c C) C {
+	m.collectors = append(m.collectors, c)
+	return c
+}
+
+func (m *Metrics) gauge(name, help string) prometheus.Gauge {
+	return collect(m, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}))
+}
+
+func (m *Metrics) gaugeVec(name string, labels []string, help string) *prometheus.GaugeVec {
+	return collect(m, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels))
+}
+
+func (m *Metrics) counterVec(name string, labels []string, help string) *prometheus.CounterVec {
+	return collect(m, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels))
 }
 
 // SetState marks the initial state s as current, counting no transition.
