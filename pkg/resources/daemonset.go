@@ -153,7 +153,8 @@ func RolloutOf(ds *appsv1.DaemonSet) Rollout {
 		Available: s.NumberAvailable, Generation: ds.Generation, ObservedGeneration: s.ObservedGeneration}
 }
 
-// Complete reports whether the current generation is observed and on every node that should run a pod (as kubectl rollout status).
+// Complete reports whether the current generation is observed and on every node that should run a
+// pod (as kubectl rollout status).
 func (r Rollout) Complete() bool {
 	return r.Present && r.ObservedGeneration >= r.Generation && r.Updated >= r.Desired
 }
@@ -164,7 +165,8 @@ func (r Rollout) FullyAvailable() bool { return r.Complete() && r.Available >= r
 // Unavailable is how many nodes that should run a pod have no available one.
 func (r Rollout) Unavailable() int32 { return max(r.Desired-r.Available, 0) }
 
-// MaxUnavailable resolves maxUnavailable of a rolling update as the DaemonSet controller does; !ok for OnDelete or a bad value.
+// MaxUnavailable resolves maxUnavailable of a rolling update as the DaemonSet controller does; !ok
+// for OnDelete or a bad value.
 func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		return 0, false
@@ -188,7 +190,8 @@ const (
 	EnvExporterImage      = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXPORTER"
 	EnvKubeRBACProxyImage = "RELATED_IMAGE_KUBE_RBAC_PROXY"
 
-	// Default images: the OKD builds the insights operator falls back to outside a payload; mutable tags, run only by choice.
+	// Default images: the OKD builds the insights operator falls back to outside a payload; mutable
+	// tags, run only by choice.
 	DefaultExtractorImage     = "quay.io/openshift/origin-insights-runtime-extractor:latest"
 	DefaultExporterImage      = "quay.io/openshift/origin-insights-runtime-exporter:latest"
 	DefaultKubeRBACProxyImage = "quay.io/openshift/origin-kube-rbac-proxy:latest"
@@ -202,7 +205,8 @@ func DefaultImages() Images {
 	return Images{Extractor: DefaultExtractorImage, Exporter: DefaultExporterImage, KubeRBACProxy: DefaultKubeRBACProxyImage}
 }
 
-// ErrImagesUnset is wrapped when a variable is unset and defaults are not allowed; ErrInvalidImage by ValidateImage's errors.
+// ErrImagesUnset is wrapped when a variable is unset and defaults are not allowed; ErrInvalidImage
+// by ValidateImage's errors.
 var ErrImagesUnset, ErrInvalidImage = errors.New("image not set"), errors.New("invalid image reference")
 
 // ImagesFromEnv reads the images through getenv; an unset one is the default only if allowDefaults (never by accident).
@@ -267,7 +271,8 @@ func (i Images) validate() error {
 	return errors.Join(errs...)
 }
 
-// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for profile p (nil, unknown, or no cipher Go can set: Intermediate).
+// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for profile p (nil, unknown, or no
+// cipher Go can set: Intermediate).
 func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
 	if p != nil {
 		spec := configv1.TLSProfiles[p.Type] // Old, Intermediate and Modern are predefined, others nil

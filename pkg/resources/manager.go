@@ -68,7 +68,8 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 }
 
 // Apply makes the DaemonSet match d by ApplyDaemonSet, writing when owned metadata (spec hash too) or generation moved.
-// Someone else's object is adopted by one UPDATE, or replaced for another selector; losing to another writer: ErrLostToAnotherWriter.
+// Someone else's object is adopted by one UPDATE, or replaced for another selector; losing to
+// another writer: ErrLostToAnotherWriter.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	required, err := m.requiredFor(d)
 	if err != nil {
@@ -268,7 +269,8 @@ type writeEventsOnly struct{ events.Recorder }
 func (writeEventsOnly) Warning(string, string)                  {}
 func (writeEventsOnly) Warningf(string, string, ...interface{}) {}
 
-// Delete deletes the cached DaemonSet, else the own write, by UID precondition, and returns the UID removed ("" for none).
+// Delete deletes the cached DaemonSet, else the own write, by UID precondition, and returns the UID
+// removed ("" for none).
 func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 	m.ObservedDeletion("") // the object is to go: no write of it is awaited any more
 	var target types.UID

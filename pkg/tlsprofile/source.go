@@ -1,5 +1,6 @@
 // Package tlsprofile follows the cluster TLS profile (APIServer "cluster" spec.tlsSecurityProfile) for kube-rbac-proxy.
-// Once listed (absent: Intermediate) it stays known if the watch fails; before, Profile errs so the caller keeps its own.
+// Once listed (absent: Intermediate) it stays known if the watch fails; before, Profile errs so the
+// caller keeps its own.
 package tlsprofile
 
 import (
