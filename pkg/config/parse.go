@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -163,6 +165,11 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 		d.errs = append(d.errs, field.TypeInvalid(p, v, `must be a quantity, e.g. "100m", "64Mi" or 2`))
 		return resource.Quantity{}
 	}
+	if !exponentInRange(text) {
+		// Checked first: ParseQuantity scales by 10^exponent exactly, which takes minutes for 1e-99999999.
+		d.errs = append(d.errs, field.Invalid(p, text, "the exponent must be between -100 and 100"))
+		return resource.Quantity{}
+	}
 	q, err := resource.ParseQuantity(text)
 	switch {
 	case err != nil:
@@ -172,6 +179,18 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 		d.errs = append(d.errs, field.Invalid(p, text, "must be less than 8Ei"))
 	}
 	return q
+}
+
+var decimalExponent = regexp.MustCompile(`^[+-]?[0-9.]*[eE]([+-]?[0-9]+)$`)
+
+// exponentInRange tells whether a quantity's decimal exponent, if it has one, is within ±100.
+func exponentInRange(text string) bool {
+	m := decimalExponent.FindStringSubmatch(text)
+	if m == nil {
+		return true
+	}
+	n, err := strconv.ParseInt(m[1], 10, 32)
+	return err == nil && n >= -100 && n <= 100
 }
 
 // section decodes a mapping whose keys must be in known (sorted): a misspelt setting must not be dropped silently.

@@ -345,8 +345,13 @@ var invalidCases = []invalidCase{
 	// exactly, and the comparison scales one to the other.
 	{
 		name: "quantity out of range", yaml: re + "    resources:\n      extractor:\n        requests: {memory: 9223372036854775807Ei}\n        limits: {memory: 184e6744073709551616}\n",
-		wantErr: `[dataReporting.runtimeExtractor.resources.extractor.limits[memory]: Invalid value: "184e6744073709551616": must be less than 8Ei` +
+		wantErr: `[dataReporting.runtimeExtractor.resources.extractor.limits[memory]: Invalid value: "184e6744073709551616": the exponent must be between -100 and 100` +
 			`, dataReporting.runtimeExtractor.resources.extractor.requests[memory]: Invalid value: "9223372036854775807Ei": must be less than 8Ei]`,
+	},
+	// ParseQuantity scales by 10^exponent exactly: 1e-99999999 took 44 s, and hung the fuzzer.
+	{
+		name: "quantity exponent out of range", yaml: re + "    resources:\n      extractor:\n        limits: {cpu: \"1e-9999999\"}\n",
+		wantErr: `dataReporting.runtimeExtractor.resources.extractor.limits[cpu]: Invalid value: "1e-9999999": the exponent must be between -100 and 100`,
 	},
 	{
 		name: "request above limit", yaml: re + "    resources:\n      kube-rbac-proxy:\n        requests: {memory: 1Gi}\n        limits: {memory: 512Mi}\n",
