@@ -27,8 +27,8 @@ import (
 // Controller keeps the runtime extractor DaemonSet in its desired state. One goroutine (Run)
 // owns the state machine; sources only signal it; its decisions are the core's.
 type Controller struct {
-	cfg      settings     // the seed's arguments and the options, as given
-	config   configSource // insights-config
+	cfg      settings       // the seed's arguments and the options, as given
+	config   ConfigNotifier // insights-config
 	informer *daemonSetInformer
 	own      ownInformer
 	manager  *resources.Manager
@@ -119,7 +119,7 @@ func New(a Args, opts ...Option) (*Controller, error) {
 	state := core.New(cfg.repairPolicy, cfg.degradedInertia)
 	c := &Controller{
 		cfg:      cfg,
-		config:   configSourceOf(a.ConfigNotifier),
+		config:   a.ConfigNotifier,
 		machine:  fsm.New(fsm.StateDisabled),
 		core:     state,
 		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.nodeNames, cfg.clock, state),
@@ -217,7 +217,7 @@ func (c *Controller) Run(ctx context.Context) {
 		defer stop()
 		c.events.recorder = rec
 	}
-	synced := []cache.InformerSynced{c.informer.informer.HasSynced, c.config.HasSynced, c.cfg.versions.HasSynced}
+	synced := []cache.InformerSynced{c.informer.informer.HasSynced, func() bool { return configSynced(c.config) }, c.cfg.versions.HasSynced}
 	if c.cfg.tls != nil {
 		synced = append(synced, c.cfg.tls.HasSynced)
 	}

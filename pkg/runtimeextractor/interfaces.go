@@ -33,43 +33,25 @@ type ResourceManager interface {
 	ResourcesExists(ctx context.Context) bool
 }
 
-// configSource is all the controller reads of its configuration, as config.Source tells it.
-type configSource interface {
-	ConfigNotifier
-	HasGoodConfig() bool // a good configuration (or none: the defaults) was seen since the start
-	LastError() error    // why the latest configuration was rejected, or nil
-	HasSynced() bool
+// What the controller reads of its configuration beyond the seed's two methods, as config.Source
+// tells it: a host's notifier lacking a method always had a good config, has no error and no cache.
+
+func hasGoodConfig(n ConfigNotifier) bool {
+	g, ok := n.(interface{ HasGoodConfig() bool })
+	return !ok || g.HasGoodConfig()
 }
 
-// configSourceOf: a host's own notifier always had a good config, has no error and no cache.
-func configSourceOf(n ConfigNotifier) configSource {
-	if s, ok := n.(configSource); ok {
-		return s
+func configError(n ConfigNotifier) error {
+	if e, ok := n.(interface{ LastError() error }); ok {
+		return e.LastError()
 	}
-	s := notifierSource{ConfigNotifier: n, good: alwaysTrue, synced: alwaysTrue, lastError: func() error { return nil }}
-	if k, ok := n.(interface{ HasGoodConfig() bool }); ok {
-		s.good = k.HasGoodConfig
-	}
-	if r, ok := n.(interface{ LastError() error }); ok {
-		s.lastError = r.LastError
-	}
-	if y, ok := n.(interface{ HasSynced() bool }); ok {
-		s.synced = y.HasSynced
-	}
-	return s
+	return nil
 }
 
-func alwaysTrue() bool { return true }
-
-type notifierSource struct {
-	ConfigNotifier
-	good, synced func() bool
-	lastError    func() error
+func configSynced(n ConfigNotifier) bool {
+	s, ok := n.(interface{ HasSynced() bool })
+	return !ok || s.HasSynced()
 }
-
-func (s notifierSource) HasGoodConfig() bool { return s.good() }
-func (s notifierSource) LastError() error    { return s.lastError() }
-func (s notifierSource) HasSynced() bool     { return s.synced() }
 
 // ConfigFrom turns a host operator's own configuration into a ConfigNotifier. subscribe is the
 // host's subscription (a change channel, drained at once so its sends may block, and its cleanup);

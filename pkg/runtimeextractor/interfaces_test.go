@@ -12,24 +12,22 @@ type seedNotifier struct{}
 func (seedNotifier) ConfigChanged() (<-chan struct{}, func()) { return nil, func() {} }
 func (seedNotifier) Config() *config.InsightsConfiguration    { return &config.InsightsConfiguration{} }
 
-// configSourceOf answers for a host's notifier what it cannot tell, and
-// takes every answer a notifier can give from it.
-func TestConfigSourceOf(t *testing.T) {
-	plain := configSourceOf(seedNotifier{})
-	if !plain.HasGoodConfig() || plain.LastError() != nil || !plain.HasSynced() {
-		t.Errorf("seed notifier: good=%v err=%v synced=%v; want true, nil, true", plain.HasGoodConfig(), plain.LastError(), plain.HasSynced())
+// A host's notifier is asked what it can tell, and the rest is answered for it.
+func TestConfigAnswersOfANotifier(t *testing.T) {
+	var plain seedNotifier
+	if !hasGoodConfig(plain) || configError(plain) != nil || !configSynced(plain) {
+		t.Errorf("seed notifier: good=%v err=%v synced=%v; want true, nil, true", hasGoodConfig(plain), configError(plain), configSynced(plain))
 	}
 
 	f := newFakeConfig() // tells HasGoodConfig and LastError, not HasSynced
 	f.set(false, true)
 	f.good = false
-	partial := configSourceOf(f)
-	if partial.HasGoodConfig() || partial.LastError() == nil || !partial.HasSynced() {
-		t.Errorf("partial notifier: good=%v err=%v synced=%v; want false, its error, true", partial.HasGoodConfig(), partial.LastError(), partial.HasSynced())
+	if hasGoodConfig(f) || configError(f) == nil || !configSynced(f) {
+		t.Errorf("partial notifier: good=%v err=%v synced=%v; want false, its error, true", hasGoodConfig(f), configError(f), configSynced(f))
 	}
 
-	full := config.NewSource(nil, nil)
-	if got := configSourceOf(full); got != configSource(full) {
-		t.Errorf("config.Source is a configSource itself, got %T", got)
+	full := config.NewSource(nil, nil) // not synced before its informer runs
+	if configSynced(full) {
+		t.Error("config.Source's HasSynced is not asked")
 	}
 }

@@ -27,7 +27,7 @@ func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
 // controller changes nothing and only reports the error until a valid config
 // (or the ConfigMap's removal, meaning the defaults) arrives.
 func (c *Controller) holding() bool {
-	return !c.config.HasGoodConfig()
+	return !hasGoodConfig(c.config)
 }
 
 // actOnLevel: the door merges signals, so a version signal may carry a config

@@ -79,7 +79,7 @@ func (c *Controller) snapshot() status.Snapshot {
 		s.UnavailableNodesDenied = c.rollouts.unavailable.denied
 	}
 	s.Finalizers, s.Terminating = c.informer.terminating()
-	s.ConfigError = c.config.LastError()
+	s.ConfigError = configError(c.config)
 	s.Stuck = c.rollouts.stuck
 	s.Conflict = c.conflict()
 	s.RepairWaits = c.waiting()
