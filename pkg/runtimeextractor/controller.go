@@ -264,28 +264,32 @@ func ownInput(err error) bool {
 	return errors.Is(err, resources.ErrImagesUnset) || errors.Is(err, resources.ErrInvalidImage)
 }
 
-// record counts an action's outcome; a success cancels a pending retry, which would only re-assert.
+// record counts an action's outcome, with a Warning for a failure; a success cancels a pending
+// retry, which would only re-assert.
 func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 	result := "success"
 	if err != nil {
 		result = "error"
 		c.core.Failed(err, ownInput(err), took, c.cfg.clock.Now())
+		reason := ReasonApplyFailed
+		if a == fsm.ActionDelete {
+			reason = ReasonDeleteFailed
+		}
+		on, _ := c.informer.current()
+		c.events.failed(on, reason, err.Error()+"; retrying with backoff")
 	} else {
 		c.core.Succeeded()
 		c.cfg.limiter.Forget(retryKey)
-		c.setBackoff(0)
+		c.cfg.metrics.SetBackoff(0) // no retry pending
 	}
 	c.cfg.metrics.ObserveAction(a, result, took)
 }
 
 func (c *Controller) scheduleRetry() {
 	d := c.core.ScheduleRetry(c.cfg.limiter.When(retryKey), c.cfg.clock.Now())
-	c.setBackoff(d)
+	c.cfg.metrics.SetBackoff(d)
 	n, _ := c.core.Failures()
 	// Capped as conditions and Events are: the error may quote a refused RELATED_IMAGE_* value at
 	// any length, and this line repeats per retry.
 	klog.Infof("retrying in %s after %d failure(s): %s", d.Round(time.Millisecond), n, status.CapMessage(fmt.Sprint(c.core.LastError())))
 }
-
-// setBackoff: 0 means no retry pending.
-func (c *Controller) setBackoff(d time.Duration) { c.cfg.metrics.SetBackoff(d) }

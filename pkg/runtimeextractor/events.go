@@ -70,14 +70,10 @@ func (e *changeEvents) failed(on *appsv1.DaemonSet, reason, msg string) {
 	e.record(on, corev1.EventTypeWarning, reason, msg)
 }
 
-// tlsUnknown leaves the failure memory alone: an apply failing meanwhile is still reported.
-func (e *changeEvents) tlsUnknown(on *appsv1.DaemonSet, msg string) {
-	e.record(on, corev1.EventTypeWarning, ReasonTLSProfileUnknown, msg)
-}
-
-// conflict records that a fight began; it leaves the failure memory alone.
-func (e *changeEvents) conflict(on *appsv1.DaemonSet, msg string) {
-	e.record(on, corev1.EventTypeWarning, ReasonConflictingWriter, msg)
+// warn records a Warning each time (a TLS profile unknown at an apply, a fight begun), leaving
+// the failure memory alone: an apply failing meanwhile is still reported.
+func (e *changeEvents) warn(on *appsv1.DaemonSet, reason, msg string) {
+	e.record(on, corev1.EventTypeWarning, reason, msg)
 }
 
 // record records on the DaemonSet by identity (informer copies lack TypeMeta), or on the Namespace

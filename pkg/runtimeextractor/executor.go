@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -72,8 +71,6 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	}
 	c.record(t.Action, err, c.cfg.clock.Since(start))
 	if err != nil {
-		on, _ := c.informer.current()
-		c.events.failed(on, ReasonApplyFailed, err.Error()+"; retrying with backoff")
 		return fsm.ApplyFailed{Err: err}, false
 	}
 	if res.Changed {
@@ -116,8 +113,6 @@ func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Ev
 	cancel()
 	c.record(t.Action, err, c.cfg.clock.Since(start))
 	if err != nil {
-		on, _ := c.informer.current()
-		c.events.failed(on, ReasonDeleteFailed, err.Error()+"; retrying with backoff")
 		return fsm.DeleteFailed{Err: err}
 	}
 	if deleted != "" {
@@ -140,8 +135,6 @@ func (c *Controller) rememberDeleted(uid types.UID) {
 		c.known.deleted = c.known.deleted[1:]
 	}
 }
-
-func (c *Controller) deletedByUs(uid types.UID) bool { return slices.Contains(c.known.deleted, uid) }
 
 func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
 	if c.cfg.imagesErr != nil {

@@ -134,6 +134,6 @@ func (c *Controller) stop() {
 	c.known.tlsKept, c.known.tlsUnknown = nil, ""
 	c.rollouts.reset()
 	c.core.Stopped()
-	c.setBackoff(0)
+	c.cfg.metrics.SetBackoff(0)
 	c.alarm.stop()
 }

@@ -2,9 +2,11 @@ package runtimeextractor
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
@@ -20,7 +22,8 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		return
 	}
 	ds, present := c.informer.current()
-	d := core.Classify(obs, seenOf(ds), c.manager, c.machine.State().Enabled(), c.deletedByUs)
+	deletedByUs := func(uid types.UID) bool { return slices.Contains(c.known.deleted, uid) }
+	d := core.Classify(obs, seenOf(ds), c.manager, c.machine.State().Enabled(), deletedByUs)
 	for _, k := range d.Kinds {
 		c.cfg.metrics.ObserveDrift(string(k))
 	}
@@ -59,7 +62,7 @@ func (c *Controller) fightStarted() {
 	}
 	klog.Warningf("tug-of-war over DaemonSet %s/%s: %s", resources.Namespace, resources.DaemonSetName, msg)
 	ds, _ := c.informer.current()
-	c.events.conflict(ds, msg)
+	c.events.warn(ds, ReasonConflictingWriter, msg)
 	c.cfg.metrics.SetConflictingWriter(true)
 }
 

@@ -80,5 +80,5 @@ func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 	msg = status.CapMessage(msg) // the arguments may repeat a suite at any length
 	c.known.tlsUnknown = msg
 	klog.Warning(msg)
-	c.events.tlsUnknown(ds, msg)
+	c.events.warn(ds, ReasonTLSProfileUnknown, msg)
 }
