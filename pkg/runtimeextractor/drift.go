@@ -11,8 +11,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// DriftKind classifies an external change of the managed DaemonSet
-// (core.DriftKind).
+// DriftKind classifies an external change of the managed DaemonSet (core.DriftKind).
 type DriftKind = core.DriftKind
 
 // The drift kinds (the values of the drift_events_total metric's kind label).
@@ -25,17 +24,15 @@ const (
 // observation is one change the informer saw (core.Observation).
 type observation = core.Observation
 
-// observed is the observation of cur (old: before it, nil for an Add) as the drain classifies
-// it (core.Classify). damaged: owned metadata was lost or changed, which one update can fold
-// into an own spec write (a re-list, a live read).
+// observed is the observation of cur (old: before it, nil for an Add) as the drain classifies it (core.Classify).
+// damaged: owned metadata lost or changed, which one update can fold into an own spec write (a re-list, a live read).
 func observed(kind DriftKind, old, cur *appsv1.DaemonSet, damaged bool) observation {
 	return observation{Kind: kind, UID: cur.UID, Generation: cur.Generation, Meta: resources.OwnedMetadata(cur),
 		Version: cur.ResourceVersion, MetaDamaged: damaged, WrittenAt: resources.WrittenAt(cur),
 		Edits: changedBy(old, cur), Likely: newestOtherManager(cur)}
 }
 
-// ownedMetadataDamaged: an ownership label no longer right, or an owned
-// annotation gone or changed (by an own write's new version or hash too).
+// ownedMetadataDamaged: an ownership label no longer right, or an owned annotation gone or changed (own writes too).
 func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 	for k, v := range resources.OwnedLabels() {
 		if old.Labels[k] == v && cur.Labels[k] != v {
@@ -60,13 +57,11 @@ func ownedMetadataMissing(ds *appsv1.DaemonSet) bool {
 	return slices.ContainsFunc(resources.OwnedAnnotations(), func(k string) bool { return ds.Annotations[k] == "" })
 }
 
-// maxTiedWriters bounds the writers named when entries tie on time: a client
-// may write managedFields itself, and thousands of entries with one crafted
-// time would all be named (in the streak and repairs_total).
+// maxTiedWriters bounds the writers named when entries tie on time: a client may write managedFields itself, and
+// thousands of entries with one crafted time would all be named (in the streak and repairs_total).
 const maxTiedWriters = 3
 
-// entryKey makes a managedFields entry comparable; hasTime and hasFields tell
-// a missing time or field set from a zero one.
+// entryKey makes a managedFields entry comparable; hasTime and hasFields tell a missing time or fields from zero ones.
 type entryKey struct {
 	manager, operation, subresource, apiVersion, fieldsType string
 	hasTime                                                 bool
@@ -87,11 +82,10 @@ func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
 	return k
 }
 
-// changedBy names who changed old (nil: first sight) to cur: the newest of
-// cur's other writers' entries, the first maxTiedWriters on a tie. An entry
-// old already had did not record this change (a removal under Update leaves
-// the remover none): better unnamed than wrongly named. It runs on the
-// informer's goroutine for up to some 10,000 entries, hence the set.
+// changedBy names who changed old (nil: first sight) to cur: the newest of cur's other writers' entries, the first
+// maxTiedWriters on a tie. An entry old already had did not record this change (a removal under Update leaves the
+// remover none): better unnamed than wrongly named. It runs on the informer's goroutine for up to some 10,000
+// entries, hence the set, and names are made printable only for the result.
 func changedBy(old, cur *appsv1.DaemonSet) []core.Edit {
 	var had map[entryKey]struct{}
 	if old != nil && old.UID == cur.UID {
@@ -115,38 +109,29 @@ func changedBy(old, cur *appsv1.DaemonSet) []core.Edit {
 		if _, ok := had[keyOf(e)]; ok {
 			continue
 		}
-		w := core.Edit{Manager: resources.PrintableName(e.Manager), Operation: resources.PrintableName(string(e.Operation)), Time: e.Time.Time}
+		w := core.Edit{Manager: e.Manager, Operation: string(e.Operation), Time: e.Time.Time}
 		if len(newest) == 0 || w.Time.After(newest[0].Time) {
 			newest = newest[:0]
 		}
 		newest = append(newest, w)
 	}
+	for i, w := range newest {
+		newest[i].Manager, newest[i].Operation = resources.PrintableName(w.Manager), resources.PrintableName(w.Operation)
+	}
 	return newest
 }
 
-// byOtherWriter: not the controller's, nor on the status subresource (the
-// DaemonSet controller's counters), and timed.
+// byOtherWriter: not the controller's, nor on the status subresource (the DaemonSet controller's counters), and timed.
 func byOtherWriter(e *metav1.ManagedFieldsEntry) bool {
 	return e.Manager != resources.FieldManager && e.Subresource != "status" && e.Time != nil
 }
 
-// newestOtherManager: the manager of ds's newest byOtherWriter entry (the
-// first on a tie), or "".
+// newestOtherManager: the manager of ds's newest byOtherWriter entry (the first on a tie), or "".
 func newestOtherManager(ds *appsv1.DaemonSet) string {
-	var newest *metav1.ManagedFieldsEntry
-	for i := range ds.ManagedFields {
-		e := &ds.ManagedFields[i]
-		if !byOtherWriter(e) {
-			continue
-		}
-		if newest == nil || e.Time.After(newest.Time.Time) {
-			newest = e
-		}
+	if edits := changedBy(nil, ds); len(edits) > 0 {
+		return edits[0].Manager
 	}
-	if newest == nil {
-		return ""
-	}
-	return resources.PrintableName(newest.Manager)
+	return ""
 }
 
 // repairManagers are the repairs_total label values of one repair.

@@ -3,6 +3,7 @@ package runtimeextractor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,9 +26,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// daemonSetInformer watches the managed DaemonSet alone and queues what changes for the loop.
-// Its view (current, and the manager's lister) is the cache without the objects known gone;
-// while the watch is broken, the latest live read stands in.
+// daemonSetInformer watches the managed DaemonSet alone and queues what changes for the loop. Its view (current, and
+// the manager's lister) is the cache without the objects known gone; while the watch is broken, the latest live read.
 type daemonSetInformer struct {
 	informer cache.SharedIndexInformer
 	cached   appslisters.DaemonSetLister // the informer cache as it is
@@ -44,23 +44,22 @@ type daemonSetInformer struct {
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
 
-// NewResourceInformer creates an informer that notifies when someone other than this controller
-// modifies the resources: a DaemonSet informer in kubeInformers, of the managed DaemonSet alone.
-// Start the factory and Run the result. eventRecorder is unused: it stays for the seed's signature.
+// NewResourceInformer creates an informer that notifies when someone other than this controller modifies the
+// resources: a DaemonSet informer in kubeInformers, of the managed DaemonSet alone. Start the factory and Run the
+// result. eventRecorder is unused: it stays for the seed's signature.
 func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
 	ri := &daemonSetInformer{
 		modified: make(chan struct{}, 1),
 		rollout:  make(chan struct{}, 1),
 		gone:     map[types.UID]bool{},
 	}
-	informer := kubeInformers.InformerFor(&appsv1.DaemonSet{}, ri.newInformer)
+	ri.informer = kubeInformers.InformerFor(&appsv1.DaemonSet{}, ri.newInformer)
 	if ri.watch == nil {
 		klog.Warningf("the informer factory already has a DaemonSet informer; a broken watch will not be bridged by live reads")
 	}
-	ri.informer = informer
-	ri.cached = appslisters.NewDaemonSetLister(informer.GetIndexer())
+	ri.cached = appslisters.NewDaemonSetLister(ri.informer.GetIndexer())
 	ri.lister = viewLister{DaemonSetLister: ri.cached, ri: ri}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	if _, err := ri.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    ri.onAdd,
 		UpdateFunc: ri.onUpdate,
 		DeleteFunc: ri.onDelete,
@@ -70,8 +69,8 @@ func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.
 	return ri, nil
 }
 
-// newInformer builds the factory's DaemonSet informer: list and watch report to watchHealth,
-// and every re-list is checked for a DaemonSet gone unseen (relisted).
+// newInformer builds the factory's DaemonSet informer: list and watch report to watchHealth, and every re-list is
+// checked for a DaemonSet gone unseen (relisted).
 func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 	ri.watch = newWatchHealth(client)
 	selector := fields.OneTermEqualSelector("metadata.name", resources.DaemonSetName).String()
@@ -85,11 +84,8 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 				return nil, err // unwrapped: the reflector classifies it (io.EOF, 410, ...)
 			}
 			var live *appsv1.DaemonSet
-			for i := range list.Items {
-				if list.Items[i].Name == resources.DaemonSetName {
-					live = &list.Items[i]
-					break
-				}
+			if i := slices.IndexFunc(list.Items, func(ds appsv1.DaemonSet) bool { return ds.Name == resources.DaemonSetName }); i >= 0 {
+				live = &list.Items[i]
 			}
 			ri.relisted(live)
 			return list, nil
@@ -150,8 +146,8 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 		return
 	}
 	notify(ri.rollout)
-	// At startup an object is a first sight, not drift. Later, the drain decides whose an Add
-	// is; our own object lacking owned metadata is drift (a re-list can fold a removal in).
+	// At startup an object is a first sight, not drift. Later, the drain decides whose an Add is; our own object
+	// lacking owned metadata is drift (a re-list can fold a removal in).
 	if !isInInitialList {
 		ri.drift(observed(DriftModified, nil, ds, ownedMetadataMissing(ds)))
 	}
@@ -169,8 +165,8 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		delete(ri.gone, old.UID)
 		ri.mu.Unlock()
 	}
-	// The drift first, so the loop it wakes repairs before it looks at the rollout. A status
-	// update is none; whose a spec change is, the drain decides.
+	// The drift first, so the loop it wakes repairs before it looks at the rollout. A status update is none; whose a
+	// spec change is, the drain decides.
 	damaged := ownedMetadataDamaged(old, cur)
 	switch {
 	case cur.UID != old.UID || cur.Generation != old.Generation:

@@ -21,10 +21,10 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// Bridging a broken watch: in an API server outage and the reconnect backoff after it (up to a
-// minute) the informer delivers nothing, so the DaemonSet is read live each second. A watch is
-// broken when its call fails, it ends early or with an error event; it works again once it
-// delivers an event or stays open for establishGrace (a stale resourceVersion fails at once).
+// Bridging a broken watch: in an API server outage and the reconnect backoff after it (up to a minute) the informer
+// delivers nothing, so the DaemonSet is read live each second. A watch is broken when its call fails, it ends early
+// or with an error event; it works again once it delivers an event or stays open for establishGrace (a stale
+// resourceVersion fails at once).
 const (
 	probeInterval  = time.Second
 	probeTimeout   = time.Second
@@ -62,8 +62,8 @@ func (w *watchHealth) established() {
 	}
 }
 
-// instrument wraps a watch so its events tell watchHealth whether it works. For a watch-list,
-// listed gets what the initial events showed (nil: none).
+// instrument wraps a watch so its events tell watchHealth whether it works. For a watch-list, listed gets what the
+// initial events showed (nil: none).
 func (w *watchHealth) instrument(inner watch.Interface, opts metav1.ListOptions, listed func(*appsv1.DaemonSet)) watch.Interface {
 	ow := &observedWatch{inner: inner, health: w, timeout: time.Duration(ptr.Deref(opts.TimeoutSeconds, 0)) * time.Second,
 		out: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{})}
@@ -120,14 +120,13 @@ func (w *observedWatch) run(clk clock.WithTicker) {
 				}
 				return
 			}
-			if e.Type == watch.Error {
+			switch {
+			case e.Type == watch.Error:
 				w.health.failed(fmt.Errorf("watch ended with an error: %w", apierrors.FromObject(e.Object)))
-			} else {
-				if grace.Stop() { // the first event: the watch works
-					w.health.established()
-				}
-				w.trackInitial(e)
+			case grace.Stop(): // the first event: the watch works
+				w.health.established()
 			}
+			w.trackInitial(e) // an error event is none of its kinds
 			select {
 			case w.out <- e:
 			case <-w.stop:
@@ -183,9 +182,8 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 	}
 }
 
-// probe reads the DaemonSet once, reports its difference from the view as the handlers would and
-// whether it reached the server. After a gap the view may miss a DaemonSet created and deleted
-// since, so finding none is reported.
+// probe reads the DaemonSet once, reports its difference from the view as the handlers would and whether it reached
+// the server. After a gap the view may miss a DaemonSet created and deleted since, so finding none is reported.
 func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	if !ri.informer.HasSynced() {
 		return false // the controller is not acting yet: nothing to bridge
@@ -241,9 +239,9 @@ func (w *observedWatch) ended(lasted time.Duration) {
 	w.health.failed(fmt.Errorf("watch ended after %s, before its timeout: connection lost", lasted.Round(time.Millisecond)))
 }
 
-// relisted gets what a re-list found, before the reflector replaces its cache. The replace says
-// nothing of an object the cache never held (created and deleted while the watch was down), so
-// an empty list that deletes nothing is reported; the first list, before the sync, is no change.
+// relisted gets what a re-list found, before the reflector replaces its cache. The replace says nothing of an object
+// the cache never held (created and deleted while the watch was down), so an empty list that deletes nothing is
+// reported; the first list, before the sync, is no change.
 func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 	if live != nil || ri.informer == nil || !ri.informer.HasSynced() {
 		return

@@ -27,18 +27,18 @@ const (
 	maxStuckNodes     = 3                // the node names a RolloutStuck message lists
 	diagnosisTimeout  = 10 * time.Second // bounds the reads of a stuck rollout's pods and Events
 	unavailableSettle = 5 * time.Second  // pods are read once the unavailable count held this long
-	// podPageSize: a DaemonSet has a pod per node, up to 2,000 on OpenShift's largest clusters; an
-	// unpaged list is tens of megabytes decoded at once in the host's process, at its busiest.
+	// podPageSize: a DaemonSet has a pod per node, up to 2,000 on OpenShift's largest clusters; an unpaged list is
+	// tens of megabytes decoded at once in the host's process, at its busiest.
 	podPageSize = 500
-	// A read RBAC denied is asked again after deniedRecheckFirst, then twice as long each time, up
-	// to deniedRecheckMax: at install RBAC is often bound seconds late; a host's shipped RBAC
-	// changes only with a release, which restarts it, so the longest wait only delays a manual grant.
+	// A read RBAC denied is asked again after deniedRecheckFirst, then twice as long each time, up to deniedRecheckMax:
+	// at install RBAC is often bound seconds late; a host's shipped RBAC changes only with a release, which restarts
+	// it, so the longest wait only delays a manual grant.
 	deniedRecheckFirst = 30 * time.Second
 	deniedRecheckMax   = time.Hour
 )
 
-// rolloutWatch notices a rollout that makes no progress, and names the nodes without an
-// available pod once rolled out. Pods and Events are read off the loop. Owned by Run.
+// rolloutWatch notices a rollout that makes no progress, and names the nodes without an available pod once rolled
+// out. Pods and Events are read off the loop. Owned by Run.
 type rolloutWatch struct {
 	deadline   time.Duration
 	nodeNames  bool // list pods to name nodes (WithNodeNames)
@@ -48,9 +48,10 @@ type rolloutWatch struct {
 	result     chan stuckResult
 	stuck      *status.RolloutStuck
 
-	unavailable unavailableLookup
-	named       chan namedResult
-	denied      *denials // shared by the diagnosis and the lookups
+	unavailable  namedResult        // the current key and, once read, its names
+	cancelLookup context.CancelFunc // of a lookup under way; nil when none
+	named        chan namedResult
+	denied       *denials // shared by the diagnosis and the lookups
 }
 
 // unavailableKey: the names are read once per change of it, not per status update.
@@ -58,11 +59,6 @@ type unavailableKey struct {
 	uid         types.UID
 	generation  int64
 	unavailable int32
-}
-
-type unavailableLookup struct {
-	namedResult
-	cancel context.CancelFunc // of a lookup under way; nil when none
 }
 
 type namedResult struct {
@@ -81,8 +77,8 @@ func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.C
 		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
 }
 
-// track follows ds's rollout in an enabled state and reports whether the stuck verdict
-// changed. The lookup of unavailable nodes runs in every state: conditions follow the cluster.
+// track follows ds's rollout in an enabled state and reports whether the stuck verdict changed. The lookup of
+// unavailable nodes runs in every state: conditions follow the cluster.
 func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
 	w.trackUnavailable(ctx, client, ds)
 	// Updated but unavailable pods leave nothing to roll out: not stuck (issue 18).
@@ -108,8 +104,7 @@ func (w *rolloutWatch) forget() bool {
 	return cleared
 }
 
-// trackUnavailable starts a lookup when a rolled-out ds's unavailable count turns above 0; any
-// other change drops the names.
+// trackUnavailable starts a lookup when a rolled-out ds's unavailable count turns above 0; other changes drop the names.
 func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
 	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() && r.Unavailable() > 0 {
@@ -123,7 +118,7 @@ func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.I
 		return
 	}
 	lctx, cancel := context.WithCancel(ctx)
-	w.unavailable.cancel = cancel
+	w.cancelLookup = cancel
 	ds = ds.DeepCopy()
 	go func() {
 		defer recovered("the lookup of unavailable nodes")
@@ -151,10 +146,10 @@ func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.I
 }
 
 func (w *rolloutWatch) setUnavailable(key unavailableKey) {
-	if w.unavailable.cancel != nil {
-		w.unavailable.cancel()
+	if w.cancelLookup != nil {
+		w.cancelLookup()
 	}
-	w.unavailable = unavailableLookup{namedResult: namedResult{key: key}}
+	w.unavailable, w.cancelLookup = namedResult{key: key}, nil
 }
 
 func (w *rolloutWatch) acceptNames(r namedResult) {
@@ -162,7 +157,7 @@ func (w *rolloutWatch) acceptNames(r namedResult) {
 		return // the count moved since: stale
 	}
 	w.setUnavailable(r.key) // the lookup is over; release its context
-	w.unavailable.namedResult = r
+	w.unavailable = r
 }
 
 // expired diagnoses ds in the background; the result arrives on w.result.
@@ -192,8 +187,8 @@ func (w *rolloutWatch) accept(r stuckResult) bool {
 	return true
 }
 
-// diagnose names the nodes whose pod is not ready and the DaemonSet's newest warning Event. A
-// failed read leaves its part out, a denied one is named; the verdict stands on the counts.
+// diagnose names the nodes whose pod is not ready and the DaemonSet's newest warning Event. A failed read leaves its
+// part out, a denied one is named; the verdict stands on the counts.
 func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, nodeNames bool, denied *denials) *status.RolloutStuck {
 	r := resources.RolloutOf(ds)
 	s := &status.RolloutStuck{NotReady: max(r.Unavailable(), r.Desired-r.Updated)} // unavailable, or not yet updated
@@ -286,8 +281,8 @@ var deniedWhat = map[string]string{
 	status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
 }
 
-// denials remembers the reads RBAC denied, so a host lacking them (the Insights Operator) pays one
-// 403 and log line per read, not per diagnosis, and the messages say what is missing. Concurrent.
+// denials remembers the reads RBAC denied, so a host lacking them (the Insights Operator) pays one 403 and log line
+// per read, not per diagnosis, and the messages say what is missing. Concurrent.
 type denials struct {
 	clock clock.PassiveClock
 
@@ -304,8 +299,8 @@ func newDenials(clk clock.PassiveClock) *denials {
 	return &denials{clock: clk, denied: map[string]denial{}}
 }
 
-// try runs f, the read named read, unless RBAC denied it and its recheck has not come. denied
-// reports a denial, remembered or new; err is any other failure of f, not remembered.
+// try runs f, the read named read, unless RBAC denied it and its recheck has not come. denied reports a denial,
+// remembered or new; err is any other failure of f, not remembered.
 func (d *denials) try(read string, f func() error) (denied bool, err error) {
 	d.mu.Lock()
 	last, known := d.denied[read]
