@@ -83,9 +83,8 @@ func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
 }
 
 // changedBy names who changed old (nil: first sight) to cur: the newest of cur's other writers' entries, the first
-// maxTiedWriters on a tie. An entry old already had did not record this change (a removal under Update leaves the
-// remover none): better unnamed than wrongly named. It runs on the informer's goroutine for up to some 10,000
-// entries, hence the set, and names are made printable only for the result.
+// maxTiedWriters on a tie. An entry old had did not record this change (a removal under Update leaves the remover
+// none): better unnamed than wrongly named. It runs on the informer goroutine for up to 10,000 entries: hence the set.
 func changedBy(old, cur *appsv1.DaemonSet) []core.Edit {
 	var had map[entryKey]struct{}
 	if old != nil && old.UID == cur.UID {

@@ -44,9 +44,8 @@ type daemonSetInformer struct {
 
 var _ ResourceInformer = (*daemonSetInformer)(nil)
 
-// NewResourceInformer creates an informer that notifies when someone other than this controller modifies the
-// resources: a DaemonSet informer in kubeInformers, of the managed DaemonSet alone. Start the factory and Run the
-// result. eventRecorder is unused: it stays for the seed's signature.
+// NewResourceInformer creates an informer, in kubeInformers, of the managed DaemonSet alone that notifies when someone
+// else modifies it. Start the factory and Run the result; eventRecorder is unused (it keeps the seed's signature).
 func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
 	ri := &daemonSetInformer{
 		modified: make(chan struct{}, 1),
@@ -102,13 +101,11 @@ func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync tim
 	}
 	informer := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &appsv1.DaemonSet{}, resync,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	// A failed list comes here; the wrapped watch tells of an ended watch.
-	if err := informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+	// A failed list comes here; the wrapped watch tells of an ended watch. It errs only on a started informer, not this.
+	_ = informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 		ri.watch.failed(err)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
-	}); err != nil {
-		klog.Warningf("watch error handler: %v", err) // only on a started informer, which this is not
-	}
+	})
 	return informer
 }
 
@@ -271,7 +268,6 @@ func (ri *daemonSetInformer) terminating() (finalizers []string, ok bool) {
 	return finalizers, true
 }
 
-// cachedObject is the cache's DaemonSet, or nil.
 func (ri *daemonSetInformer) cachedObject() *appsv1.DaemonSet {
 	ds, _ := ri.cached.DaemonSets(resources.Namespace).Get(resources.DaemonSetName)
 	return ds

@@ -22,9 +22,8 @@ import (
 )
 
 // Bridging a broken watch: in an API server outage and the reconnect backoff after it (up to a minute) the informer
-// delivers nothing, so the DaemonSet is read live each second. A watch is broken when its call fails, it ends early
-// or with an error event; it works again once it delivers an event or stays open for establishGrace (a stale
-// resourceVersion fails at once).
+// delivers nothing, so the DaemonSet is read live each second. A watch is broken when its call fails or it ends early
+// or with an error event; it works again on an event or once open for establishGrace (a stale one fails at once).
 const (
 	probeInterval  = time.Second
 	probeTimeout   = time.Second
@@ -46,8 +45,7 @@ func newWatchHealth(client kubernetes.Interface) *watchHealth {
 }
 
 func (w *watchHealth) setClock(c clock.WithTicker) { w.clk.Store(&c) }
-
-func (w *watchHealth) clock() clock.WithTicker { return *w.clk.Load() }
+func (w *watchHealth) clock() clock.WithTicker     { return *w.clk.Load() }
 
 func (w *watchHealth) failed(err error) {
 	if w.broken.CompareAndSwap(false, true) {
@@ -239,9 +237,8 @@ func (w *observedWatch) ended(lasted time.Duration) {
 	w.health.failed(fmt.Errorf("watch ended after %s, before its timeout: connection lost", lasted.Round(time.Millisecond)))
 }
 
-// relisted gets what a re-list found, before the reflector replaces its cache. The replace says nothing of an object
-// the cache never held (created and deleted while the watch was down), so an empty list that deletes nothing is
-// reported; the first list, before the sync, is no change.
+// relisted gets what a re-list found, before the reflector replaces its cache, which says nothing of an object it never
+// held (made and deleted while the watch was down): once synced, an empty list that deletes nothing is reported.
 func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 	if live != nil || ri.informer == nil || !ri.informer.HasSynced() {
 		return

@@ -93,7 +93,7 @@ func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, s
 
 // reset is forget that also stops a lookup under way.
 func (w *rolloutWatch) reset() {
-	w.setUnavailable(unavailableKey{})
+	w.setUnavailable(namedResult{})
 	w.forget()
 }
 
@@ -104,7 +104,7 @@ func (w *rolloutWatch) forget() bool {
 	return cleared
 }
 
-// trackUnavailable starts a lookup when a rolled-out ds's unavailable count turns above 0; other changes drop the names.
+// trackUnavailable starts a lookup when a rolled-out ds's unavailable count turns above 0; others drop the names.
 func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
 	var key unavailableKey
 	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() && r.Unavailable() > 0 {
@@ -113,7 +113,7 @@ func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.I
 	if key == w.unavailable.key {
 		return
 	}
-	w.setUnavailable(key)
+	w.setUnavailable(namedResult{key: key})
 	if key == (unavailableKey{}) {
 		return
 	}
@@ -145,19 +145,19 @@ func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.I
 	}()
 }
 
-func (w *rolloutWatch) setUnavailable(key unavailableKey) {
+// setUnavailable stops a lookup under way and takes r as the current key and names.
+func (w *rolloutWatch) setUnavailable(r namedResult) {
 	if w.cancelLookup != nil {
 		w.cancelLookup()
 	}
-	w.unavailable, w.cancelLookup = namedResult{key: key}, nil
+	w.unavailable, w.cancelLookup = r, nil
 }
 
 func (w *rolloutWatch) acceptNames(r namedResult) {
 	if r.key != w.unavailable.key || w.unavailable.key == (unavailableKey{}) {
 		return // the count moved since: stale
 	}
-	w.setUnavailable(r.key) // the lookup is over; release its context
-	w.unavailable = r
+	w.setUnavailable(r) // the lookup is over; release its context
 }
 
 // expired diagnoses ds in the background; the result arrives on w.result.
@@ -269,7 +269,6 @@ func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv
 	}
 }
 
-// podReady: the first Ready condition is True.
 func podReady(pod *corev1.Pod) bool {
 	i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
 	return i >= 0 && pod.Status.Conditions[i].Status == corev1.ConditionTrue

@@ -152,7 +152,6 @@ func tooFewPods(s Snapshot) bool {
 
 func removing(s Snapshot) bool { return s.State == fsm.StateDisabled || s.State == fsm.StateDeleting }
 
-// servesPods: a pod is available, or the DaemonSet wants none.
 func servesPods(s Snapshot) bool { return s.Available > 0 || s.Desired == 0 }
 
 // rolloutOf says whether an enabled runtime extractor progresses, Available's reason and Progressing's message,
