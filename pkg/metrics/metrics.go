@@ -53,7 +53,6 @@ type Metrics struct {
 	repairs            *prometheus.CounterVec
 	degraded           *prometheus.GaugeVec
 	conflictingWriter  prometheus.Gauge
-	collectors         []prometheus.Collector // all of the above, in creation order
 
 	stateMu sync.Mutex // keeps the one-hot state gauge consistent under concurrent transitions
 	current fsm.State  // shown unless holding
@@ -68,32 +67,32 @@ type Metrics struct {
 // New returns the collectors, unregistered, with the state, drift and Apply/Delete action series at 0 for rate().
 func New() *Metrics {
 	m := &Metrics{now: time.Now, managers: map[string]bool{}}
-	m.state = m.gaugeVec("state", []string{"state"},
+	m.state = gaugeVec("state", []string{"state"},
 		"Current state of the runtime extractor state machine: 1 for the current state, 0 for the others; Holding is 1 instead while an invalid insights-config, with no valid one seen since the start, keeps the controller from acting.")
-	m.transitions = m.counterVec("transitions_total", []string{"from", "to", "event"},
+	m.transitions = counterVec("transitions_total", []string{"from", "to", "event"},
 		"Events processed by the state machine, by source state, target state and event; from equals to for events that keep the state.")
-	m.driftEvents = m.counterVec("drift_events_total", []string{"kind"},
+	m.driftEvents = counterVec("drift_events_total", []string{"kind"},
 		"Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).")
-	m.actions = m.counterVec("actions_total", []string{"action", "result"},
+	m.actions = counterVec("actions_total", []string{"action", "result"},
 		"Actions the controller executed against the cluster, by action and result (success, error).")
-	m.actionDuration = collect(m, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m.actionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace,
 		Name:      "action_duration_seconds",
 		Help:      "Time taken by the actions the controller executed against the cluster, by action.",
 		// API round trips: a few milliseconds when healthy, up to the client timeout when not.
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
-	}, []string{"action"}))
-	m.retryBackoff = m.gauge("retry_backoff_seconds",
+	}, []string{"action"})
+	m.retryBackoff = gauge("retry_backoff_seconds",
 		"Delay before the next retry of a failed action; 0 when no retry is pending.")
-	m.lastTransitionTime = m.gauge("last_transition_timestamp_seconds",
+	m.lastTransitionTime = gauge("last_transition_timestamp_seconds",
 		"Unix time of the last change of the state machine's state; 0 before the first change.")
-	m.rolloutStuck = m.gauge("rollout_stuck",
+	m.rolloutStuck = gauge("rollout_stuck",
 		"1 while the rollout of the last applied DaemonSet generation has made no progress for the rollout deadline (RuntimeExtractorDegraded=True, reason RolloutStuck), else 0.")
-	m.repairs = m.counterVec("repairs_total", []string{"manager"},
+	m.repairs = counterVec("repairs_total", []string{"manager"},
 		`Repairs of changes made by someone else, by the field manager that made them (from managedFields; "unknown" for a deletion or a change no entry names; at most 10 values, then "other").`)
-	m.degraded = m.gaugeVec("degraded", []string{"reason"},
+	m.degraded = gaugeVec("degraded", []string{"reason"},
 		"1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.")
-	m.conflictingWriter = m.gauge("conflicting_writer",
+	m.conflictingWriter = gauge("conflicting_writer",
 		"1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0.")
 
 	m.SetDegraded("")
@@ -109,22 +108,16 @@ func New() *Metrics {
 	return m
 }
 
-// collect keeps c for Collectors.
-func collect[C prometheus.Collector](m *Metrics, c C) C {
-	m.collectors = append(m.collectors, c)
-	return c
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
 }
 
-func (m *Metrics) gauge(name, help string) prometheus.Gauge {
-	return collect(m, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}))
+func gaugeVec(name string, labels []string, help string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 }
 
-func (m *Metrics) gaugeVec(name string, labels []string, help string) *prometheus.GaugeVec {
-	return collect(m, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels))
-}
-
-func (m *Metrics) counterVec(name string, labels []string, help string) *prometheus.CounterVec {
-	return collect(m, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels))
+func counterVec(name string, labels []string, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 }
 
 // SetState marks the initial state s as current, counting no transition.
@@ -225,8 +218,11 @@ func (m *Metrics) ObserveRepair(managers ...string) {
 	}
 }
 
-// Collectors returns every collector, for an embedder that registers them itself.
-func (m *Metrics) Collectors() []prometheus.Collector { return slices.Clone(m.collectors) }
+// Collectors returns every collector, in creation order, for an embedder that registers them itself.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.state, m.transitions, m.driftEvents, m.actions, m.actionDuration, m.retryBackoff,
+		m.lastTransitionTime, m.rolloutStuck, m.repairs, m.degraded, m.conflictingWriter}
+}
 
 // MustRegister registers every collector with reg and panics if one cannot be.
 func (m *Metrics) MustRegister(reg prometheus.Registerer) { reg.MustRegister(m.Collectors()...) }
