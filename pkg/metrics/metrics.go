@@ -94,7 +94,6 @@ func New() *Metrics {
 		"1 for the reason of RuntimeExtractorDegraded while it is True (ApplyFailed, DeleteFailed, ConflictingWriter, RolloutStuck, InvalidConfig), 0 for the others; all 0 while it is not.")
 	m.conflictingWriter = gauge("conflicting_writer",
 		"1 while another writer keeps undoing the controller's repairs of the DaemonSet and repairs back off (a tug-of-war; RuntimeExtractorDegraded names it with reason ConflictingWriter), else 0.")
-
 	m.SetDegraded("")
 	m.SetState("") // every state series at 0
 	for _, kind := range []string{DriftModified, DriftDeleted, DriftMetadata} {

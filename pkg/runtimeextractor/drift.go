@@ -27,9 +27,12 @@ type observation = core.Observation
 // observed is the observation of cur (old: before it, nil for an Add) as the drain classifies it (core.Classify).
 // damaged: owned metadata lost or changed, which one update can fold into an own spec write (a re-list, a live read).
 func observed(kind DriftKind, old, cur *appsv1.DaemonSet, damaged bool) observation {
-	return observation{Kind: kind, UID: cur.UID, Generation: cur.Generation, Meta: resources.OwnedMetadata(cur),
-		Version: cur.ResourceVersion, MetaDamaged: damaged, WrittenAt: resources.WrittenAt(cur),
-		Edits: changedBy(old, cur), Likely: newestOtherManager(cur)}
+	o := observation{Kind: kind, UID: cur.UID, Generation: cur.Generation, Meta: resources.OwnedMetadata(cur),
+		Version: cur.ResourceVersion, MetaDamaged: damaged, WrittenAt: resources.WrittenAt(cur), Edits: changedBy(old, cur)}
+	if newest := changedBy(nil, cur); len(newest) > 0 {
+		o.Likely = newest[0].Manager // the newest other manager (the first on a tie)
+	}
+	return o
 }
 
 // ownedMetadataDamaged: an ownership label no longer right, or an owned annotation gone or changed (own writes too).
@@ -96,7 +99,8 @@ func changedBy(old, cur *appsv1.DaemonSet) []core.Edit {
 	var newest []core.Edit
 	for i := range cur.ManagedFields {
 		e := &cur.ManagedFields[i]
-		if !byOtherWriter(e) {
+		// Not the controller's, nor on the status subresource (the DaemonSet controller's counters), and timed.
+		if e.Manager == resources.FieldManager || e.Subresource == "status" || e.Time == nil {
 			continue
 		}
 		switch {
@@ -118,19 +122,6 @@ func changedBy(old, cur *appsv1.DaemonSet) []core.Edit {
 		newest[i].Manager, newest[i].Operation = resources.PrintableName(w.Manager), resources.PrintableName(w.Operation)
 	}
 	return newest
-}
-
-// byOtherWriter: not the controller's, nor on the status subresource (the DaemonSet controller's counters), and timed.
-func byOtherWriter(e *metav1.ManagedFieldsEntry) bool {
-	return e.Manager != resources.FieldManager && e.Subresource != "status" && e.Time != nil
-}
-
-// newestOtherManager: the manager of ds's newest byOtherWriter entry (the first on a tie), or "".
-func newestOtherManager(ds *appsv1.DaemonSet) string {
-	if edits := changedBy(nil, ds); len(edits) > 0 {
-		return edits[0].Manager
-	}
-	return ""
 }
 
 // repairManagers are the repairs_total label values of one repair.

@@ -196,7 +196,6 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 		klog.V(4).Infof("probe DaemonSet %s/%s: %v", resources.Namespace, resources.DaemonSetName, err)
 		return false // still unreachable; the next probe tries again
 	}
-
 	ri.mu.Lock()
 	prev := ri.cachedObject()
 	if ri.probed != nil {

@@ -40,14 +40,13 @@ const (
 // rolloutWatch notices a rollout that makes no progress, and names the nodes without an available pod once rolled
 // out. Pods and Events are read off the loop. Owned by Run.
 type rolloutWatch struct {
-	deadline   time.Duration
-	nodeNames  bool // list pods to name nodes (WithNodeNames)
-	clock      clock.Clock
-	core       *core.State // follows the rollout's progress and deadline
-	diagnosing bool        // a diagnosis is under way
-	result     chan stuckResult
-	stuck      *status.RolloutStuck
-
+	deadline     time.Duration
+	nodeNames    bool // list pods to name nodes (WithNodeNames)
+	clock        clock.Clock
+	core         *core.State // follows the rollout's progress and deadline
+	diagnosing   bool        // a diagnosis is under way
+	result       chan stuckResult
+	stuck        *status.RolloutStuck
 	unavailable  namedResult        // the current key and, once read, its names
 	cancelLookup context.CancelFunc // of a lookup under way; nil when none
 	named        chan namedResult

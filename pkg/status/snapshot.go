@@ -23,7 +23,6 @@ type Snapshot struct {
 	Stuck           *RolloutStuck      // while the rollout made no progress for the rollout deadline
 	Conflict        *ConflictingWriter // while another writer keeps undoing the controller's repairs
 	RepairWaits     *RepairWait        // while the repair gate holds a repair back for its budget
-
 	// Holding: insights-config is invalid and none valid was seen since the start: the controller changes nothing.
 	Holding        bool
 	Present        bool   // the DaemonSet exists in the controller's cache
