@@ -212,31 +212,22 @@ func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.Daemo
 		if err != nil {
 			return fmt.Errorf("list events of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 		}
-		if ev := newest(events.Items); ev != nil {
-			s.Warning = fmt.Sprintf("%s: %s", ev.Reason, ev.Message)
+		var newest time.Time // when the Event named was seen last
+		for _, ev := range events.Items {
+			at := ev.LastTimestamp.Time
+			if ev.Series != nil {
+				at = ev.Series.LastObservedTime.Time
+			}
+			if at.IsZero() {
+				at = ev.EventTime.Time
+			}
+			if s.Warning == "" || at.After(newest) { // "" until the first Event is named
+				s.Warning, newest = fmt.Sprintf("%s: %s", ev.Reason, ev.Message), at
+			}
 		}
 		return nil
 	})
 	return s
-}
-
-// newest returns the Event seen last, or nil.
-func newest(events []corev1.Event) *corev1.Event {
-	var best *corev1.Event
-	var bestAt time.Time
-	for i := range events {
-		at := events[i].LastTimestamp.Time
-		if events[i].Series != nil {
-			at = events[i].Series.LastObservedTime.Time
-		}
-		if at.IsZero() {
-			at = events[i].EventTime.Time
-		}
-		if best == nil || at.After(bestAt) {
-			best, bestAt = &events[i], at
-		}
-	}
-	return best
 }
 
 // notReadyNodesOf: up to maxStuckNodes nodes (sorted) whose pod of ds is not ready, paged.
