@@ -194,6 +194,7 @@ func (m *Metrics) SetBackoff(d time.Duration) { m.retryBackoff.Set(d.Seconds()) 
 func (m *Metrics) ObserveRepair(managers ...string) {
 	counted := make([]string, 0, len(managers))
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, manager := range managers {
 		// A label value must be valid UTF-8, or the collector panics.
 		manager = strings.ToValidUTF8(manager, "?")
@@ -209,11 +210,8 @@ func (m *Metrics) ObserveRepair(managers ...string) {
 		}
 		if !slices.Contains(counted, manager) {
 			counted = append(counted, manager)
+			m.repairs.WithLabelValues(manager).Inc()
 		}
-	}
-	m.mu.Unlock()
-	for _, manager := range counted {
-		m.repairs.WithLabelValues(manager).Inc()
 	}
 }
 

@@ -42,8 +42,6 @@ type daemonSetInformer struct {
 	probed *probedDaemonSet   // latest live read while the watch is broken
 }
 
-var _ ResourceInformer = (*daemonSetInformer)(nil)
-
 // NewResourceInformer creates an informer, in kubeInformers, of the managed DaemonSet alone that notifies when someone
 // else modifies it. Start the factory and Run the result; eventRecorder is unused (it keeps the seed's signature).
 func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {

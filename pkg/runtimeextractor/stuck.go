@@ -264,12 +264,6 @@ func podReady(pod *corev1.Pod) bool {
 	return i >= 0 && pod.Status.Conditions[i].Status == corev1.ConditionTrue
 }
 
-// deniedWhat says what a denial of each read costs, for its log line.
-var deniedWhat = map[string]string{
-	status.DeniedPodsList:   "RolloutStuck and PodsUnavailable go without node names",
-	status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
-}
-
 // denials remembers the reads RBAC denied, so a host lacking them (the Insights Operator) pays one 403 and log line
 // per read, not per diagnosis, and the messages say what is missing. Concurrent.
 type denials struct {
@@ -308,7 +302,10 @@ func (d *denials) try(read string, f func() error) (denied bool, err error) {
 			after = min(2*prev.after, deniedRecheckMax)
 		} else {
 			klog.Warningf("%s in %s is forbidden, so %s; it is asked again in %s, then less and less often, up to once an hour. The host's RBAC lacks it: see docs/embedding.md: %v",
-				read, resources.Namespace, deniedWhat[read], after, err)
+				read, resources.Namespace, map[string]string{ // what the denial costs
+					status.DeniedPodsList:   "RolloutStuck and PodsUnavailable go without node names",
+					status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
+				}[read], after, err)
 		}
 		d.denied[read] = denial{at: d.clock.Now(), after: after}
 		return true, nil

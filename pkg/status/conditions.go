@@ -80,8 +80,7 @@ func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	return out
 }
 
-// availableAndProgressing: Disabled is what the admin asked for, so it is Available and not Progressing;
-// Deleting converges on it, so it stays Available meanwhile.
+// availableAndProgressing: Disabled, as the admin asked, is Available and not Progressing; Deleting stays Available.
 func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCondition) {
 	a = configv1.ClusterOperatorStatusCondition{Type: ConditionAvailable, Status: configv1.ConditionTrue}
 	p = configv1.ClusterOperatorStatusCondition{Type: ConditionProgressing, Status: configv1.ConditionTrue}
