@@ -50,7 +50,6 @@ func ownedMetadataDamaged(old, cur *appsv1.DaemonSet) bool {
 	return false
 }
 
-// ownedMetadataMissing: ds lacks owned metadata the controller always writes.
 func ownedMetadataMissing(ds *appsv1.DaemonSet) bool {
 	for k, v := range resources.OwnedLabels() {
 		if ds.Labels[k] != v {

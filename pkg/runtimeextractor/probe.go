@@ -124,30 +124,24 @@ func (w *observedWatch) run(clk clock.WithTicker) {
 			case grace.Stop(): // the first event: the watch works
 				w.health.established()
 			}
-			w.trackInitial(e) // an error event is none of its kinds
+			// A watch-list's initial events end with a bookmark: listed gets what they showed.
+			switch {
+			case w.listed == nil: // not a watch-list, or its list is over
+			case e.Type == watch.Added:
+				if ds, ok := e.Object.(*appsv1.DaemonSet); ok && ds.Name == resources.DaemonSetName {
+					w.initial = ds
+				}
+			case e.Type == watch.Bookmark:
+				if m, err := meta.Accessor(e.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					w.listed(w.initial)
+					w.listed, w.initial = nil, nil // later events are changes, not the list
+				}
+			}
 			select {
 			case w.out <- e:
 			case <-w.stop:
 				return
 			}
-		}
-	}
-}
-
-// trackInitial hands listed what a watch-list's initial events showed, at the bookmark ending them.
-func (w *observedWatch) trackInitial(e watch.Event) {
-	if w.listed == nil {
-		return
-	}
-	switch e.Type {
-	case watch.Added:
-		if ds, ok := e.Object.(*appsv1.DaemonSet); ok && ds.Name == resources.DaemonSetName {
-			w.initial = ds
-		}
-	case watch.Bookmark:
-		if m, err := meta.Accessor(e.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-			w.listed(w.initial)
-			w.listed, w.initial = nil, nil // later events are changes, not the list
 		}
 	}
 }

@@ -144,7 +144,6 @@ func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.I
 	}()
 }
 
-// setUnavailable stops a lookup under way and takes r as the current key and names.
 func (w *rolloutWatch) setUnavailable(r namedResult) {
 	if w.cancelLookup != nil {
 		w.cancelLookup()

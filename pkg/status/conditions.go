@@ -221,7 +221,6 @@ func failureMessage(s Snapshot) string {
 	return fmt.Sprintf("the last %s failed: %v; retrying with backoff", action, s.LastError)
 }
 
-// waitsFor names the finalizers the deletion waits for, "" when none.
 func waitsFor(s Snapshot) string {
 	if len(s.Finalizers) == 0 {
 		return ""
