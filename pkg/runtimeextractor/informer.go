@@ -45,29 +45,21 @@ type daemonSetInformer struct {
 // NewResourceInformer creates an informer, in kubeInformers, of the managed DaemonSet alone that notifies when someone
 // else modifies it. Start the factory and Run the result; eventRecorder is unused (it keeps the seed's signature).
 func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.SharedInformerFactory) (*daemonSetInformer, error) {
-	ri := &daemonSetInformer{
-		modified: make(chan struct{}, 1),
-		rollout:  make(chan struct{}, 1),
-		gone:     map[types.UID]bool{},
-	}
+	ri := &daemonSetInformer{modified: make(chan struct{}, 1), rollout: make(chan struct{}, 1), gone: map[types.UID]bool{}}
 	ri.informer = kubeInformers.InformerFor(&appsv1.DaemonSet{}, ri.newInformer)
 	if ri.watch == nil {
 		klog.Warningf("the informer factory already has a DaemonSet informer; a broken watch will not be bridged by live reads")
 	}
 	ri.cached = appslisters.NewDaemonSetLister(ri.informer.GetIndexer())
 	ri.lister = viewLister{DaemonSetLister: ri.cached, ri: ri}
-	if _, err := ri.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    ri.onAdd,
-		UpdateFunc: ri.onUpdate,
-		DeleteFunc: ri.onDelete,
-	}); err != nil {
+	handlers := cache.ResourceEventHandlerDetailedFuncs{AddFunc: ri.onAdd, UpdateFunc: ri.onUpdate, DeleteFunc: ri.onDelete}
+	if _, err := ri.informer.AddEventHandler(handlers); err != nil {
 		return nil, fmt.Errorf("watch daemonset %s/%s: %w", resources.Namespace, resources.DaemonSetName, err)
 	}
 	return ri, nil
 }
 
-// newInformer builds the factory's DaemonSet informer: list and watch report to watchHealth, and every re-list is
-// checked for a DaemonSet gone unseen (relisted).
+// newInformer builds the factory's DaemonSet informer: list and watch report to watchHealth, re-lists to relisted.
 func (ri *daemonSetInformer) newInformer(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 	ri.watch = newWatchHealth(client)
 	selector := fields.OneTermEqualSelector("metadata.name", resources.DaemonSetName).String()
@@ -219,8 +211,7 @@ func (ri *daemonSetInformer) markGone(uid types.UID) {
 	ri.markGoneLocked(uid)
 }
 
-// maxGone bounds the gone set: an object the cache never held gets no delete event.
-const maxGone = 8
+const maxGone = 8 // bounds the gone set: an object the cache never held gets no delete event
 
 func (ri *daemonSetInformer) markGoneLocked(uid types.UID) {
 	if len(ri.gone) >= maxGone {

@@ -60,8 +60,7 @@ func (w *watchHealth) established() {
 	}
 }
 
-// instrument wraps a watch so its events tell watchHealth whether it works. For a watch-list, listed gets what the
-// initial events showed (nil: none).
+// instrument wraps a watch so its events tell watchHealth whether it works; a watch-list's listing goes to listed.
 func (w *watchHealth) instrument(inner watch.Interface, opts metav1.ListOptions, listed func(*appsv1.DaemonSet)) watch.Interface {
 	ow := &observedWatch{inner: inner, health: w, timeout: time.Duration(ptr.Deref(opts.TimeoutSeconds, 0)) * time.Second,
 		out: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{})}

@@ -18,8 +18,7 @@ func (c *Controller) tlsChanged() <-chan struct{} {
 	return c.cfg.tls.Changed()
 }
 
-// receive waits for the loop's next input. Which ready input it takes does not matter: every
-// wake-up first feeds the core the drift the informer has queued (handle).
+// receive waits for the loop's next input; which ready one does not matter: each wake-up first feeds the queued drift.
 func (c *Controller) receive(ctx context.Context, in loopInputs) (wake, any, bool) {
 	select {
 	case <-ctx.Done():

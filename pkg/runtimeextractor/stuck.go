@@ -27,12 +27,9 @@ const (
 	maxStuckNodes     = 3                // the node names a RolloutStuck message lists
 	diagnosisTimeout  = 10 * time.Second // bounds the reads of a stuck rollout's pods and Events
 	unavailableSettle = 5 * time.Second  // pods are read once the unavailable count held this long
-	// podPageSize: a DaemonSet has a pod per node, up to 2,000 on OpenShift's largest clusters; an unpaged list is
-	// tens of megabytes decoded at once in the host's process, at its busiest.
-	podPageSize = 500
-	// A read RBAC denied is asked again after deniedRecheckFirst, then twice as long each time, up to deniedRecheckMax:
-	// at install RBAC is often bound seconds late; a host's shipped RBAC changes only with a release, which restarts
-	// it, so the longest wait only delays a manual grant.
+	podPageSize       = 500              // a pod per node, up to 2,000: unpaged, tens of MB decoded at once in the host
+	// A denied read is asked again after deniedRecheckFirst, then twice as long each time up to deniedRecheckMax: RBAC
+	// is often bound seconds late at install; a host's shipped RBAC changes only on restart, so only manual grants wait.
 	deniedRecheckFirst = 30 * time.Second
 	deniedRecheckMax   = time.Hour
 )
@@ -238,13 +235,17 @@ func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv
 	opts := metav1.ListOptions{LabelSelector: selector.String(), Limit: podPageSize}
 	owned := func(r metav1.OwnerReference) bool { return r.UID == ds.UID }
 	var nodes []string
+	ready := func(pod *corev1.Pod) bool { // the first Ready condition is True
+		i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
+		return i >= 0 && pod.Status.Conditions[i].Status == corev1.ConditionTrue
+	}
 	for {
 		page, err := client.CoreV1().Pods(ds.Namespace).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("list pods of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 		}
 		for i := range page.Items {
-			if pod := &page.Items[i]; pod.Spec.NodeName != "" && slices.ContainsFunc(pod.OwnerReferences, owned) && !podReady(pod) {
+			if pod := &page.Items[i]; pod.Spec.NodeName != "" && slices.ContainsFunc(pod.OwnerReferences, owned) && !ready(pod) {
 				nodes = append(nodes, pod.Spec.NodeName)
 			}
 		}
@@ -256,11 +257,6 @@ func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv
 		}
 		opts.Continue = page.Continue
 	}
-}
-
-func podReady(pod *corev1.Pod) bool {
-	i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
-	return i >= 0 && pod.Status.Conditions[i].Status == corev1.ConditionTrue
 }
 
 // denials remembers the reads RBAC denied, so a host lacking them (the Insights Operator) pays one 403 and log line

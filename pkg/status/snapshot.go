@@ -16,8 +16,7 @@ type Snapshot struct {
 	Failures                    int           // consecutive failed actions; 0 once one succeeds
 	LastError                   error         // nil when healthy
 	RetryIn                     time.Duration // 0 when no retry is pending
-	// FailurePersists: LastError lasted the Degraded inertia, or no retry can fix it; only then is Degraded True for
-	// it (Progressing says it before): Degraded is for a lasting state, not a blip.
+	// FailurePersists: LastError outlasted the Degraded inertia or no retry can fix it; Degraded is not for blips.
 	FailurePersists bool
 	ConfigError     error              // why insights-config was rejected (the last good one is kept)
 	Stuck           *RolloutStuck      // while the rollout made no progress for the rollout deadline
