@@ -59,8 +59,7 @@ func ownedMetadataMissing(ds *appsv1.DaemonSet) bool {
 	return slices.ContainsFunc(resources.OwnedAnnotations(), func(k string) bool { return ds.Annotations[k] == "" })
 }
 
-// maxTiedWriters bounds the writers named when entries tie on time: a client may write managedFields itself, and
-// thousands of entries with one crafted time would all be named (in the streak and repairs_total).
+// maxTiedWriters bounds the writers named on a tie: a client can write thousands of entries with one crafted time.
 const maxTiedWriters = 3
 
 // entryKey makes a managedFields entry comparable; hasTime and hasFields tell a missing time or fields from zero ones.

@@ -34,8 +34,7 @@ const (
 	deniedRecheckMax   = time.Hour
 )
 
-// rolloutWatch notices a rollout that makes no progress, and names the nodes without an available pod once rolled
-// out. Pods and Events are read off the loop. Owned by Run.
+// rolloutWatch, owned by Run, notices a stuck rollout and names the nodes lacking a pod; it reads them off the loop.
 type rolloutWatch struct {
 	deadline     time.Duration
 	nodeNames    bool // list pods to name nodes (WithNodeNames)
@@ -73,8 +72,7 @@ func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.C
 		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
 }
 
-// track follows ds's rollout in an enabled state and reports whether the stuck verdict changed. The lookup of
-// unavailable nodes runs in every state: conditions follow the cluster.
+// track follows ds's rollout when enabled, reporting whether the stuck verdict changed; node lookups run in any state.
 func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
 	w.trackUnavailable(ctx, client, ds)
 	// Updated but unavailable pods leave nothing to roll out: not stuck (issue 18).

@@ -60,16 +60,14 @@ func (r *Reporter) Name() string { return r.name }
 
 // Observe compares against informer's view and signals its changes on Changed; the caller starts and syncs it.
 func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) error {
-	notifyChanged := func() {
+	notifyChanged := func(any) {
 		select {
 		case r.changed <- struct{}{}:
 		default:
 		}
 	}
 	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notifyChanged() },
-		UpdateFunc: func(any, any) { notifyChanged() },
-		DeleteFunc: func(any) { notifyChanged() },
+		AddFunc: notifyChanged, UpdateFunc: func(_, obj any) { notifyChanged(obj) }, DeleteFunc: notifyChanged,
 	})
 	if err != nil {
 		return fmt.Errorf("observe clusteroperator %s: %w", r.name, err)

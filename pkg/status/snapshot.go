@@ -30,8 +30,7 @@ type Snapshot struct {
 	RolledOut bool
 	// The DaemonSet's maxUnavailable resolved against Desired as its controller does; -1 for none or unresolvable.
 	MaxUnavailable int32
-	// UnavailableNodes names a few nodes (sorted) whose pod is not ready, read once a rolled-out DaemonSet's count
-	// settled; nil when not read (yet), the read failed, or none.
+	// UnavailableNodes: a few nodes (sorted) with no ready pod, read once a rolled-out count settles; nil: none, unread.
 	UnavailableNodes       []string
 	UnavailableNodesDenied bool     // RBAC forbids listing pods (DeniedPodsList)
 	Terminating            bool     // the DaemonSet has a deletionTimestamp
