@@ -42,17 +42,10 @@ const (
 
 // Metrics is the set of collectors of one controller, safe for concurrent use.
 type Metrics struct {
-	state              *prometheus.GaugeVec
-	transitions        *prometheus.CounterVec
-	driftEvents        *prometheus.CounterVec
-	actions            *prometheus.CounterVec
-	actionDuration     *prometheus.HistogramVec
-	retryBackoff       prometheus.Gauge
-	lastTransitionTime prometheus.Gauge
-	rolloutStuck       prometheus.Gauge
-	repairs            *prometheus.CounterVec
-	degraded           *prometheus.GaugeVec
-	conflictingWriter  prometheus.Gauge
+	state, degraded                                                   *prometheus.GaugeVec
+	transitions, driftEvents, actions, repairs                        *prometheus.CounterVec
+	actionDuration                                                    *prometheus.HistogramVec
+	retryBackoff, lastTransitionTime, rolloutStuck, conflictingWriter prometheus.Gauge
 
 	stateMu sync.Mutex // keeps the one-hot state gauge consistent under concurrent transitions
 	current fsm.State  // shown unless holding

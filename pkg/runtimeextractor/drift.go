@@ -64,11 +64,9 @@ const maxTiedWriters = 3
 
 // entryKey makes a managedFields entry comparable; hasTime and hasFields tell a missing time or fields from zero ones.
 type entryKey struct {
-	manager, operation, subresource, apiVersion, fieldsType string
-	hasTime                                                 bool
-	time                                                    int64
-	hasFields                                               bool
-	fields                                                  string
+	manager, operation, subresource, apiVersion, fieldsType, fields string
+	hasTime, hasFields                                              bool
+	time                                                            int64
 }
 
 func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
