@@ -73,15 +73,14 @@ func (w *watchHealth) instrument(inner watch.Interface, opts metav1.ListOptions,
 
 // observedWatch forwards a watch's events unchanged. Stop ends its goroutine and waits for it.
 type observedWatch struct {
-	inner   watch.Interface
-	health  *watchHealth
-	timeout time.Duration           // asked of the server; 0 when none
-	listed  func(*appsv1.DaemonSet) // nil unless a watch-list
-	initial *appsv1.DaemonSet       // what a watch-list's initial events showed
-	out     chan watch.Event
-	stop    chan struct{}
-	once    sync.Once
-	done    chan struct{}
+	inner      watch.Interface
+	health     *watchHealth
+	timeout    time.Duration           // asked of the server; 0 when none
+	listed     func(*appsv1.DaemonSet) // nil unless a watch-list
+	initial    *appsv1.DaemonSet       // what a watch-list's initial events showed
+	out        chan watch.Event
+	stop, done chan struct{} // closed by Stop, and when run returns
+	once       sync.Once
 }
 
 func (w *observedWatch) ResultChan() <-chan watch.Event { return w.out }
