@@ -29,11 +29,7 @@ func FromConfigMap(cm *corev1.ConfigMap) (*InsightsConfiguration, error) {
 	if cm == nil {
 		return Default(), nil
 	}
-	data, ok := cm.Data[ConfigKey]
-	if !ok {
-		return Default(), nil
-	}
-	cfg, err := Parse([]byte(data))
+	cfg, err := Parse([]byte(cm.Data[ConfigKey])) // absent: "", which parses as Default()
 	if err != nil {
 		return nil, fmt.Errorf("invalid %s in ConfigMap %s/%s: %w", ConfigKey, cm.Namespace, cm.Name, err)
 	}

@@ -18,9 +18,7 @@ var (
 		corev1.TaintEffectNoExecute, corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule,
 	}
 	// Extended resources (GPUs and the like) have no use here; rejecting them catches typos such as "memroy".
-	supportedResources = []corev1.ResourceName{
-		corev1.ResourceCPU, corev1.ResourceEphemeralStorage, corev1.ResourceMemory,
-	}
+	supportedResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceEphemeralStorage, corev1.ResourceMemory}
 )
 
 // Validate applies the API server's pod-spec rules, so a bad setting is refused here, not by the DaemonSet update.

@@ -120,10 +120,7 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	for _, t := range d.Scheduling.Tolerations {
 		podSpec.Tolerations = append(podSpec.Tolerations, *t.DeepCopy())
 	}
-	if podSpec.NodeSelector == nil {
-		podSpec.NodeSelector = map[string]string{}
-	}
-	maps.Copy(podSpec.NodeSelector, d.Scheduling.NodeSelector)
+	maps.Copy(podSpec.NodeSelector, d.Scheduling.NodeSelector)    // the manifest sets one
 	podSpec.NodeSelector[OSNodeSelectorKey] = OSNodeSelectorValue // last: no configuration moves the extractor off Linux
 	podSpec.PriorityClassName = cmp.Or(d.Scheduling.PriorityClassName, podSpec.PriorityClassName)
 	return ds, nil

@@ -120,22 +120,20 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		if changed && existing != nil && actual.UID == existing.UID && actual.ResourceVersion == existing.ResourceVersion {
 			changed = false // the server found nothing to change: adopted
 		}
+		created := changed && (existing == nil || existing.UID != actual.UID)
+		rolls := created || changed && existing.Generation != actual.Generation
+		m.mu.Lock()
 		if changed || adopting {
 			var replacedRV string // what the write replaced, if on the same object
 			if existing != nil && existing.UID == actual.UID {
 				replacedRV = existing.ResourceVersion
 			}
-			m.mu.Lock()
 			m.record(actual.UID, actual.Generation, OwnedMetadata(actual), actual.ResourceVersion, replacedRV)
-			m.mu.Unlock()
 		}
-		created := changed && (existing == nil || existing.UID != actual.UID)
-		rolls := created || changed && existing.Generation != actual.Generation
 		if rolls { // an own create or spec update the cache has yet to show
-			m.mu.Lock()
 			m.expected, m.expectedUntil = actual.DeepCopy(), m.clock.Now().Add(ExpectationTimeout)
-			m.mu.Unlock()
 		}
+		m.mu.Unlock()
 		result = Result{Generation: actual.Generation, Changed: changed, Created: created, Rolls: rolls, Object: actual}
 		if changed && !created {
 			result.Restored, result.TLSMoved = restoredFields(existing, actual), tlsMove(existing, &d)
@@ -225,24 +223,20 @@ func (m *Manager) requiredFor(d Desired) (*appsv1.DaemonSet, error) {
 	return ds, nil
 }
 
-// prefetchedDaemonSets hands ApplyDaemonSet the DaemonSet already read and stamps FieldManager on its writes.
+// prefetchedDaemonSets gives ApplyDaemonSet's one Get (of required) the object read; its writes carry FieldManager.
 type prefetchedDaemonSets struct {
-	appsclientv1.DaemonSetInterface // of namespace, once scoped
+	appsclientv1.DaemonSetInterface // once scoped
 	m                               *Manager
-	namespace                       string
 	existing                        *appsv1.DaemonSet // nil: known not to exist
 	sent                            *bool             // set by each write
 }
 
 func (p prefetchedDaemonSets) DaemonSets(namespace string) appsclientv1.DaemonSetInterface {
-	p.DaemonSetInterface, p.namespace = p.m.client.AppsV1().DaemonSets(namespace), namespace
+	p.DaemonSetInterface = p.m.client.AppsV1().DaemonSets(namespace)
 	return p
 }
 
-func (p prefetchedDaemonSets) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error) {
-	if p.namespace != Namespace || name != DaemonSetName {
-		return p.DaemonSetInterface.Get(ctx, name, opts)
-	}
+func (p prefetchedDaemonSets) Get(_ context.Context, name string, _ metav1.GetOptions) (*appsv1.DaemonSet, error) {
 	if p.existing == nil {
 		return nil, apierrors.NewNotFound(appsv1.Resource("daemonsets"), name)
 	}

@@ -6,7 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"sync"
+	"sync/atomic"
 
 	configv1 "github.com/openshift/api/config/v1"
 	configclient "github.com/openshift/client-go/config/clientset/versioned"
@@ -28,17 +28,15 @@ const EnvReleaseVersion = "RELEASE_VERSION"
 
 // Source reports the target release version and signals when it changes.
 type Source struct {
-	fallback string
 	informer cache.SharedIndexInformer // nil when the ClusterVersion API is absent
-
-	mu      sync.RWMutex
-	version string
-	changed chan struct{}
+	version  atomic.Pointer[string]
+	changed  chan struct{}
 }
 
 // NewSource watches the ClusterVersion "version" when config.openshift.io/v1 serves it, else reports fallback.
 func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface, fallback string) (*Source, error) {
-	s := &Source{fallback: fallback, version: fallback, changed: make(chan struct{}, 1)}
+	s := &Source{changed: make(chan struct{}, 1)}
+	s.version.Store(&fallback)
 	ok, err := configapi.Serves(disco, "clusterversions")
 	if err != nil {
 		return nil, err
@@ -52,13 +50,13 @@ func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface
 	})
 	observe := func(obj any) {
 		if cv, ok := obj.(*configv1.ClusterVersion); ok && cv.Name == ClusterVersionName {
-			s.set(cmp.Or(cv.Status.Desired.Version, s.fallback))
+			s.set(cmp.Or(cv.Status.Desired.Version, fallback))
 		}
 	}
 	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
 		UpdateFunc: func(_, obj any) { observe(obj) },
-		DeleteFunc: func(any) { s.set(s.fallback) },
+		DeleteFunc: func(any) { s.set(fallback) },
 	}); err != nil {
 		return nil, fmt.Errorf("watch clusterversion: %w", err)
 	}
@@ -66,11 +64,7 @@ func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface
 }
 
 func (s *Source) set(v string) {
-	s.mu.Lock()
-	changed := v != s.version
-	s.version = v
-	s.mu.Unlock()
-	if changed {
+	if old := s.version.Swap(&v); *old != v {
 		select {
 		case s.changed <- struct{}{}:
 		default: // a notification is already pending; the reader reads the latest version
@@ -86,16 +80,10 @@ func (s *Source) Run(ctx context.Context) {
 }
 
 // HasSynced reports whether the first list has been seen.
-func (s *Source) HasSynced() bool {
-	return s.informer == nil || s.informer.HasSynced()
-}
+func (s *Source) HasSynced() bool { return s.informer == nil || s.informer.HasSynced() }
 
 // Version returns the current target version ("" when unknown).
-func (s *Source) Version() string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.version
-}
+func (s *Source) Version() string { return *s.version.Load() }
 
 // Changed signals (coalesced, never blocking the watch) that Version changed.
 func (s *Source) Changed() <-chan struct{} { return s.changed }
