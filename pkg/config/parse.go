@@ -43,16 +43,14 @@ func Parse(data []byte) (*InsightsConfiguration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s is not valid YAML: %w", ConfigKey, err)
 	}
-	// Numbers stay json.Number so quantities and integers keep their exact text.
 	dec := json.NewDecoder(bytes.NewReader(jsonData))
-	dec.UseNumber()
+	dec.UseNumber() // quantities and integers keep their exact text
 	var doc any
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", ConfigKey, err)
 	}
-	// An absent, null or refused mapping decodes as nil, whose entries are all absent.
 	d := &decoder{}
-	root := d.mapping(doc, field.NewPath(ConfigKey))
+	root := d.mapping(doc, field.NewPath(ConfigKey)) // absent, null or refused: nil, whose entries are all absent
 	p := field.NewPath("dataReporting")
 	dr := d.mapping(root["dataReporting"], p)
 	cfg := Default()
@@ -151,13 +149,11 @@ func mapOf[K ~string, V any](d *decoder, v any, p *field.Path, value func(any, *
 }
 
 func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
-	var text string
-	switch t := v.(type) {
-	case string:
-		text = t
-	case json.Number:
-		text = t.String()
-	default:
+	text, ok := v.(string)
+	if n, isNumber := v.(json.Number); isNumber {
+		text, ok = n.String(), true
+	}
+	if !ok {
 		d.errs = append(d.errs, field.TypeInvalid(p, v, `must be a quantity, e.g. "100m", "64Mi" or 2`))
 		return resource.Quantity{}
 	}

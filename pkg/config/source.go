@@ -42,17 +42,15 @@ type Source struct {
 func NewSource(client kubernetes.Interface, recorder events.Recorder) *Source {
 	s := &Source{recorder: recorder, config: Default(), subscribers: map[chan struct{}]struct{}{}}
 	// Only this ConfigMap is cached; no resync, as handle is level-based already.
-	s.informer = coreinformers.NewFilteredConfigMapInformer(client, Namespace, 0, cache.Indexers{},
-		func(opts *metav1.ListOptions) {
-			opts.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, ConfigMapName).String()
-		})
+	s.informer = coreinformers.NewFilteredConfigMapInformer(client, Namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, ConfigMapName).String()
+	})
 	reg, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.handle(obj, false) },
 		UpdateFunc: func(_, obj any) { s.handle(obj, false) },
 		DeleteFunc: func(obj any) { s.handle(obj, true) },
 	})
-	if err != nil {
-		// Only possible once the informer has stopped, which it cannot have yet.
+	if err != nil { // only once the informer has stopped, which it cannot have yet
 		panic("config: add event handler to a new informer: " + err.Error())
 	}
 	s.synced = reg.HasSynced // the handler has seen the initial list: Config means something
@@ -87,8 +85,7 @@ func (s *Source) Config() *InsightsConfiguration {
 	return s.config.DeepCopy()
 }
 
-// HasGoodConfig reports whether a good configuration, or the ConfigMap's absence, was observed; until then
-// Config returns defaults nobody chose, and the controller holds.
+// HasGoodConfig reports whether a good configuration, or no ConfigMap, was seen: before, Config's are nobody's.
 func (s *Source) HasGoodConfig() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,8 +110,7 @@ func (s *Source) handle(obj any, deleted bool) {
 		obj = tombstone.Obj
 	}
 	cm, ok := obj.(*corev1.ConfigMap)
-	// Backs up the field selector, which not every client (the fake clientset) enforces.
-	if !ok || cm.Namespace != Namespace || cm.Name != ConfigMapName {
+	if !ok || cm.Namespace != Namespace || cm.Name != ConfigMapName { // the fake clientset ignores field selectors
 		return
 	}
 	defer s.observed.Add(1)

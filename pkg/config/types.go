@@ -1,5 +1,4 @@
-// Package config parses, validates and watches config.yaml of the insights-config ConfigMap: the switch that
-// turns the runtime extractor off and its DaemonSet's scheduling settings.
+// Package config parses, validates and watches config.yaml of insights-config: the extractor's switch and scheduling.
 package config
 
 import (
@@ -36,9 +35,7 @@ type ContainerResources struct {
 }
 
 // Default is the configuration without the ConfigMap, config.yaml or dataReporting: enabled, default scheduling.
-func Default() *InsightsConfiguration {
-	return &InsightsConfiguration{}
-}
+func Default() *InsightsConfiguration { return &InsightsConfiguration{} }
 
 // DeepCopy returns an independent copy of c.
 func (c *InsightsConfiguration) DeepCopy() *InsightsConfiguration {

@@ -162,8 +162,7 @@ func (r Rollout) FullyAvailable() bool { return r.Complete() && r.Available >= r
 // Unavailable is how many nodes that should run a pod have no available one.
 func (r Rollout) Unavailable() int32 { return max(r.Desired-r.Available, 0) }
 
-// MaxUnavailable resolves maxUnavailable of a rolling update as the DaemonSet controller does; !ok
-// for OnDelete or a bad value.
+// MaxUnavailable resolves a rolling update's maxUnavailable as the DaemonSet controller does; !ok: OnDelete, bad value.
 func MaxUnavailable(ds *appsv1.DaemonSet) (n int32, ok bool) {
 	if ds == nil || ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType {
 		return 0, false
@@ -187,8 +186,7 @@ const (
 	EnvExporterImage      = "RELATED_IMAGE_INSIGHTS_RUNTIME_EXPORTER"
 	EnvKubeRBACProxyImage = "RELATED_IMAGE_KUBE_RBAC_PROXY"
 
-	// Default images: the OKD builds the insights operator falls back to outside a payload; mutable
-	// tags, run only by choice.
+	// Defaults: the OKD builds the insights operator falls back to outside a payload; mutable tags, run only by choice.
 	DefaultExtractorImage     = "quay.io/openshift/origin-insights-runtime-extractor:latest"
 	DefaultExporterImage      = "quay.io/openshift/origin-insights-runtime-exporter:latest"
 	DefaultKubeRBACProxyImage = "quay.io/openshift/origin-kube-rbac-proxy:latest"
@@ -202,8 +200,7 @@ func DefaultImages() Images {
 	return Images{Extractor: DefaultExtractorImage, Exporter: DefaultExporterImage, KubeRBACProxy: DefaultKubeRBACProxyImage}
 }
 
-// ErrImagesUnset is wrapped when a variable is unset and defaults are not allowed; ErrInvalidImage
-// by ValidateImage's errors.
+// ErrImagesUnset wraps unset variables when defaults are not allowed; ErrInvalidImage wraps ValidateImage's errors.
 var ErrImagesUnset, ErrInvalidImage = errors.New("image not set"), errors.New("invalid image reference")
 
 // ImagesFromEnv reads the images through getenv; an unset one is the default only if allowDefaults (never by accident).
@@ -268,8 +265,7 @@ func (i Images) validate() error {
 	return errors.Join(errs...)
 }
 
-// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for profile p (nil, unknown, or no
-// cipher Go can set: Intermediate).
+// KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for p (Intermediate's: nil, unknown, no cipher Go has).
 func KubeRBACProxyTLSArgs(p *configv1.TLSSecurityProfile) []string {
 	if p != nil {
 		spec := configv1.TLSProfiles[p.Type] // Old, Intermediate and Modern are predefined, others nil
@@ -343,10 +339,7 @@ func KubeRBACProxyTLSArgsOf(ds *appsv1.DaemonSet) (args []string, ok bool) {
 				return nil, false
 			}
 		case flagTLSCipherSuites:
-			if !hasValue || value == "" {
-				return nil, false
-			}
-			for _, name := range strings.Split(value, ",") {
+			for _, name := range strings.Split(value, ",") { // none: [""], no cipher
 				if _, err := crypto.CipherSuite(name); err != nil {
 					return nil, false
 				}

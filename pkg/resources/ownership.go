@@ -59,8 +59,7 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 	return out
 }
 
-// IsOwnMetadata reports whether an update of uid to rv with meta is no drift: the latest write's
-// meta (not older ones), or a write's rv.
+// IsOwnMetadata reports whether an update of uid to rv with meta is no drift: the latest write's meta, or a write's rv.
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -114,8 +113,7 @@ func (m *Manager) answered(unanswered bool) {
 	}
 }
 
-// ClaimUnanswered owns o, and reports so, if its WrittenAt falls within an own write whose answer
-// was lost or is yet to come.
+// ClaimUnanswered owns o, and reports so, if its WrittenAt falls within an own write whose answer is lost or due.
 func (m *Manager) ClaimUnanswered(o core.Observation) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -127,8 +125,7 @@ func (m *Manager) ClaimUnanswered(o core.Observation) bool {
 	return true
 }
 
-// WrittenAt is the time of ds's newest managedFields entry (status aside) when FieldManager's alone
-// (no tie), else zero.
+// WrittenAt is the time of ds's newest managedFields entry (status aside) if FieldManager's alone (no tie), else zero.
 func WrittenAt(ds *appsv1.DaemonSet) time.Time {
 	var newest *time.Time
 	mine := false
@@ -148,8 +145,7 @@ func WrittenAt(ds *appsv1.DaemonSet) time.Time {
 	return *newest
 }
 
-// ExpectationTimeout bounds how long an own write may stay unseen by the cache (usually
-// milliseconds) before the server is read.
+// ExpectationTimeout bounds how long an own write may stay unseen by the cache (usually ms) before the server is read.
 const ExpectationTimeout = 5 * time.Second
 
 // ownedObject is one incarnation of the DaemonSet as this manager wrote it (a recreate restarts at generation 1).

@@ -1,5 +1,4 @@
-// Another writer's part in an apply: a lost race, an object replaced for its selector, and
-// what a write put back, named for Events.
+// Another writer's part in an apply: a lost race, an object replaced for its selector, what a write put back.
 
 package resources
 
@@ -25,8 +24,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
 
-// ErrLostToAnotherWriter is returned by an apply that lost a race to another writer's change:
-// undoing it is for the repair gate.
+// ErrLostToAnotherWriter: an apply lost a race to another writer's change, which is for the repair gate to undo.
 var ErrLostToAnotherWriter = errors.New("lost a race to another writer's change, left to the repair gate")
 
 // lostToAnotherWriter reports whether now (read after a lost race) shows a change since before not this manager's.
@@ -46,8 +44,7 @@ func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 // cacheCatchUp bounds the wait (polled every catchUpPoll) for the cache to show what a lost race ran into.
 const cacheCatchUp, catchUpPoll, applyAttempts = time.Second, 5 * time.Millisecond, 5
 
-// retryLostRaces runs attempt until it does not lose a race, at most applyAttempts times. No
-// jitter: the model replays exactly.
+// retryLostRaces runs attempt until it does not lose a race, at most applyAttempts times; no jitter: the model replays.
 func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) error {
 	b := wait.Backoff{Steps: applyAttempts, Duration: 10 * time.Millisecond, Factor: 2}
 	for {

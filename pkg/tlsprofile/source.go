@@ -1,6 +1,5 @@
 // Package tlsprofile follows the cluster TLS profile (APIServer "cluster" spec.tlsSecurityProfile) for kube-rbac-proxy.
-// Once listed (absent: Intermediate) it stays known if the watch fails; before, Profile errs so the
-// caller keeps its own.
+// Once listed (absent: Intermediate) it stays known if the watch fails; before, Profile errs: the caller keeps its own.
 package tlsprofile
 
 import (
@@ -88,8 +87,7 @@ func (s *Source) Run(ctx context.Context) {
 	if s.informer == nil {
 		return
 	}
-	// Ends the wait of HasSynced; the profile stays unknown until read.
-	giveUp := s.clock.AfterFunc(StartTimeout, func() {
+	giveUp := s.clock.AfterFunc(StartTimeout, func() { // ends HasSynced's wait; the profile stays unknown until read
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !s.known {
@@ -100,8 +98,7 @@ func (s *Source) Run(ctx context.Context) {
 	defer giveUp.Stop()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		// refresh skipped the events delivered before the first list completed.
-		if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) { // refresh skipped the events before it
 			s.refresh()
 		}
 	})

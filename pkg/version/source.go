@@ -1,5 +1,4 @@
-// Package version tells the controller the cluster's target release version: the ClusterVersion's
-// status.desired.version or, without that API, RELEASE_VERSION (the cluster-version-operator convention).
+// Package version tells the target release version: ClusterVersion's status.desired.version, else RELEASE_VERSION.
 package version
 
 import (
