@@ -166,8 +166,7 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 	switch {
 	case err != nil:
 		d.errs = append(d.errs, field.Invalid(p, text, err.Error()))
-	case q.AsApproximateFloat64() >= math.MaxInt64:
-		// No container needs more, and comparing two such values exactly can take minutes.
+	case q.AsApproximateFloat64() >= math.MaxInt64: // no container needs more; comparing such values exactly takes minutes
 		d.errs = append(d.errs, field.Invalid(p, text, "must be less than 8Ei"))
 	}
 	return q
@@ -190,8 +189,7 @@ func (d *decoder) section(v any, p *field.Path, known ...string) map[string]any 
 	m := d.mapping(v, p)
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(known, k) {
-			d.errs = append(d.errs, field.Forbidden(p.Child(k),
-				"unknown field, supported fields: "+strings.Join(known, ", ")))
+			d.errs = append(d.errs, field.Forbidden(p.Child(k), "unknown field, supported fields: "+strings.Join(known, ", ")))
 		}
 	}
 	return m

@@ -27,8 +27,7 @@ func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
 	for i := range r.Tolerations {
 		errs = append(errs, validateToleration(&r.Tolerations[i], p.Child("tolerations").Index(i))...)
 	}
-	// In key order, for a stable message; the images are Linux-only.
-	for _, k := range slices.Sorted(maps.Keys(r.NodeSelector)) {
+	for _, k := range slices.Sorted(maps.Keys(r.NodeSelector)) { // in key order, for a stable message
 		v, kp := r.NodeSelector[k], p.Child("nodeSelector").Key(k)
 		errs = append(errs, metav1validation.ValidateLabelName(k, kp)...)
 		for _, msg := range validation.IsValidLabelValue(v) {
@@ -74,8 +73,7 @@ func validateToleration(t *corev1.Toleration, p *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("effect"), string(t.Effect), supportedEffects))
 	}
 	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
-		errs = append(errs, field.Invalid(p.Child("effect"), string(t.Effect),
-			`must be "NoExecute" when tolerationSeconds is set`))
+		errs = append(errs, field.Invalid(p.Child("effect"), string(t.Effect), `must be "NoExecute" when tolerationSeconds is set`))
 	}
 	return errs
 }

@@ -94,15 +94,16 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	}
 	ds := manifest.DeepCopy()
 	podSpec := &ds.Spec.Template.Spec
-	overrides := d.Scheduling.Resources
+	var sched config.RuntimeExtractor
+	d.Scheduling.DeepCopyInto(&sched) // ds shares no memory with d
 	for name, setting := range map[string]struct {
 		image     string
 		resources *corev1.ResourceRequirements
 		extraArgs []string
 	}{
-		ContainerExtractor:     {d.Images.Extractor, overrides.Extractor, nil},
-		ContainerExporter:      {d.Images.Exporter, overrides.Exporter, nil},
-		ContainerKubeRBACProxy: {d.Images.KubeRBACProxy, overrides.KubeRBACProxy, d.TLSArgs()},
+		ContainerExtractor:     {d.Images.Extractor, sched.Resources.Extractor, nil},
+		ContainerExporter:      {d.Images.Exporter, sched.Resources.Exporter, nil},
+		ContainerKubeRBACProxy: {d.Images.KubeRBACProxy, sched.Resources.KubeRBACProxy, d.TLSArgs()},
 	} {
 		c := findContainer(podSpec, name)
 		if c == nil {
@@ -111,18 +112,16 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 		c.Image = setting.image
 		c.Args = append(c.Args, setting.extraArgs...)
 		if setting.resources != nil {
-			c.Resources = *setting.resources.DeepCopy()
+			c.Resources = *setting.resources
 		}
 	}
 	if d.Version != "" {
 		metav1.SetMetaDataAnnotation(&ds.ObjectMeta, VersionAnnotation, d.Version)
 	}
-	for _, t := range d.Scheduling.Tolerations {
-		podSpec.Tolerations = append(podSpec.Tolerations, *t.DeepCopy())
-	}
-	maps.Copy(podSpec.NodeSelector, d.Scheduling.NodeSelector)    // the manifest sets one
+	podSpec.Tolerations = append(podSpec.Tolerations, sched.Tolerations...)
+	maps.Copy(podSpec.NodeSelector, sched.NodeSelector)           // the manifest sets one
 	podSpec.NodeSelector[OSNodeSelectorKey] = OSNodeSelectorValue // last: no configuration moves the extractor off Linux
-	podSpec.PriorityClassName = cmp.Or(d.Scheduling.PriorityClassName, podSpec.PriorityClassName)
+	podSpec.PriorityClassName = cmp.Or(sched.PriorityClassName, podSpec.PriorityClassName)
 	return ds, nil
 }
 
@@ -227,9 +226,8 @@ func ImagesFromEnv(getenv func(string) string, allowDefaults bool) (Images, erro
 		}
 	}
 	if len(unset) > 0 {
-		errs = append(errs, fmt.Errorf("environment variables %s: %w: set each to the image to run, by digest "+
-			"as a release payload does, or pass --allow-default-images to run the origin :latest images",
-			strings.Join(unset, ", "), ErrImagesUnset))
+		errs = append(errs, fmt.Errorf("environment variables %s: %w: set each to the image to run, by digest as a "+
+			"release payload does, or pass --allow-default-images to run the origin :latest images", strings.Join(unset, ", "), ErrImagesUnset))
 	}
 	if len(errs) > 0 {
 		return Images{}, errors.Join(errs...)

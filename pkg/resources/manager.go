@@ -68,8 +68,7 @@ func NewManager(client kubernetes.Interface, lister appslisters.DaemonSetLister,
 }
 
 // Apply makes the DaemonSet match d by ApplyDaemonSet, writing when owned metadata (spec hash too) or generation moved.
-// Someone else's object is adopted by one UPDATE, or replaced for another selector; losing to
-// another writer: ErrLostToAnotherWriter.
+// Someone else's object is adopted by one UPDATE or replaced for another selector; a lost race: ErrLostToAnotherWriter.
 func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 	required, err := m.requiredFor(d)
 	if err != nil {

@@ -190,8 +190,7 @@ func (m *Manager) AwaitsOwnWrite() bool {
 	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
 }
 
-// Expecting reports how long an own write may still be awaited in the cache; a timed-out one is due
-// (0, true) once, then ended.
+// Expecting reports how long an own write may still be awaited in the cache; a timed-out one is due (0, true) once.
 func (m *Manager) Expecting() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

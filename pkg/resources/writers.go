@@ -32,9 +32,7 @@ func (m *Manager) lostToAnotherWriter(before, now *appsv1.DaemonSet) bool {
 	switch {
 	case before == nil || now != nil && now.DeletionTimestamp != nil:
 		return false
-	case now == nil || now.UID != before.UID:
-		return true
-	case now.Generation != before.Generation && !m.IsOwnWrite(now.UID, now.Generation):
+	case now == nil || now.UID != before.UID, now.Generation != before.Generation && !m.IsOwnWrite(now.UID, now.Generation):
 		return true
 	}
 	meta := OwnedMetadata(now)
