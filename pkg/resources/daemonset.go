@@ -89,31 +89,39 @@ type Desired struct {
 // DesiredDaemonSet returns the embedded manifest completed from d (tolerations appended, the node selector merged).
 func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 	manifest, err := parsedManifest()
-	if err := cmp.Or(d.Images.validate(), err); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("desired daemonset: %w", err)
 	}
 	ds := manifest.DeepCopy()
 	podSpec := &ds.Spec.Template.Spec
 	var sched config.RuntimeExtractor
 	d.Scheduling.DeepCopyInto(&sched) // ds shares no memory with d
-	for name, setting := range map[string]struct {
-		image     string
-		resources *corev1.ResourceRequirements
-		extraArgs []string
+	var invalid []error
+	for _, setting := range []struct {
+		name, image string
+		resources   *corev1.ResourceRequirements
+		extraArgs   []string
 	}{
-		ContainerExtractor:     {d.Images.Extractor, sched.Resources.Extractor, nil},
-		ContainerExporter:      {d.Images.Exporter, sched.Resources.Exporter, nil},
-		ContainerKubeRBACProxy: {d.Images.KubeRBACProxy, sched.Resources.KubeRBACProxy, d.TLSArgs()},
+		{ContainerExtractor, d.Images.Extractor, sched.Resources.Extractor, nil},
+		{ContainerExporter, d.Images.Exporter, sched.Resources.Exporter, nil},
+		{ContainerKubeRBACProxy, d.Images.KubeRBACProxy, sched.Resources.KubeRBACProxy, d.TLSArgs()},
 	} {
-		c := findContainer(podSpec, name)
+		c := findContainer(podSpec, setting.name)
+		if err := ValidateImage(setting.image); err != nil {
+			invalid = append(invalid, fmt.Errorf("container %s: %w", setting.name, err))
+			continue
+		}
 		if c == nil {
-			return nil, fmt.Errorf("desired daemonset: embedded manifest has no container %q", name)
+			return nil, fmt.Errorf("desired daemonset: embedded manifest has no container %q", setting.name)
 		}
 		c.Image = setting.image
 		c.Args = append(c.Args, setting.extraArgs...)
 		if setting.resources != nil {
 			c.Resources = *setting.resources
 		}
+	}
+	if len(invalid) > 0 {
+		return nil, fmt.Errorf("desired daemonset: %w", errors.Join(invalid...))
 	}
 	if d.Version != "" {
 		metav1.SetMetaDataAnnotation(&ds.ObjectMeta, VersionAnnotation, d.Version)
@@ -247,20 +255,6 @@ func ValidateImage(image string) error {
 		return fmt.Errorf("%w %q: %w", ErrInvalidImage, image, err)
 	}
 	return nil
-}
-
-func (i Images) validate() error {
-	var errs []error
-	for _, c := range []struct{ container, image string }{
-		{ContainerExtractor, i.Extractor},
-		{ContainerExporter, i.Exporter},
-		{ContainerKubeRBACProxy, i.KubeRBACProxy},
-	} {
-		if err := ValidateImage(c.image); err != nil {
-			errs = append(errs, fmt.Errorf("container %s: %w", c.container, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // KubeRBACProxyTLSArgs returns kube-rbac-proxy's TLS arguments for p (Intermediate's: nil, unknown, no cipher Go has).

@@ -19,7 +19,7 @@ func TestImagesFromEnvDefaults(t *testing.T) {
 	if got != DefaultImages() {
 		t.Errorf("ImagesFromEnv = %+v, want the defaults %+v", got, DefaultImages())
 	}
-	if err := DefaultImages().validate(); err != nil {
+	if _, err := DesiredDaemonSet(Desired{Images: DefaultImages()}); err != nil {
 		t.Errorf("a default image is invalid: %v", err)
 	}
 }
