@@ -19,6 +19,7 @@ import (
 	appsclientv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // Result describes one apply.
@@ -78,7 +79,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		result   Result
 		tried    *appsv1.DaemonSet // what the last attempt found; nil before it, or none
 		lost     int               // lost races so far
-		replaced types.UID         // by deleteReplaced, because why: reported with the create
+		replaced types.UID         // deleted for its selector, because why: reported with the create
 		because  string
 		sent     bool // a write by the last attempt
 	)
@@ -104,8 +105,14 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 		actual, changed, err := resourceapply.ApplyDaemonSetWithForce(ctx, client, writeEventsOnly{m.recorder}, required, expected, false)
 		if adopting && isImmutableSelector(err) {
 			// Someone else's object, with another selector: no update makes it ours. Delete exactly it, then create.
-			if err := m.deleteReplaced(ctx, existing); err != nil {
-				return err
+			err = m.client.AppsV1().DaemonSets(Namespace).Delete(ctx, DaemonSetName, metav1.DeleteOptions{
+				Preconditions:     metav1.NewUIDPreconditions(string(existing.UID)),
+				PropagationPolicy: ptr.To(metav1.DeletePropagationBackground), // the garbage collector removes its pods
+			})
+			if err == nil {
+				resourcehelper.ReportDeleteEvent(m.recorder, existing, nil)
+			} else if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("replace object %s with another selector: delete: %w", existing.UID, err)
 			}
 			replaced = existing.UID
 			because = fmt.Sprintf("the selector %s is immutable and not ours (%s)",

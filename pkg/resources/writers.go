@@ -6,20 +6,17 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 	"unicode"
 
-	"github.com/openshift/library-go/pkg/operator/resource/resourcehelper"
 	appsv1 "k8s.io/api/apps/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
@@ -80,22 +77,6 @@ func (m *Manager) readAttempt(ctx context.Context, lost int, tried *appsv1.Daemo
 		}
 		m.clock.Sleep(catchUpPoll)
 	}
-}
-
-// deleteReplaced deletes ds, someone else's object, by UID precondition; the garbage collector removes its pods.
-func (m *Manager) deleteReplaced(ctx context.Context, ds *appsv1.DaemonSet) error {
-	err := m.client.AppsV1().DaemonSets(Namespace).Delete(ctx, DaemonSetName, metav1.DeleteOptions{
-		Preconditions:     metav1.NewUIDPreconditions(string(ds.UID)),
-		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
-	})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("replace object %s with another selector: delete: %w", ds.UID, err)
-	}
-	resourcehelper.ReportDeleteEvent(m.recorder, ds, nil)
-	return nil
 }
 
 // isImmutableSelector reports whether err is a 422 Invalid for spec.selector alone, which a replace cures.
