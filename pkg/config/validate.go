@@ -14,9 +14,7 @@ import (
 
 var (
 	supportedOperators = []corev1.TolerationOperator{corev1.TolerationOpEqual, corev1.TolerationOpExists}
-	supportedEffects   = []corev1.TaintEffect{
-		corev1.TaintEffectNoExecute, corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule,
-	}
+	supportedEffects   = []corev1.TaintEffect{corev1.TaintEffectNoExecute, corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule}
 	// Extended resources (GPUs and the like) have no use here; rejecting them catches typos such as "memroy".
 	supportedResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceEphemeralStorage, corev1.ResourceMemory}
 )

@@ -100,7 +100,7 @@ func (m *Manager) Apply(ctx context.Context, d Desired) (Result, error) {
 			return nil
 		}
 		expected, adopting := m.expectedGeneration(existing)
-		client := prefetchedDaemonSets{m: m, existing: existing, sent: &sent}
+		client := prefetchedDaemonSets{DaemonSetInterface: m.client.AppsV1().DaemonSets(Namespace), m: m, existing: existing, sent: &sent}
 		// ApplyDaemonSet is SetSpecHashAnnotation and then this; required carries the hash (requiredFor).
 		actual, changed, err := resourceapply.ApplyDaemonSetWithForce(ctx, client, writeEventsOnly{m.recorder}, required, expected, false)
 		if adopting && isImmutableSelector(err) {
@@ -229,18 +229,15 @@ func (m *Manager) requiredFor(d Desired) (*appsv1.DaemonSet, error) {
 	return ds, nil
 }
 
-// prefetchedDaemonSets gives ApplyDaemonSet's one Get (of required) the object read; its writes carry FieldManager.
+// prefetchedDaemonSets (of Namespace) gives ApplyDaemonSet's one Get the object read; its writes carry FieldManager.
 type prefetchedDaemonSets struct {
-	appsclientv1.DaemonSetInterface // once scoped
+	appsclientv1.DaemonSetInterface // of Namespace
 	m                               *Manager
 	existing                        *appsv1.DaemonSet // nil: known not to exist
 	sent                            *bool             // set by each write
 }
 
-func (p prefetchedDaemonSets) DaemonSets(namespace string) appsclientv1.DaemonSetInterface {
-	p.DaemonSetInterface = p.m.client.AppsV1().DaemonSets(namespace)
-	return p
-}
+func (p prefetchedDaemonSets) DaemonSets(string) appsclientv1.DaemonSetInterface { return p }
 
 func (p prefetchedDaemonSets) Get(_ context.Context, name string, _ metav1.GetOptions) (*appsv1.DaemonSet, error) {
 	if p.existing == nil {
