@@ -106,14 +106,11 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 		{ContainerExporter, d.Images.Exporter, sched.Resources.Exporter, nil},
 		{ContainerKubeRBACProxy, d.Images.KubeRBACProxy, sched.Resources.KubeRBACProxy, d.TLSArgs()},
 	} {
-		c := findContainer(podSpec, setting.name)
 		if err := ValidateImage(setting.image); err != nil {
 			invalid = append(invalid, fmt.Errorf("container %s: %w", setting.name, err))
 			continue
 		}
-		if c == nil {
-			return nil, fmt.Errorf("desired daemonset: embedded manifest has no container %q", setting.name)
-		}
+		c := findContainer(podSpec, setting.name) // the manifest has all three
 		c.Image = setting.image
 		c.Args = append(c.Args, setting.extraArgs...)
 		if setting.resources != nil {
