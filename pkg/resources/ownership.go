@@ -20,14 +20,14 @@ import (
 
 // IsOwnWrite reports whether uid at generation is (an older view of) what this manager wrote or adopted, now or before.
 func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	o, ok := m.written(uid)
 	return ok && generation <= o.generation
 }
 
-// written returns what this manager wrote to uid, now or before (past holds no ""); caller holds m.mu.
+// written returns what this manager wrote to uid, now or before (past holds no ""): a copy, safe to read unlocked.
 func (m *Manager) written(uid types.UID) (ownedObject, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.owned.uid == uid && uid != "" {
 		return m.owned, true
 	}
@@ -61,8 +61,6 @@ func OwnedMetadata(ds *appsv1.DaemonSet) map[string]string {
 
 // IsOwnMetadata reports whether an update of uid to rv with meta is no drift: the latest write's meta, or a write's rv.
 func (m *Manager) IsOwnMetadata(uid types.UID, rv string, meta map[string]string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	o, ok := m.written(uid)
 	return ok && (maps.Equal(o.meta, meta) || rv != "" && slices.Contains(o.versions, rv))
 }

@@ -19,11 +19,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/internal/configapi"
 )
 
-// ClusterVersionName is the name of the cluster's singleton ClusterVersion.
-const ClusterVersionName = "version"
-
-// EnvReleaseVersion is the environment variable read when there is no ClusterVersion API.
-const EnvReleaseVersion = "RELEASE_VERSION"
+// ClusterVersionName names the cluster's singleton ClusterVersion; EnvReleaseVersion is read when there is no such API.
+const ClusterVersionName, EnvReleaseVersion = "version", "RELEASE_VERSION"
 
 // Source reports the target release version and signals when it changes.
 type Source struct {
