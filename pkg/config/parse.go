@@ -157,8 +157,7 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 		d.errs = append(d.errs, field.TypeInvalid(p, v, `must be a quantity, e.g. "100m", "64Mi" or 2`))
 		return resource.Quantity{}
 	}
-	if !exponentInRange(text) {
-		// Checked first: ParseQuantity scales by 10^exponent exactly, which takes minutes for 1e-99999999.
+	if !exponentInRange(text) { // checked first: ParseQuantity scales by 10^exponent exactly, minutes for 1e-99999999
 		d.errs = append(d.errs, field.Invalid(p, text, "the exponent must be between -100 and 100"))
 		return resource.Quantity{}
 	}

@@ -154,8 +154,7 @@ func RolloutOf(ds *appsv1.DaemonSet) Rollout {
 		Available: s.NumberAvailable, Generation: ds.Generation, ObservedGeneration: s.ObservedGeneration}
 }
 
-// Complete reports whether the current generation is observed and on every node that should run a
-// pod (as kubectl rollout status).
+// Complete reports whether the generation is observed and on every node that should run a pod (kubectl rollout status).
 func (r Rollout) Complete() bool {
 	return r.Present && r.ObservedGeneration >= r.Generation && r.Updated >= r.Desired
 }

@@ -266,8 +266,7 @@ type writeEventsOnly struct{ events.Recorder }
 func (writeEventsOnly) Warning(string, string)                  {}
 func (writeEventsOnly) Warningf(string, string, ...interface{}) {}
 
-// Delete deletes the cached DaemonSet, else the own write, by UID precondition, and returns the UID
-// removed ("" for none).
+// Delete deletes the cached DaemonSet, else the own write, by UID precondition; returns the UID removed ("" for none).
 func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 	m.ObservedDeletion("") // the object is to go: no write of it is awaited any more
 	var target types.UID
@@ -285,26 +284,24 @@ func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 	daemonSets := m.client.AppsV1().DaemonSets(Namespace)
 	for attempt := 1; ; attempt++ {
 		err := daemonSets.Delete(ctx, DaemonSetName, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(target))})
+		if apierrors.IsConflict(err) && attempt < 3 { // the UID precondition failed: another object holds the name
+			var live *appsv1.DaemonSet
+			if live, err = daemonSets.Get(ctx, DaemonSetName, metav1.GetOptions{}); err == nil {
+				target = live.UID
+				continue
+			} else if !apierrors.IsNotFound(err) {
+				return "", fmt.Errorf("delete daemonset %s/%s: get: %w", Namespace, DaemonSetName, err)
+			}
+		}
 		switch {
 		case err == nil:
 			m.disown()
 			resourcehelper.ReportDeleteEvent(m.recorder, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}}, nil)
 			return target, nil
-		case apierrors.IsNotFound(err):
+		case apierrors.IsNotFound(err): // gone, perhaps after a failed precondition
 			m.disown()
 			return "", nil
-		case apierrors.IsConflict(err) && attempt < 3: // the UID precondition failed: another object holds the name
-			live, err := daemonSets.Get(ctx, DaemonSetName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				m.disown()
-				return "", nil
-			}
-			if err != nil {
-				return "", fmt.Errorf("delete daemonset %s/%s: get: %w", Namespace, DaemonSetName, err)
-			}
-			target = live.UID
-		default:
-			return "", fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)
 		}
+		return "", fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)
 	}
 }

@@ -115,8 +115,7 @@ func (m *Manager) answered(unanswered bool) {
 func (m *Manager) ClaimUnanswered(o core.Observation) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u := m.unanswered
-	if u == nil || o.WrittenAt.IsZero() || o.WrittenAt.Before(u.from) || !u.to.IsZero() && o.WrittenAt.After(u.to) {
+	if u := m.unanswered; u == nil || o.WrittenAt.IsZero() || o.WrittenAt.Before(u.from) || !u.to.IsZero() && o.WrittenAt.After(u.to) {
 		return false
 	}
 	m.record(o.UID, o.Generation, o.Meta, o.Version, "") // forgets the lost answer

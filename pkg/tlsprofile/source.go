@@ -23,11 +23,9 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/internal/configapi"
 )
 
-// APIServerName is the name of the cluster's singleton APIServer.
-const APIServerName = "cluster"
-
-// StartTimeout bounds how long HasSynced stays false: an unanswered or refused read must not block the start.
-const StartTimeout = 10 * time.Second
+// APIServerName names the cluster's singleton APIServer; StartTimeout bounds how long HasSynced stays false: an
+// unanswered or refused read must not block the start.
+const APIServerName, StartTimeout = "cluster", 10 * time.Second
 
 // ErrUnknown is wrapped by every error Profile returns.
 var ErrUnknown = errors.New("the cluster TLS profile is unknown")
