@@ -127,7 +127,7 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		pub:      publication{changed: make(chan struct{}, 1)},
 	}
 	if cfg.reporter != nil {
-		c.status = newStatusWriter(cfg.reporter, cfg.clock)
+		c.status = &statusWriter{reporter: cfg.reporter, clock: cfg.clock, wake: make(chan struct{}, 1)}
 	}
 	ri, ok := a.ResourceInformer.(*daemonSetInformer)
 	if !ok {
@@ -207,11 +207,12 @@ func (c *Controller) Run(ctx context.Context) {
 	// The host's sends on updateCh and its config channel may block: drain both from the start.
 	configCh, stopConfig := c.config.ConfigChanged()
 	defer stopConfig()
-	relayCtx, stopRelays := context.WithCancel(ctx)
-	var relays sync.WaitGroup
-	defer func() { stopRelays(); relays.Wait() }()
-	configHint := relay(relayCtx, &relays, configCh)
-	versionHint := relay(relayCtx, &relays, c.cfg.updateCh)
+	// The relays and the status writer end, and are waited for, when Run returns.
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	defer func() { stopBackground(); background.Wait() }()
+	configHint := relay(bgCtx, &background, configCh)
+	versionHint := relay(bgCtx, &background, c.cfg.updateCh)
 	if c.cfg.eventRecorder == nil {
 		rec, stop := newEventRecorder(ctx, c.cfg.kubeClient, c.component())
 		defer stop()
@@ -226,10 +227,7 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 	defer c.stop()
 	if c.status != nil {
-		statusCtx, stopStatus := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); defer recovered("the status writer"); c.status.run(statusCtx) }()
-		defer func() { stopStatus(); <-done }()
+		background.Go(func() { defer recovered("the status writer"); c.status.run(bgCtx) })
 	}
 	func() { defer recovered("the control loop's start"); c.start(ctx) }()
 	resync := c.cfg.clock.NewTicker(c.cfg.resync)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
 // onDrift acts on the drift the informer observed (hint: a caller's informer
@@ -56,7 +58,7 @@ func (c *Controller) fireDrift(ctx context.Context) {
 
 // fightStarted reports a writer in a tug-of-war: log, Warning Event, gauge.
 func (c *Controller) fightStarted() {
-	msg := c.degradedMessage()
+	msg := v1helpers.FindStatusCondition(status.Conditions(c.snapshot()), status.ConditionDegraded).Message
 	if fight := c.conflict(); fight != nil {
 		msg += "; " + fight.Tally()
 	}

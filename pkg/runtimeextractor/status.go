@@ -102,10 +102,6 @@ func (c *Controller) stuckChanged() {
 	}
 }
 
-func (c *Controller) degradedMessage() string {
-	return v1helpers.FindStatusCondition(status.Conditions(c.snapshot()), status.ConditionDegraded).Message
-}
-
 // backoffNote says, for the log, why a repair waits.
 func (c *Controller) backoffNote() string {
 	now, p, log := c.cfg.clock.Now(), c.core.Policy(), c.core.Log()

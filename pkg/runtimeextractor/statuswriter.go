@@ -26,10 +26,6 @@ type statusWriter struct {
 	wake   chan struct{}
 }
 
-func newStatusWriter(r *status.Reporter, clk clock.Clock) *statusWriter {
-	return &statusWriter{reporter: r, clock: clk, wake: make(chan struct{}, 1)}
-}
-
 // offer replaces the pending snapshot, with its conditions; it never blocks.
 func (w *statusWriter) offer(s status.Snapshot, conds []configv1.ClusterOperatorStatusCondition) {
 	w.mu.Lock()

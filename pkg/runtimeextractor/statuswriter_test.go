@@ -89,7 +89,7 @@ func startWriterFixture(t *testing.T, failFirst int32, observe bool, objects ...
 		factory.WaitForCacheSync(ctx.Done())
 		f.eventually("the watch to start", fakeapi.Closed(watching))
 	}
-	f.w = newStatusWriter(reporter, f.clock)
+	f.w = &statusWriter{reporter: reporter, clock: f.clock, wake: make(chan struct{}, 1)}
 	done := make(chan struct{})
 	go func() { defer close(done); f.w.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
