@@ -34,48 +34,40 @@ type Event interface {
 	Name() EventName
 }
 
-// Enabled says the observed config enables the extractor; also the level re-assert.
-type Enabled struct{}
-
-// Disabled says the observed config disables the extractor; also the level re-assert.
-type Disabled struct{}
-
-// VersionChanged says the cluster's target release version changed.
-type VersionChanged struct{ From, To string }
-
-// Modified says someone else changed the DaemonSet's spec, owned labels or annotations, or created it.
-type Modified struct{ Generation int64 }
-
-// Deleted says the DaemonSet disappeared.
-type Deleted struct{}
-
-// RolloutComplete says every node runs object UID's Generation (updated == desired);
-// unavailable pods leave nothing to roll out (conditions report them). Fire guards it.
-type RolloutComplete struct {
-	UID        string
-	Generation int64
-}
-
-// Applied says an apply created the DaemonSet or moved its generation, so its pods roll.
-type Applied struct {
-	UID        string
-	Generation int64
-}
-
-// AppliedUnchanged says an apply left the generation, so the pods, as they were.
-type AppliedUnchanged struct {
-	UID        string
-	Generation int64
-}
-
-// ApplyFailed reports a failed apply; Err says why.
-type ApplyFailed struct{ Err error }
-
-// DeleteDone says the DaemonSet is gone (deleted now, or already absent).
-type DeleteDone struct{}
-
-// DeleteFailed reports a failed delete; Err says why.
-type DeleteFailed struct{ Err error }
+type (
+	// Enabled says the observed config enables the extractor; also the level re-assert.
+	Enabled struct{}
+	// Disabled says the observed config disables the extractor; also the level re-assert.
+	Disabled struct{}
+	// VersionChanged says the cluster's target release version changed.
+	VersionChanged struct{ From, To string }
+	// Modified says someone else changed the DaemonSet's spec, owned labels or annotations, or created it.
+	Modified struct{ Generation int64 }
+	// Deleted says the DaemonSet disappeared.
+	Deleted struct{}
+	// RolloutComplete says every node runs object UID's Generation (updated == desired);
+	// unavailable pods leave nothing to roll out (conditions report them). Fire guards it.
+	RolloutComplete struct {
+		UID        string
+		Generation int64
+	}
+	// Applied says an apply created the DaemonSet or moved its generation, so its pods roll.
+	Applied struct {
+		UID        string
+		Generation int64
+	}
+	// AppliedUnchanged says an apply left the generation, so the pods, as they were.
+	AppliedUnchanged struct {
+		UID        string
+		Generation int64
+	}
+	// ApplyFailed reports a failed apply; Err says why.
+	ApplyFailed struct{ Err error }
+	// DeleteDone says the DaemonSet is gone (deleted now, or already absent).
+	DeleteDone struct{}
+	// DeleteFailed reports a failed delete; Err says why.
+	DeleteFailed struct{ Err error }
+)
 
 // Name implements Event.
 func (Enabled) Name() EventName          { return EventEnabled }
@@ -92,33 +84,22 @@ func (DeleteFailed) Name() EventName     { return EventDeleteFailed }
 
 // Describe renders an event with its payload, e.g. "VersionChanged(4.21.0 -> 4.22.0)".
 func Describe(e Event) string {
-	switch e := e.(type) {
+	switch p := e.(type) {
 	case nil:
 		return "<nil>"
 	case VersionChanged:
-		return fmt.Sprintf("%s(%s -> %s)", e.Name(), e.From, e.To)
-	case generationEvent:
-		return fmt.Sprintf("%s(gen=%d)", e.Name(), e.generation())
-	case failureEvent:
-		return fmt.Sprintf("%s(%v)", e.Name(), e.failure())
+		return fmt.Sprintf("%s(%s -> %s)", e.Name(), p.From, p.To)
+	case interface{ generation() int64 }:
+		return fmt.Sprintf("%s(gen=%d)", e.Name(), p.generation())
+	case interface{ failure() error }:
+		return fmt.Sprintf("%s(%v)", e.Name(), p.failure())
 	}
 	return string(e.Name())
-}
-
-type generationEvent interface {
-	Event
-	generation() int64
 }
 
 func (e Modified) generation() int64         { return e.Generation }
 func (e RolloutComplete) generation() int64  { return e.Generation }
 func (e Applied) generation() int64          { return e.Generation }
 func (e AppliedUnchanged) generation() int64 { return e.Generation }
-
-type failureEvent interface {
-	Event
-	failure() error
-}
-
-func (e ApplyFailed) failure() error  { return e.Err }
-func (e DeleteFailed) failure() error { return e.Err }
+func (e ApplyFailed) failure() error         { return e.Err }
+func (e DeleteFailed) failure() error        { return e.Err }

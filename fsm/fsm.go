@@ -18,9 +18,7 @@ const (
 )
 
 // Enabled reports whether s wants the DaemonSet to exist.
-func (s State) Enabled() bool {
-	return s != StateDisabled && s != StateDeleting && s != ""
-}
+func (s State) Enabled() bool { return s != StateDisabled && s != StateDeleting && s != "" }
 
 // States lists every state in a stable order (a new slice on each call).
 func States() []State {

@@ -23,13 +23,13 @@ type rowKey struct {
 	event EventName
 }
 
-// Machine is the lifecycle state machine. One goroutine drives it (the mutex only
-// guards against a concurrent Fire); State may be read from any goroutine.
+// Machine is the lifecycle state machine. One goroutine drives it (the mutex only guards against a
+// concurrent Fire); State may be read from any goroutine.
 type Machine struct {
 	mu     sync.Mutex
 	engine *looplab.FSM
-	// applied is the rollout that completes the last successful apply; nil before
-	// any, after a failed one (what is out there is not desired) and once it is gone.
+	// applied is the rollout that completes the last successful apply; nil before any, after a
+	// failed one (what is out there is not desired) and once it is gone.
 	applied   *RolloutComplete
 	listeners []func(Transition)
 }
@@ -64,8 +64,7 @@ func (m *Machine) State() State {
 	return State(m.engine.Current())
 }
 
-// next returns the transition ev would take now (m.mu held); ok is false when
-// the table has no row for it.
+// next returns the transition ev would take now (m.mu held); ok is false without a table row.
 func (m *Machine) next(ev Event) (t Transition, ok bool) {
 	from := State(m.engine.Current())
 	t = Transition{From: from, To: from, Event: ev, Action: ActionNone}
@@ -92,11 +91,10 @@ func (m *Machine) next(ev Event) (t Transition, ok bool) {
 	return t, true
 }
 
-// Fire feeds one event and returns the transition taken. A RolloutComplete counts
-// only for the UID and generation of the last successful apply; any other (older,
-// of a replaced object, or after a failed apply) is ignored: the state stays, the
-// action is None, and Note says why. Fire takes no context: the machine does no
-// I/O, and looplab/fsm v1.0.3 stays "in transition" for good after a cancelled one.
+// Fire feeds one event and returns the transition taken. A RolloutComplete counts only for the UID
+// and generation of the last successful apply; any other (older, of a replaced object, or after a
+// failed apply) is ignored: the state stays, the action is None, and Note says why. Fire takes no
+// context: it does no I/O, and looplab/fsm v1.0.3 stays "in transition" for good after a cancelled one.
 func (m *Machine) Fire(ev Event) (Transition, error) {
 	m.mu.Lock()
 	t, ok := m.next(ev)

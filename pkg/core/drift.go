@@ -181,15 +181,6 @@ type Repair struct {
 // NextRepair is what the next repair undoes.
 func (s *State) NextRepair() Repair { return s.next }
 
-// settle forgets a repair owed when the drain shows the controller's object as it wrote it: the
-// change it was owed for is gone (a lost race found it deleted, or another write undid it).
-func (s *State) settle(d Drain, now time.Time) {
-	if d.Clean && len(d.Kinds) == 0 && s.Outstanding() {
-		s.gate.settle()
-		s.gate.log = s.policy.Stood(s.gate.log, now)
-	}
-}
-
 // describe adds a drain's drift to the next repair: outstanding drift adds up, so its repair's
 // Event names it all; otherwise the drain's drift replaces what an earlier repair undid.
 func (s *State) describe(d Drain) {

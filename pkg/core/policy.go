@@ -1,22 +1,21 @@
-// The repair gate's rules: when the controller repairs someone else's change of the DaemonSet. Each
-// is a pure function from the gate's log, what happened and the time to the new log and a decision.
+// The repair gate's rules: when the controller repairs someone else's change of the DaemonSet, each
+// a pure function from the gate's log, what happened and the time to the new log and a decision.
 //
 // A repair rolls a privileged pod on every node, as does the change it undoes. A human's edit must
 // be repaired at once; a writer that undoes every repair (another copy of the controller, a GitOps
-// tool self-healing the object) must not make the controller roll the fleet without bound. Two
-// rules do that.
+// tool self-healing the object) must not make the controller roll the fleet without bound.
 //
 // The budget. Repairs draw on one token bucket shared by every writer (the generic cell rate
 // algorithm: one instant, no counters): Burst at once, one more per Every, so any window of length
 // T holds at most B(T) = Burst + ⌈T / Every⌉ repairs (Policy.Bound; the tests check it on random
-// writers). No writer adds to it: not a new manager name, not an unnamed change, not a drain of
-// many names. The controller's own config, version and TLS writes are not repairs.
+// writers). No new manager name, unnamed change or drain of many names adds to it. The controller's
+// own config, version and TLS writes are not repairs.
 //
 // The order inside it. A change by a writer that has undone no repair is repaired at once while
 // budget is left. One by a writer that undid a repair of its own change waits for the writers to be
-// quiet for Settle, at most MaxDefer after the first change it would undo: a writer still writing
-// is not chased write by write, and its last change is undone seconds after it stops. Nothing else
-// holds a repair back; the fight verdict reports, not delays.
+// quiet for Settle, at most MaxDefer after the first change it would undo: a writer still writing is
+// not chased write by write, and its last change is undone seconds after it stops. Nothing else holds
+// a repair back; the fight verdict reports, not delays.
 //
 // The fight. A writer is in a tug-of-war with the controller when it undid FightUndos repairs
 // within FightWindow (a tool writing back at once or every few minutes); or named writers undid
@@ -39,16 +38,14 @@ import (
 
 // Policy is the gate's rules; DefaultPolicy gives the numbers and their reasons.
 type Policy struct {
-	Burst    int           // repairs the budget allows at once
-	Every    time.Duration // how often the budget allows one more
-	Settle   time.Duration // how long the writers must be quiet for a deferred repair
-	MaxDefer time.Duration // the longest wait for quiet after the first outstanding change
-	// FightUndos undos within FightWindow make a writer a fight; SlowUndos by named writers
-	// within SlowWindow make each of them one.
-	FightUndos    int
-	FightWindow   time.Duration
-	SlowUndos     int
-	SlowWindow    time.Duration
+	Burst         int           // repairs the budget allows at once
+	Every         time.Duration // how often the budget allows one more
+	Settle        time.Duration // how long the writers must be quiet for a deferred repair
+	MaxDefer      time.Duration // the longest wait for quiet after the first outstanding change
+	FightUndos    int           // undos within FightWindow that make a writer a fight
+	FightWindow   time.Duration // the window FightUndos are counted in
+	SlowUndos     int           // undos by named writers within SlowWindow that make each of them one
+	SlowWindow    time.Duration // the window SlowUndos are counted in
 	FightClearMin time.Duration // the least undo-free time that ends a fight
 }
 
@@ -83,8 +80,7 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// Valid reports whether p's numbers make a gate: a replenished budget of at least one
-// repair, and windows that hold the undos they count.
+// Valid reports whether p's numbers make a gate: a replenished budget, windows that hold their undos.
 func (p Policy) Valid() bool {
 	return p.Burst >= 1 && p.Every > 0 && p.Settle >= 0 &&
 		p.MaxDefer >= p.Settle && p.FightUndos >= 2 && p.FightUndos <= undoTimes && p.FightWindow > 0 && p.FightClearMin > 0 &&
@@ -265,8 +261,8 @@ func (p Policy) Repaired(l Log, now time.Time) Log {
 	return l
 }
 
-// Stood records that at now a repair found nothing to undo: the writers put back what the
-// controller wants themselves, so their next change undoes nothing of the controller's.
+// Stood records that at now a repair found nothing to undo: the writers put back what the controller
+// wants themselves, so their next change undoes nothing of the controller's.
 func (p Policy) Stood(l Log, now time.Time) Log {
 	l = p.expire(l.clone(), now)
 	for i := range l.writers {
@@ -276,8 +272,8 @@ func (p Policy) Stood(l Log, now time.Time) Log {
 	return l
 }
 
-// FightEnds is when the first fight ends if its writer undoes nothing more; zero when there
-// is no fight, or every fight's writer has a change outstanding (its repair comes first).
+// FightEnds is when the first fight ends if its writer undoes nothing more; zero when there is no
+// fight, or every fight's writer has a change outstanding (its repair comes first).
 func (p Policy) FightEnds(l Log) time.Time {
 	var next time.Time
 	for _, w := range l.writers {
@@ -318,8 +314,8 @@ func (p Policy) fightEnds(w Writer) time.Time {
 	return last.Add(min(max(2*gap, p.FightClearMin), p.FightWindow))
 }
 
-// expire ends the fights over by now and drops writers with nothing left to tell. A writer
-// is kept a SlowWindow after its last change or undo: one that rotates names comes back.
+// expire ends the fights over by now and drops writers with nothing left to tell, a SlowWindow after
+// their last change or undo: a writer that rotates names comes back.
 func (p Policy) expire(l Log, now time.Time) Log {
 	for i := range l.writers {
 		if w := &l.writers[i]; w.Fight && !w.Outstanding && !now.Before(p.fightEnds(*w)) {
@@ -333,8 +329,8 @@ func (p Policy) expire(l Log, now time.Time) Log {
 	return l
 }
 
-// writerIndex is the index of the record name's changes count in, added if need be: name's
-// own while fewer than MaxNamedWriters are kept and no OtherWriters record lasts, else that.
+// writerIndex is the index of the record name's changes count in, added if need be: name's own
+// while fewer than MaxNamedWriters are kept and no OtherWriters record lasts, else that.
 func (l *Log) writerIndex(name string) int {
 	if name == "" {
 		name = Unnamed
@@ -367,8 +363,8 @@ func (l *Log) find(name string) (int, bool) {
 	return slices.BinarySearchFunc(l.writers, name, func(w Writer, n string) int { return cmp.Compare(w.Name, n) })
 }
 
-// Key renders what in l decides the gate's future answers, instants relative to now: logs
-// with one key answer every sequence of changes alike (a model checker prunes states by it).
+// Key renders what in l decides the gate's future answers, instants relative to now: logs with one
+// key answer every sequence of changes alike (a model checker prunes states by it).
 func (l Log) Key(now time.Time) string {
 	budget := "full" // a budget refilled long ago is the same as one just refilled
 	if l.budgetAt.After(now) {

@@ -4,13 +4,12 @@ import "time"
 
 // Input is one thing that woke the loop, with what the core needs to know of the world then.
 type Input struct {
-	Kind   InputKind
-	Signal Signal // InputSignal: which levels may have moved
-	Drift  Drift  // InputDrift
-	Part   Part   // InputDeadline: the part the alarm found due
-	DueAt  time.Time
-	// Enabled: the level wants a DaemonSet (for the gate's deferred repair).
-	Enabled bool
+	Kind    InputKind
+	Signal  Signal // InputSignal: which levels may have moved
+	Drift   Drift  // InputDrift
+	Part    Part   // InputDeadline: the part the alarm found due
+	DueAt   time.Time
+	Enabled bool // the level wants a DaemonSet (for the gate's deferred repair)
 }
 
 // InputKind names what woke the loop.
@@ -53,35 +52,29 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 			return []Effect{{Kind: EffectActOnLevel, Signal: in.Signal}}
 		}
 	case InputDrift:
-		s.settle(in.Drift.Drain, now)
 		return s.onDrift(in.Drift, now)
 	case InputResync:
 		return effect(EffectReassert)
 	case InputDeadline:
-		if s.Fire(in.Part, in.DueAt) {
-			return s.deadline(in, now)
+		if !s.Fire(in.Part, in.DueAt) {
+			return nil
 		}
-	}
-	return nil
-}
-
-// deadline decides what part in.Part does once its deadline has come.
-func (s *State) deadline(in Input, now time.Time) []Effect {
-	switch in.Part {
-	case PartDoor:
-		if k := s.Take(now); k != 0 {
-			return []Effect{{Kind: EffectActOnLevel, Signal: k}}
-		}
-	case PartRetry:
-		return effect(EffectReassert)
-	case PartExpect: // an own write the cache never showed; a pending retry re-reads then
-		if !s.RetryPending() {
+		switch in.Part { // what the part does once its deadline has come
+		case PartDoor:
+			if k := s.Take(now); k != 0 {
+				return []Effect{{Kind: EffectActOnLevel, Signal: k}}
+			}
+		case PartRetry:
 			return effect(EffectReassert)
+		case PartExpect: // an own write the cache never showed; a pending retry re-reads then
+			if !s.RetryPending() {
+				return effect(EffectReassert)
+			}
+		case PartGate:
+			return s.gateDue(in.Enabled, now)
+		case PartRollout:
+			return effect(EffectDiagnose)
 		}
-	case PartGate:
-		return s.gateDue(in.Enabled, now)
-	case PartRollout:
-		return effect(EffectDiagnose)
 	}
 	return nil
 }
