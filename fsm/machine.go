@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	looplab "github.com/looplab/fsm"
@@ -18,29 +19,16 @@ func (e *UnknownEventError) Error() string {
 	return fmt.Sprintf("fsm: no transition for event %q in state %s", Describe(e.Event), e.State)
 }
 
-type rowKey struct {
-	from  State
-	event EventName
-}
-
-// Machine is the lifecycle state machine. One goroutine drives it (the mutex only guards against a
-// concurrent Fire); State may be read from any goroutine.
+// Machine is the lifecycle state machine. One goroutine drives it (the mutex only
+// guards against a concurrent Fire); State may be read from any goroutine.
 type Machine struct {
 	mu     sync.Mutex
 	engine *looplab.FSM
-	// applied is the rollout that completes the last successful apply; nil before any, after a
-	// failed one (what is out there is not desired) and once it is gone.
+	// applied is the rollout that completes the last successful apply; nil before
+	// any, after a failed one (what is out there is not desired) and once it is gone.
 	applied   *RolloutComplete
 	listeners []func(Transition)
 }
-
-var rows = func() map[rowKey]Row {
-	m := make(map[rowKey]Row, len(table))
-	for _, r := range table {
-		m[rowKey{r.From, r.Event}] = r
-	}
-	return m
-}()
 
 // New builds a machine in the initial state from the transition table.
 func New(initial State) *Machine {
@@ -60,19 +48,14 @@ func (m *Machine) OnTransition(fn func(Transition)) {
 }
 
 // State returns the current state.
-func (m *Machine) State() State {
-	return State(m.engine.Current())
-}
+func (m *Machine) State() State { return State(m.engine.Current()) }
 
 // next returns the transition ev would take now (m.mu held); ok is false without a table row.
 func (m *Machine) next(ev Event) (t Transition, ok bool) {
 	from := State(m.engine.Current())
 	t = Transition{From: from, To: from, Event: ev, Action: ActionNone}
-	var row Row
-	if ev != nil {
-		row, ok = rows[rowKey{from, ev.Name()}]
-	}
-	if !ok {
+	i := slices.IndexFunc(table, func(r Row) bool { return ev != nil && r.From == from && r.Event == ev.Name() })
+	if i < 0 {
 		return t, false
 	}
 	r, rollout := ev.(RolloutComplete)
@@ -86,7 +69,7 @@ func (m *Machine) next(ev Event) (t Transition, ok bool) {
 		t.Note = fmt.Sprintf("stale rollout: generation %d is not the last applied %d", r.Generation, a.Generation)
 	}
 	if t.Note == "" {
-		t.To, t.Action = row.To, row.Action
+		t.To, t.Action = table[i].To, table[i].Action
 	}
 	return t, true
 }

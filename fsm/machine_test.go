@@ -35,6 +35,11 @@ func sample(name EventName) Event {
 	return nil
 }
 
+type rowKey struct {
+	from  State
+	event EventName
+}
+
 func TestTableIsTotal(t *testing.T) {
 	seen := map[rowKey]Row{}
 	for i, r := range Table() {

@@ -27,9 +27,8 @@ func (e Edit) String() string {
 	return fmt.Sprintf("%s (%s at %s)", e.Manager, e.Operation, e.Time.UTC().Format(time.RFC3339))
 }
 
-// Observation is one change of the DaemonSet the informer saw, whoever made it: an own write's
-// watch event may come before the controller recorded the write, so whose it is is decided
-// once, when the loop drains it (Classify), after its own apply returned.
+// Observation is one change of the DaemonSet the informer saw, whoever made it. Whose it is is decided
+// when the loop drains it (Classify): an own write's event may come before its apply returned.
 type Observation struct {
 	Kind       DriftKind
 	UID        types.UID
@@ -78,27 +77,16 @@ type Drain struct {
 	Unnamed bool        // some of it no managedFields entry names
 	Likely  []string    // for the unnamed part, each object's newest other manager: a guess, never shown
 	Gone    bool        // an expected deletion (own, or in a state without the DaemonSet)
-	// Clean: the view shows the controller's object as it wrote it, so no change of anyone
-	// else's is left to repair, whatever an earlier drain left owed.
-	Clean bool
+	Clean   bool        // the view shows the object as the controller wrote it: any repair owed is settled
 }
 
-// Classify decides which observations are someone else's drift. wantsOne: the machine's state
-// wants a DaemonSet. A change of an object since gone or being deleted is not drift: its
-// deletion is.
+// Classify decides which observations are someone else's drift. wantsOne: the machine's state wants a
+// DaemonSet. A change of an object since gone or being deleted is not drift: its deletion is.
 func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, deletedByUs func(types.UID) bool) Drain {
 	d := Drain{Clean: seen.Present && !seen.Terminating && own.Owns(seen.UID) && own.IsOwnWrite(seen.UID, seen.Generation) &&
 		own.IsOwnMetadata(seen.UID, seen.Version, seen.Meta)}
 	awaiting := own.AwaitsOwnWrite()
 	for _, o := range obs {
-		if o.Kind == DriftDeleted {
-			if o.UID == "" && awaiting {
-				// A list without a DaemonSet may predate the awaited write (a lagging watch
-				// cache). If the write is gone, the expectation's deadline re-reads.
-				continue
-			}
-			own.ObservedDeletion(o.UID)
-		}
 		switch o.Kind {
 		case DriftModified, DriftMetadata:
 			// Not drift: a change of an object since gone or being deleted (its deletion
@@ -116,8 +104,13 @@ func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, delete
 				continue
 			}
 		case DriftDeleted:
-			// Only the object the controller still owns needs repair, not one it has since
-			// replaced, deleted or given up.
+			if o.UID == "" && awaiting {
+				// A list without a DaemonSet may predate the awaited write (a lagging watch
+				// cache). If the write is gone, the expectation's deadline re-reads.
+				continue
+			}
+			own.ObservedDeletion(o.UID)
+			// Only the object the controller still owns needs repair, not one it replaced, deleted or gave up.
 			if o.Expected || deletedByUs(o.UID) || !wantsOne || !own.Owns(o.UID) {
 				d.Gone = true
 				continue
@@ -139,8 +132,7 @@ func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, delete
 	return d
 }
 
-// MergeEdits adds es to the edits of one repair, one per manager and operation at its newest
-// time, newest first.
+// MergeEdits adds es to a repair's edits: one per manager and operation at its newest time, newest first.
 func MergeEdits(into, es []Edit) []Edit {
 	for _, e := range es {
 		i := slices.IndexFunc(into, func(x Edit) bool { return x.Manager == e.Manager && x.Operation == e.Operation })
@@ -155,9 +147,8 @@ func MergeEdits(into, es []Edit) []Edit {
 	return into
 }
 
-// writers names d's writers for the gate. A change no managedFields entry records is the
-// newest other manager's, the likely writer, else the unnamed writer's (""). A name twice
-// counts once.
+// writers names d's writers for the gate: a change no managedFields entry records is the likely
+// writer's (the newest other manager), else the unnamed writer's (""). A name twice counts once.
 func (d Drain) writers() []string {
 	var names []string
 	for _, e := range d.Edits {
@@ -170,8 +161,7 @@ func (d Drain) writers() []string {
 	return names
 }
 
-// Repair describes what the next repair undoes, for its Event, log line and repairs_total. It
-// decides nothing, so it is no part of the key.
+// Repair is what the next repair undoes, for its Event, log line and repairs_total; no part of the key.
 type Repair struct {
 	Kinds   []DriftKind
 	Edits   []Edit // at most MaxNamedWriters: a client chooses its manager name

@@ -35,8 +35,7 @@ func (s *State) Policy() Policy { return s.policy }
 // Log is the repair gate's log, for what status and the log lines say.
 func (s *State) Log() Log { return s.gate.log }
 
-// Outstanding: someone else's change waits for a repair, which is the next write that changes
-// the DaemonSet, whatever led to it.
+// Outstanding: someone else's change waits for a repair: the next write to the DaemonSet, whatever its cause.
 func (s *State) Outstanding() bool { return s.gate.log.Outstanding() }
 
 // Fighting: some writer is in a tug-of-war with the controller.
@@ -153,8 +152,7 @@ func (s *State) gateDue(enabled bool, now time.Time) []Effect {
 	return fc // a repair not due yet: the deadline follows the gate and comes again when due
 }
 
-// ForgetWriters forgets the gate's writers (Run ends, or the DaemonSet is deleted) and
-// reports whether that ended a fight.
+// ForgetWriters forgets the gate's writers (Run ends, or the DaemonSet is deleted); ended: it ended a fight.
 func (s *State) ForgetWriters() (ended bool) {
 	ended = s.Fighting()
 	s.next = Repair{}

@@ -261,8 +261,8 @@ func (p Policy) Repaired(l Log, now time.Time) Log {
 	return l
 }
 
-// Stood records that at now a repair found nothing to undo: the writers put back what the controller
-// wants themselves, so their next change undoes nothing of the controller's.
+// Stood records that at now a repair found nothing to undo: the writers put back what the
+// controller wants themselves, so their next change undoes nothing of the controller's.
 func (p Policy) Stood(l Log, now time.Time) Log {
 	l = p.expire(l.clone(), now)
 	for i := range l.writers {
@@ -272,8 +272,8 @@ func (p Policy) Stood(l Log, now time.Time) Log {
 	return l
 }
 
-// FightEnds is when the first fight ends if its writer undoes nothing more; zero when there is no
-// fight, or every fight's writer has a change outstanding (its repair comes first).
+// FightEnds is when the first fight ends if its writer undoes nothing more; zero when there
+// is no fight, or every fight's writer has a change outstanding (its repair comes first).
 func (p Policy) FightEnds(l Log) time.Time {
 	var next time.Time
 	for _, w := range l.writers {
@@ -314,8 +314,8 @@ func (p Policy) fightEnds(w Writer) time.Time {
 	return last.Add(min(max(2*gap, p.FightClearMin), p.FightWindow))
 }
 
-// expire ends the fights over by now and drops writers with nothing left to tell, a SlowWindow after
-// their last change or undo: a writer that rotates names comes back.
+// expire ends the fights over by now and drops writers with nothing left to tell. A writer
+// is kept a SlowWindow after its last change or undo: one that rotates names comes back.
 func (p Policy) expire(l Log, now time.Time) Log {
 	for i := range l.writers {
 		if w := &l.writers[i]; w.Fight && !w.Outstanding && !now.Before(p.fightEnds(*w)) {
@@ -329,8 +329,8 @@ func (p Policy) expire(l Log, now time.Time) Log {
 	return l
 }
 
-// writerIndex is the index of the record name's changes count in, added if need be: name's own
-// while fewer than MaxNamedWriters are kept and no OtherWriters record lasts, else that.
+// writerIndex is the index of the record name's changes count in, added if need be: name's
+// own while fewer than MaxNamedWriters are kept and no OtherWriters record lasts, else that.
 func (l *Log) writerIndex(name string) int {
 	if name == "" {
 		name = Unnamed
@@ -363,8 +363,8 @@ func (l *Log) find(name string) (int, bool) {
 	return slices.BinarySearchFunc(l.writers, name, func(w Writer, n string) int { return cmp.Compare(w.Name, n) })
 }
 
-// Key renders what in l decides the gate's future answers, instants relative to now: logs with one
-// key answer every sequence of changes alike (a model checker prunes states by it).
+// Key renders what in l decides the gate's future answers, instants relative to now: logs
+// with one key answer every sequence of changes alike (a model checker prunes states by it).
 func (l Log) Key(now time.Time) string {
 	budget := "full" // a budget refilled long ago is the same as one just refilled
 	if l.budgetAt.After(now) {
