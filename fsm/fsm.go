@@ -1,7 +1,6 @@
-// Package fsm is the lifecycle state machine of the runtime extractor DaemonSet. It
-// does no I/O: Fire returns the transition whose Action the caller carries out, the
-// outcome coming back as another event. The looplab/fsm machine and the diagrams are
-// built from one table, so they cannot disagree.
+// Package fsm is the lifecycle state machine of the runtime extractor DaemonSet. It does no I/O: Fire
+// returns the transition whose Action the caller carries out, the outcome coming back as another
+// event. The looplab/fsm machine and the diagrams are built from one table, so they cannot disagree.
 package fsm
 
 // State is a lifecycle state of the managed DaemonSet.

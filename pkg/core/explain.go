@@ -91,8 +91,7 @@ func Summary(kinds []DriftKind, ws []Edit, unnamed bool) string {
 	return "changed by someone else (" + driftWords(kinds) + ")" + editorsWords(kinds, ws, unnamed)
 }
 
-// restoredWords is ": restored container extractor image, tolerations;
-// removed container sidecar" for fields, "" for none.
+// restoredWords is ": restored container extractor image, tolerations; removed container sidecar" ("" for none).
 func restoredWords(fields []string) string {
 	if len(fields) == 0 {
 		return ""

@@ -210,10 +210,9 @@ func (p Policy) Changed(l Log, names []string, now time.Time) (Log, Decision) {
 
 // fight marks w fighting from since, unless it already is; its undos since then count.
 func (p Policy) fight(w *Writer, since time.Time) {
-	if w.Fight {
-		return
+	if !w.Fight {
+		w.Fight, w.FightSince, w.FightUndos = true, since, countSince(w.Undos, since)
 	}
-	w.Fight, w.FightSince, w.FightUndos = true, since, countSince(w.Undos, since)
 }
 
 // Due decides whether the outstanding repair may be made at now, when a Decision's At comes.

@@ -49,9 +49,8 @@ func (s *State) Failures() (n int, retryIn time.Duration) { return s.retry.failu
 // LastError is the latest failure's error, nil when the last action succeeded.
 func (s *State) LastError() error { return s.retry.lastErr }
 
-// Persists: the failures have lasted the inertia, or the latest is of the controller's own
-// input, which no retry changes; what the cluster answers (an outage, a refusal) can end
-// without the controller.
+// Persists: the failures have lasted the inertia, or the latest is of the controller's own input,
+// which no retry changes; what the cluster answers (an outage, a refusal) can end without it.
 func (s *State) Persists(now time.Time) bool {
 	r := s.retry
 	return r.failures > 0 && r.lastErr != nil && (r.ownInput || !now.Before(r.since.Add(s.inertia)))

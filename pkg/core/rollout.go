@@ -15,10 +15,9 @@ type rollout struct {
 	since    time.Time // the last progress
 }
 
-// FollowRollout follows the rollout the loop waits for now (zero: none); held: a diagnosis of
-// it is under way, or its verdict stands. A new rollout, progress, or a diagnosis that found
-// nothing starts a deadline from now; else what stands stays. void: the diagnosis and verdict
-// so far no longer apply.
+// FollowRollout follows the rollout the loop waits for now (zero: none); held: a diagnosis of it is
+// under way, or its verdict stands. A new rollout, progress, or a diagnosis that found nothing starts
+// a deadline from now; else what stands stays. void: the diagnosis and verdict so far no longer apply.
 func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now time.Time) (void bool) {
 	t := &s.timers[PartRollout]
 	switch {

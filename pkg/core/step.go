@@ -43,8 +43,7 @@ const (
 	EffectFightEnded                     // the tug-of-war is over
 )
 
-// Step decides what the loop does about in, at now. The writes themselves are decided when
-// they are made (AskWrite) and counted when they return (Wrote).
+// Step decides what the loop does about in, at now; writes are decided when made (AskWrite), counted by Wrote.
 func (s *State) Step(in Input, now time.Time) []Effect {
 	switch in.Kind {
 	case InputSignal:
