@@ -23,9 +23,8 @@ const (
 // EventNames lists every event name in table column order (a new slice on each call).
 func EventNames() []EventName {
 	return []EventName{
-		EventEnabled, EventDisabled, EventVersionChanged, EventModified, EventDeleted,
-		EventRolloutComplete, EventApplied, EventAppliedUnchanged, EventApplyFailed,
-		EventDeleteDone, EventDeleteFailed,
+		EventEnabled, EventDisabled, EventVersionChanged, EventModified, EventDeleted, EventRolloutComplete,
+		EventApplied, EventAppliedUnchanged, EventApplyFailed, EventDeleteDone, EventDeleteFailed,
 	}
 }
 

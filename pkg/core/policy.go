@@ -30,9 +30,7 @@ package core
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -251,21 +249,19 @@ func (p Policy) Repaired(l Log, now time.Time) Log {
 		l.budgetAt = now
 	}
 	l.budgetAt = l.budgetAt.Add(p.Every)
-	for i := range l.writers {
-		if w := &l.writers[i]; w.Outstanding {
-			w.Outstanding, w.Repaired = false, true
-		}
-	}
-	l.since, l.last = time.Time{}, time.Time{}
-	return l
+	return l.settled(true)
 }
 
 // Stood records that at now a repair found nothing to undo: the writers put back what the
 // controller wants themselves, so their next change undoes nothing of the controller's.
-func (p Policy) Stood(l Log, now time.Time) Log {
-	l = p.expire(l.clone(), now)
+func (p Policy) Stood(l Log, now time.Time) Log { return p.expire(l.clone(), now).settled(false) }
+
+// settled ends the outstanding changes; repaired: a repair undid them (their next change is an undo).
+func (l Log) settled(repaired bool) Log {
 	for i := range l.writers {
-		l.writers[i].Outstanding = false
+		if w := &l.writers[i]; w.Outstanding {
+			w.Outstanding, w.Repaired = false, w.Repaired || repaired
+		}
 	}
 	l.since, l.last = time.Time{}, time.Time{}
 	return l
@@ -360,27 +356,4 @@ func (l *Log) writerIndex(name string) int {
 
 func (l *Log) find(name string) (int, bool) {
 	return slices.BinarySearchFunc(l.writers, name, func(w Writer, n string) int { return cmp.Compare(w.Name, n) })
-}
-
-// Key renders what in l decides the gate's future answers, instants relative to now: logs
-// with one key answer every sequence of changes alike (a model checker prunes states by it).
-func (l Log) Key(now time.Time) string {
-	budget := "full" // a budget refilled long ago is the same as one just refilled
-	if l.budgetAt.After(now) {
-		budget = rel(l.budgetAt, now)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "budget=%s since=%s last=%s undos=", budget, rel(l.since, now), rel(l.last, now))
-	for _, u := range l.undos {
-		b.WriteString(rel(u, now) + ",")
-	}
-	for _, w := range l.writers {
-		fmt.Fprintf(&b, " %s{out=%t rep=%t change=%s fight=%t since=%s n=%d undos=", w.Name, w.Outstanding, w.Repaired,
-			rel(w.LastChange, now), w.Fight, rel(w.FightSince, now), w.FightUndos)
-		for _, u := range w.Undos {
-			b.WriteString(rel(u, now) + ",")
-		}
-		b.WriteString("}")
-	}
-	return b.String()
 }

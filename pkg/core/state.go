@@ -86,8 +86,9 @@ func (s *State) Due(now time.Time) []Part {
 	return due
 }
 
-// Key is the state as a canonical string, times relative to now: states with one key decide
-// alike from now on (the convergence model merges states by it).
+// Key is the state as a canonical string, times relative to now: states with one key decide alike
+// from now on (the convergence model merges states by it). Of the gate's log it renders what
+// decides the gate's future answers.
 func (s *State) Key(now time.Time) string {
 	var b strings.Builder
 	for p := range numParts {
@@ -98,8 +99,24 @@ func (s *State) Key(now time.Time) string {
 	fmt.Fprintf(&b, "door=%b since=%s last=%s act=%s ", s.door.queued,
 		rel(s.door.queuedSince, now), rel(s.door.lastSignal, now), rel(s.door.lastAct, now))
 	fmt.Fprintf(&b, "rollout=%+v since=%s ", s.rollout.progress, rel(s.rollout.since, now))
-	fmt.Fprintf(&b, "deferred=%v granted=%v lost=%v failures=%d own=%v failing since=%s gate: %s",
-		s.gate.deferred, s.gate.granted, s.gate.lostRace, s.retry.failures, s.retry.ownInput, rel(s.retry.since, now), s.gate.log.Key(now))
+	l, budget := s.gate.log, "full" // a budget refilled long ago is the same as one just refilled
+	if l.budgetAt.After(now) {
+		budget = rel(l.budgetAt, now)
+	}
+	fmt.Fprintf(&b, "deferred=%v granted=%v lost=%v failures=%d own=%v failing since=%s gate: budget=%s since=%s last=%s undos=",
+		s.gate.deferred, s.gate.granted, s.gate.lostRace, s.retry.failures, s.retry.ownInput, rel(s.retry.since, now),
+		budget, rel(l.since, now), rel(l.last, now))
+	for _, u := range l.undos {
+		b.WriteString(rel(u, now) + ",")
+	}
+	for _, w := range l.writers {
+		fmt.Fprintf(&b, " %s{out=%t rep=%t change=%s fight=%t since=%s n=%d undos=", w.Name, w.Outstanding, w.Repaired,
+			rel(w.LastChange, now), w.Fight, rel(w.FightSince, now), w.FightUndos)
+		for _, u := range w.Undos {
+			b.WriteString(rel(u, now) + ",")
+		}
+		b.WriteString("}")
+	}
 	return b.String()
 }
 
