@@ -63,8 +63,7 @@ func (s *State) Take(now time.Time) Signal {
 		return 0
 	}
 	k := d.queued
-	d.queued = 0
-	s.timers[PartDoor] = time.Time{}
+	d.queued, s.timers[PartDoor] = 0, time.Time{}
 	return k
 }
 

@@ -10,8 +10,7 @@ type gate struct {
 	lostRace bool // the level's last apply lost a race to another writer and wrote nothing
 }
 
-// The outstanding repair is granted, held for the deadline, or settled (made, found nothing
-// to undo, dropped or forgotten).
+// The outstanding repair is granted, held, or settled (made, found nothing to undo, dropped or forgotten).
 func (g *gate) grant()  { g.granted, g.deferred = true, false }
 func (g *gate) hold()   { g.granted, g.deferred = false, true }
 func (g *gate) settle() { g.granted, g.deferred = false, false }
@@ -119,9 +118,8 @@ const (
 	ApplyLost                           // it lost a race to another writer's change, and wrote nothing
 )
 
-// Wrote records what an apply AskWrite allowed (w) did. counted: the budget paid for a repair
-// that wrote, or may have (its answer was lost; its retry then undoes nothing, so it is paid
-// once). After a lost race, the other writer's change is repaired when it arrives as drift.
+// Wrote records what an apply AskWrite allowed (w) did. counted: the budget paid for a repair that
+// wrote, or may have (answer lost: its retry undoes nothing). A lost race's winner comes as drift.
 func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 	s.gate.lostRace = o == ApplyLost
 	switch {

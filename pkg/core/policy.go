@@ -5,26 +5,23 @@
 // be repaired at once; a writer that undoes every repair (another copy of the controller, a GitOps
 // tool self-healing the object) must not make the controller roll the fleet without bound.
 //
-// The budget. Repairs draw on one token bucket shared by every writer (the generic cell rate
-// algorithm: one instant, no counters): Burst at once, one more per Every, so any window of length
-// T holds at most B(T) = Burst + ⌈T / Every⌉ repairs (Policy.Bound; the tests check it on random
-// writers). No new manager name, unnamed change or drain of many names adds to it. The controller's
-// own config, version and TLS writes are not repairs.
+// The budget. Repairs draw on one token bucket for all writers (the generic cell rate algorithm: one
+// instant, no counters): Burst at once, one more per Every, so a window of length T holds at most
+// B(T) = Burst + ⌈T / Every⌉ repairs (Policy.Bound). No new manager name, unnamed change or drain of
+// many names adds to it. The controller's config, version and TLS writes are not repairs.
 //
-// The order inside it. A change by a writer that has undone no repair is repaired at once while
-// budget is left. One by a writer that undid a repair of its own change waits for the writers to be
-// quiet for Settle, at most MaxDefer after the first change it would undo: a writer still writing is
-// not chased write by write, and its last change is undone seconds after it stops. Nothing else holds
-// a repair back; the fight verdict reports, not delays.
+// The order inside it. A change by a writer that undid no repair is repaired at once while budget
+// is left. One by a writer that undid a repair of its own change waits for the writers to be quiet
+// for Settle, at most MaxDefer after the first change it would undo: a writer still writing is not
+// chased write by write. Nothing else holds it back; the fight verdict reports, not delays.
 //
 // The fight. A writer is in a tug-of-war with the controller when it undid FightUndos repairs
-// within FightWindow (a tool writing back at once or every few minutes); or named writers undid
-// SlowUndos within SlowWindow and it is one of them (a rotating name, a ten-minute job); or its
-// change finds the budget spent (a loop that deletes the DaemonSet). An unnamed change (a deletion)
-// is nobody in particular: unrelated deletions fight only through the budget. A fight ends once its
-// writer has nothing outstanding and has undone nothing for twice its slowest rhythm (the longest
-// gap between its recent undos), within [FightClearMin, FightWindow]: a periodic writer stays
-// reported between syncs, a stopped one clears.
+// within FightWindow; or named writers undid SlowUndos within SlowWindow and it is one of them (a
+// rotating name, a ten-minute job); or its change finds the budget spent (a loop that deletes the
+// DaemonSet). An unnamed change (a deletion) is nobody in particular: unrelated deletions fight
+// only through the budget. A fight ends once its writer has nothing outstanding and undid nothing
+// for twice its slowest rhythm (its longest gap between recent undos), within [FightClearMin,
+// FightWindow]: a periodic writer stays reported between syncs, a stopped one clears.
 
 package core
 

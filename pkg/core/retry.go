@@ -35,8 +35,7 @@ func (s *State) ScheduleRetry(backoff time.Duration, now time.Time) time.Duratio
 	if until := s.retry.since.Add(s.inertia).Sub(now); until > 0 && until < backoff {
 		backoff = until
 	}
-	s.timers[PartRetry] = now.Add(backoff)
-	s.retry.retryIn = backoff
+	s.timers[PartRetry], s.retry.retryIn = now.Add(backoff), backoff
 	return backoff
 }
 

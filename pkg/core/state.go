@@ -86,9 +86,8 @@ func (s *State) Due(now time.Time) []Part {
 	return due
 }
 
-// Key is the state as a canonical string, times relative to now: states with one key decide alike
-// from now on (the convergence model merges states by it). Of the gate's log it renders what
-// decides the gate's future answers.
+// Key is the state, the gate's log included, as a canonical string with times relative to now:
+// states with one key decide alike from now on (the convergence model merges states by it).
 func (s *State) Key(now time.Time) string {
 	var b strings.Builder
 	for p := range numParts {
