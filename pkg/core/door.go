@@ -36,8 +36,7 @@ func (s *State) Admit(k Signal, now time.Time) bool {
 		return true
 	}
 	if d.queued == 0 {
-		d.queuedSince = now
-		s.timers[PartDoor] = now.Add(LevelQuiet)
+		d.queuedSince, s.timers[PartDoor] = now, now.Add(LevelQuiet)
 	}
 	d.queued |= k
 	d.lastSignal = now

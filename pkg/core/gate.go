@@ -53,8 +53,7 @@ type Drift struct {
 // of a DaemonSet the level disables is deleted at once.
 func (s *State) onDrift(d Drift, now time.Time) []Effect {
 	if d.Drain.Clean && len(d.Drain.Kinds) == 0 && s.Outstanding() {
-		// The view shows the controller's object as it wrote it: the change a repair was owed for
-		// is gone (a lost race found it deleted, or another write undid it).
+		// The change a repair was owed for is gone: a lost race found it deleted, or a write undid it.
 		s.gate.settle()
 		s.gate.log = s.policy.Stood(s.gate.log, now)
 	}

@@ -324,9 +324,7 @@ func (p Policy) expire(l Log, now time.Time) Log {
 // writerIndex is the index of the record name's changes count in, added if need be: name's
 // own while fewer than MaxNamedWriters are kept and no OtherWriters record lasts, else that.
 func (l *Log) writerIndex(name string) int {
-	if name == "" {
-		name = Unnamed
-	}
+	name = cmp.Or(name, Unnamed)
 	if i, ok := l.find(name); ok {
 		return i
 	}

@@ -22,14 +22,12 @@ func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now 
 	t := &s.timers[PartRollout]
 	switch {
 	case p == Rollout{}:
-		s.rollout = rollout{}
-		*t = time.Time{}
+		s.rollout, *t = rollout{}, time.Time{}
 		return true
 	case p == s.rollout.progress && (!t.IsZero() || held):
 		return false
 	}
-	s.rollout = rollout{progress: p, since: now}
-	*t = now.Add(deadline)
+	s.rollout, *t = rollout{progress: p, since: now}, now.Add(deadline)
 	return true
 }
 

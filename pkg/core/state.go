@@ -64,13 +64,11 @@ func (s *State) due(p Part, now time.Time) bool {
 
 // Deadline is the parts' earliest deadline, when the loop's one timer fires.
 func (s *State) Deadline() (time.Time, bool) {
-	var at time.Time
-	for _, t := range s.timers {
-		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
-			at = t
-		}
+	armed := slices.DeleteFunc(slices.Clone(s.timers[:]), time.Time.IsZero)
+	if len(armed) == 0 {
+		return time.Time{}, false
 	}
-	return at, !at.IsZero()
+	return slices.MinFunc(armed, time.Time.Compare), true
 }
 
 // Due returns the parts due at now, earliest first (Part order on a tie). Step runs each only
