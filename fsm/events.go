@@ -29,9 +29,7 @@ func EventNames() []EventName {
 }
 
 // Event is a typed fact fed to the machine.
-type Event interface {
-	Name() EventName
-}
+type Event interface{ Name() EventName }
 
 type (
 	// Enabled says the observed config enables the extractor; also the level re-assert.

@@ -9,8 +9,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
-// What the Events and the log say of the controller's writes and of drift. They name at most
-// maxNamedEditors writers and maxRestoredFields restored fields; the rest are counted.
+// The Events and log lines name at most this many writers and restored fields; the rest are counted.
 const maxNamedEditors, maxRestoredFields = 3, 4
 
 // Cause is why an apply that wrote was made, for its Event.

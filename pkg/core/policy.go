@@ -135,8 +135,7 @@ func (l Log) Fighting() bool {
 	return slices.ContainsFunc(l.writers, func(w Writer) bool { return w.Fight })
 }
 
-// Available is how many repairs the budget allows at now: k once now is after
-// budgetAt - (Burst-k+1)·Every, which is B(T) exactly.
+// Available is the repairs the budget allows at now: k after budgetAt - (Burst-k+1)·Every (B(T) exactly).
 func (p Policy) Available(l Log, now time.Time) int {
 	if !l.budgetAt.After(now) {
 		return p.Burst
@@ -276,9 +275,7 @@ func (p Policy) FightEnds(l Log) time.Time {
 	return next
 }
 
-func undosIn(w Writer, now time.Time, window time.Duration) int {
-	return countSince(w.Undos, now.Add(-window))
-}
+func undosIn(w Writer, now time.Time, d time.Duration) int { return countSince(w.Undos, now.Add(-d)) }
 
 func countSince(ts []time.Time, from time.Time) int {
 	n := 0

@@ -2,9 +2,8 @@ package core
 
 import "time"
 
-// retry is the failures of the controller's actions: a failed apply or delete is re-asserted
-// at the retry's deadline, never dropped. The backoff curve is the loop's limiter's; when
-// failures persist, and so when the retry comes at the latest, is decided here.
+// retry is the failures of the controller's actions: a failed apply or delete is re-asserted at the
+// retry's deadline, never dropped. The backoff is the loop's limiter's; when failures persist is ours.
 type retry struct {
 	failures int           // consecutive failed actions
 	since    time.Time     // the first of them

@@ -58,20 +58,17 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 		if !s.Fire(in.Part, in.DueAt) {
 			return nil
 		}
-		switch in.Part { // what the part does once its deadline has come
-		case PartDoor:
+		switch p := in.Part; { // what the part does once its deadline has come
+		case p == PartDoor:
 			if k := s.Take(now); k != 0 {
 				return []Effect{{Kind: EffectActOnLevel, Signal: k}}
 			}
-		case PartRetry:
+		// PartExpect: an own write the cache never showed; a pending retry re-reads then.
+		case p == PartRetry || p == PartExpect && !s.RetryPending():
 			return effect(EffectReassert)
-		case PartExpect: // an own write the cache never showed; a pending retry re-reads then
-			if !s.RetryPending() {
-				return effect(EffectReassert)
-			}
-		case PartGate:
+		case p == PartGate:
 			return s.gateDue(in.Enabled, now)
-		case PartRollout:
+		case p == PartRollout:
 			return effect(EffectDiagnose)
 		}
 	}
