@@ -39,7 +39,7 @@ type Policy struct {
 	MaxDefer      time.Duration // the longest wait for quiet after the first outstanding change
 	FightUndos    int           // undos within FightWindow that make a writer a fight
 	FightWindow   time.Duration // the window FightUndos are counted in
-	SlowUndos     int           // undos by named writers within SlowWindow that make each of them one
+	SlowUndos     int           // undos by named writers within SlowWindow that make each of them a fight
 	SlowWindow    time.Duration // the window SlowUndos are counted in
 	FightClearMin time.Duration // the least undo-free time that ends a fight
 }
