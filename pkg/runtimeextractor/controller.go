@@ -30,11 +30,13 @@ type Controller struct {
 	cfg      settings       // the seed's arguments and the options, as given
 	config   ConfigNotifier // insights-config
 	informer *daemonSetInformer
-	own      ownInformer
-	manager  *resources.Manager
-	machine  *fsm.Machine
-	events   changeEvents
-	status   *statusWriter // nil without a status reporter
+	// Set when the caller's informer is not ours: we run one, and the caller's only hints.
+	runOwnInformer func(ctx context.Context)
+	hints          <-chan struct{}
+	manager        *resources.Manager
+	machine        *fsm.Machine
+	events         changeEvents
+	status         *statusWriter // nil without a status reporter
 
 	// Owned by the Run goroutine.
 	core     *core.State
@@ -43,12 +45,6 @@ type Controller struct {
 	known    loopMemory
 
 	pub publication // the latest snapshot, for Status
-}
-
-// ownInformer is set when the caller's informer is not ours: we run one, and the caller's only hints.
-type ownInformer struct {
-	run   func(ctx context.Context)
-	hints <-chan struct{}
 }
 
 type loopMemory struct {
@@ -138,12 +134,12 @@ func New(a Args, opts ...Option) (*Controller, error) {
 			return nil, fmt.Errorf("runtime extractor informer: %w", err)
 		}
 		ri = own
-		c.own.run = func(ctx context.Context) {
+		c.runOwnInformer = func(ctx context.Context) {
 			factory.Start(ctx.Done())
 			go own.Run(ctx, 1)
 		}
 		if a.ResourceInformer != nil {
-			c.own.hints = a.ResourceInformer.ResourceModified()
+			c.hints = a.ResourceInformer.ResourceModified()
 		}
 	}
 	c.informer = ri
@@ -201,8 +197,8 @@ func (c *Controller) Run(ctx context.Context) {
 	if c.manager == nil {
 		return // New failed, and NewRuntimeExtractorController logged why
 	}
-	if c.own.run != nil {
-		c.own.run(ctx)
+	if c.runOwnInformer != nil {
+		c.runOwnInformer(ctx)
 	}
 	// The host's sends on updateCh and its config channel may block: drain both from the start.
 	configCh, stopConfig := c.config.ConfigChanged()

@@ -33,7 +33,7 @@ func (c *Controller) receive(ctx context.Context, in loopInputs) (wake, any, boo
 		return wakeVersion, nil, true
 	case <-c.tlsChanged():
 		return wakeTLS, nil, true
-	case <-c.own.hints:
+	case <-c.hints:
 		return wakeDriftHint, nil, true
 	case <-c.informer.rollout:
 		return wakeRollout, nil, true

@@ -26,7 +26,7 @@ func loopSources(c *Controller, in loopInputs) []loopSource {
 		source(wakeVersion, in.version),
 		source(wakeVersion, c.cfg.versions.Changed()),
 		source(wakeTLS, c.tlsChanged()),
-		source(wakeDriftHint, c.own.hints),
+		source(wakeDriftHint, c.hints),
 		source(wakeRollout, c.informer.rollout),
 		source(wakeResync, in.resync),
 		source(wakeAlarm, c.alarm.C()),
@@ -66,7 +66,7 @@ func pick(ready []loopSource, choose func(n int) int) loopSource {
 func TestReceiveTakesEachLoopSource(t *testing.T) {
 	s := newScriptedSim(t, true)
 	tls, hints := newSettableTLS(nil, nil), make(chan struct{}, 1)
-	s.c.cfg.tls, s.c.own.hints = tls, hints
+	s.c.cfg.tls, s.c.hints = tls, hints
 	config, version, resync := make(chan struct{}, 1), make(chan struct{}, 1), make(chan time.Time, 1)
 	in := loopInputs{config: config, version: version, resync: resync}
 	send := []struct {
