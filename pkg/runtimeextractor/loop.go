@@ -28,15 +28,6 @@ const (
 	wakeNodesNamed             // the unavailable pods' nodes are named (payload: namedResult)
 )
 
-var wakeNames = [...]string{
-	wakeConfig: "config changed", wakeVersion: "version changed", wakeTLS: "TLS profile changed",
-	wakeDrift: "resource modified", wakeDriftHint: "caller's drift hint", wakeRollout: "rollout",
-	wakeResync: "resync timer", wakeAlarm: "deadline", wakeDiagnosis: "stuck diagnosis",
-	wakeNodesNamed: "unavailable nodes named",
-}
-
-func (w wake) String() string { return wakeNames[w] }
-
 var levelSignals = map[wake]core.Signal{wakeConfig: core.SignalConfig, wakeVersion: core.SignalVersion, wakeTLS: core.SignalTLS}
 
 func (c *Controller) handle(ctx context.Context, w wake, payload any) {

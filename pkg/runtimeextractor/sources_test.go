@@ -6,6 +6,16 @@ import (
 	"time"
 )
 
+// wakeNames name the wake-ups in the model's stories and failures; the loop that ships logs none.
+var wakeNames = [...]string{
+	wakeConfig: "config changed", wakeVersion: "version changed", wakeTLS: "TLS profile changed",
+	wakeDrift: "resource modified", wakeDriftHint: "caller's drift hint", wakeRollout: "rollout",
+	wakeResync: "resync timer", wakeAlarm: "deadline", wakeDiagnosis: "stuck diagnosis",
+	wakeNodesNamed: "unavailable nodes named",
+}
+
+func (w wake) String() string { return wakeNames[w] }
+
 // loopSource is one case of Run's receive, as the model sees it.
 type loopSource struct {
 	wake    wake
