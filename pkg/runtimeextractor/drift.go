@@ -27,12 +27,9 @@ type observation = core.Observation
 // observed is the observation of cur (old: before it, nil for an Add) as the drain classifies it (core.Classify).
 // damaged: owned metadata lost or changed, which one update can fold into an own spec write (a re-list, a live read).
 func observed(kind DriftKind, old, cur *appsv1.DaemonSet, damaged bool) observation {
-	o := observation{Kind: kind, UID: cur.UID, Generation: cur.Generation, Meta: resources.OwnedMetadata(cur),
-		Version: cur.ResourceVersion, MetaDamaged: damaged, WrittenAt: resources.WrittenAt(cur), Edits: changedBy(old, cur)}
-	if newest := changedBy(nil, cur); len(newest) > 0 {
-		o.Likely = newest[0].Manager // the newest other manager (the first on a tie)
-	}
-	return o
+	edits, likely := changedBy(old, cur)
+	return observation{Kind: kind, UID: cur.UID, Generation: cur.Generation, Meta: resources.OwnedMetadata(cur),
+		Version: cur.ResourceVersion, MetaDamaged: damaged, WrittenAt: resources.WrittenAt(cur), Edits: edits, Likely: likely}
 }
 
 // ownedMetadataDamaged: an ownership label no longer right, or an owned annotation gone or changed (own writes too).
@@ -83,8 +80,9 @@ func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
 
 // changedBy names who changed old (nil: first sight) to cur: the newest of cur's other writers' entries, the first
 // maxTiedWriters on a tie. An entry old had did not record this change (a removal under Update leaves the remover
-// none): better unnamed than wrongly named. It runs on the informer goroutine for up to 10,000 entries: hence the set.
-func changedBy(old, cur *appsv1.DaemonSet) []core.Edit {
+// none): better unnamed than wrongly named. likely is the manager of the newest of those entries, old or not (the first
+// on a tie). It runs on the informer goroutine for up to 10,000 entries: hence the set, and the one pass.
+func changedBy(old, cur *appsv1.DaemonSet) (newest []core.Edit, likely string) {
 	var had map[entryKey]struct{}
 	if old != nil && old.UID == cur.UID {
 		had = make(map[entryKey]struct{}, len(old.ManagedFields))
@@ -92,12 +90,15 @@ func changedBy(old, cur *appsv1.DaemonSet) []core.Edit {
 			had[keyOf(&old.ManagedFields[i])] = struct{}{}
 		}
 	}
-	var newest []core.Edit
+	var newestEntry *metav1.ManagedFieldsEntry
 	for i := range cur.ManagedFields {
 		e := &cur.ManagedFields[i]
 		// Not the controller's, nor on the status subresource (the DaemonSet controller's counters), and timed.
 		if e.Manager == resources.FieldManager || e.Subresource == "status" || e.Time == nil {
 			continue
+		}
+		if newestEntry == nil || e.Time.After(newestEntry.Time.Time) {
+			newestEntry = e
 		}
 		switch {
 		case len(newest) > 0 && e.Time.Time.Before(newest[0].Time):
@@ -117,7 +118,10 @@ func changedBy(old, cur *appsv1.DaemonSet) []core.Edit {
 	for i, w := range newest {
 		newest[i].Manager, newest[i].Operation = resources.PrintableName(w.Manager), resources.PrintableName(w.Operation)
 	}
-	return newest
+	if newestEntry != nil {
+		likely = resources.PrintableName(newestEntry.Manager)
+	}
+	return newest, likely
 }
 
 // repairManagers are the repairs_total label values of one repair.

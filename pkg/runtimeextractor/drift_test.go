@@ -165,7 +165,7 @@ func TestChangedByWorkIsLinearInTheEntries(t *testing.T) {
 	cur := managed(4, withFields(append(old.DeepCopy().ManagedFields,
 		entry("kubectl-patch", metav1.ManagedFieldsOperationUpdate, t0.Add(n*time.Second), ""))...))
 	var ws []core.Edit
-	allocs := testing.AllocsPerRun(1, func() { ws = changedBy(old, cur) })
+	allocs := testing.AllocsPerRun(1, func() { ws, _ = changedBy(old, cur) })
 	if len(ws) != 1 || ws[0].Manager != "kubectl-patch" {
 		t.Fatalf("writers %+v, want kubectl-patch alone", ws)
 	}
