@@ -206,8 +206,10 @@ func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.Daemo
 		if err != nil {
 			return fmt.Errorf("list events of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 		}
-		var newest time.Time // when the Event named was seen last
-		for _, ev := range events.Items {
+		var newest *corev1.Event // the Event seen last, the first on a tie
+		var newestAt time.Time
+		for i := range events.Items {
+			ev := &events.Items[i]
 			at := ev.LastTimestamp.Time
 			if ev.Series != nil {
 				at = ev.Series.LastObservedTime.Time
@@ -215,9 +217,12 @@ func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.Daemo
 			if at.IsZero() {
 				at = ev.EventTime.Time
 			}
-			if s.Warning == "" || at.After(newest) { // "" until the first Event is named
-				s.Warning, newest = fmt.Sprintf("%s: %s", ev.Reason, ev.Message), at
+			if newest == nil || at.After(newestAt) {
+				newest, newestAt = ev, at
 			}
+		}
+		if newest != nil {
+			s.Warning = fmt.Sprintf("%s: %s", newest.Reason, newest.Message)
 		}
 		return nil
 	})
@@ -255,6 +260,12 @@ func notReadyNodesOf(ctx context.Context, client kubernetes.Interface, ds *appsv
 		}
 		opts.Continue = page.Continue
 	}
+}
+
+// deniedWhat says what a denial of each read costs, for its log line.
+var deniedWhat = map[string]string{
+	status.DeniedPodsList:   "RolloutStuck and PodsUnavailable go without node names",
+	status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
 }
 
 // denials remembers the reads RBAC denied, so a host lacking them (the Insights Operator) pays one 403 and log line
@@ -295,10 +306,7 @@ func (d *denials) try(read string, f func() error) (denied bool, err error) {
 			after = min(2*prev.after, deniedRecheckMax)
 		} else {
 			klog.Warningf("%s in %s is forbidden, so %s; it is asked again in %s, then less and less often, up to once an hour. The host's RBAC lacks it: see docs/embedding.md: %v",
-				read, resources.Namespace, map[string]string{ // what the denial costs
-					status.DeniedPodsList:   "RolloutStuck and PodsUnavailable go without node names",
-					status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
-				}[read], after, err)
+				read, resources.Namespace, deniedWhat[read], after, err)
 		}
 		d.denied[read] = denial{at: d.clock.Now(), after: after}
 		return true, nil
