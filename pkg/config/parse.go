@@ -149,11 +149,13 @@ func mapOf[K ~string, V any](d *decoder, v any, p *field.Path, value func(any, *
 }
 
 func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
-	text, ok := v.(string)
-	if n, isNumber := v.(json.Number); isNumber {
-		text, ok = n.String(), true
-	}
-	if !ok {
+	var text string
+	switch t := v.(type) {
+	case string:
+		text = t
+	case json.Number:
+		text = t.String()
+	default:
 		d.errs = append(d.errs, field.TypeInvalid(p, v, `must be a quantity, e.g. "100m", "64Mi" or 2`))
 		return resource.Quantity{}
 	}

@@ -22,33 +22,8 @@ var (
 // Validate applies the API server's pod-spec rules, so a bad setting is refused here, not by the DaemonSet update.
 func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for i, t := range r.Tolerations {
-		tp := p.Child("tolerations").Index(i)
-		if t.Key != "" {
-			errs = append(errs, metav1validation.ValidateLabelName(t.Key, tp.Child("key"))...)
-		}
-		switch t.Operator {
-		case corev1.TolerationOpEqual, "": // empty means Equal
-			if t.Key == "" {
-				errs = append(errs, field.Invalid(tp.Child("operator"), string(t.Operator),
-					`must be "Exists" when key is empty, which means "match all values and all keys"`))
-			}
-			for _, msg := range validation.IsValidLabelValue(t.Value) {
-				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, msg))
-			}
-		case corev1.TolerationOpExists:
-			if t.Value != "" {
-				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, `must be empty when operator is "Exists"`))
-			}
-		default:
-			errs = append(errs, field.NotSupported(tp.Child("operator"), string(t.Operator), supportedOperators))
-		}
-		if t.Effect != "" && !slices.Contains(supportedEffects, t.Effect) {
-			errs = append(errs, field.NotSupported(tp.Child("effect"), string(t.Effect), supportedEffects))
-		}
-		if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
-			errs = append(errs, field.Invalid(tp.Child("effect"), string(t.Effect), `must be "NoExecute" when tolerationSeconds is set`))
-		}
+	for i := range r.Tolerations {
+		errs = append(errs, validateToleration(&r.Tolerations[i], p.Child("tolerations").Index(i))...)
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.NodeSelector)) { // in key order, for a stable message
 		v, kp := r.NodeSelector[k], p.Child("nodeSelector").Key(k)
@@ -69,6 +44,36 @@ func (r *RuntimeExtractor) Validate(p *field.Path) field.ErrorList {
 	errs = append(errs, validateRequirements(r.Resources.Extractor, rp.Child("extractor"))...)
 	errs = append(errs, validateRequirements(r.Resources.Exporter, rp.Child("exporter"))...)
 	return append(errs, validateRequirements(r.Resources.KubeRBACProxy, rp.Child("kube-rbac-proxy"))...)
+}
+
+func validateToleration(t *corev1.Toleration, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t.Key != "" {
+		errs = append(errs, metav1validation.ValidateLabelName(t.Key, p.Child("key"))...)
+	}
+	switch t.Operator {
+	case corev1.TolerationOpEqual, "": // empty means Equal
+		if t.Key == "" {
+			errs = append(errs, field.Invalid(p.Child("operator"), string(t.Operator),
+				`must be "Exists" when key is empty, which means "match all values and all keys"`))
+		}
+		for _, msg := range validation.IsValidLabelValue(t.Value) {
+			errs = append(errs, field.Invalid(p.Child("value"), t.Value, msg))
+		}
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			errs = append(errs, field.Invalid(p.Child("value"), t.Value, `must be empty when operator is "Exists"`))
+		}
+	default:
+		errs = append(errs, field.NotSupported(p.Child("operator"), string(t.Operator), supportedOperators))
+	}
+	if t.Effect != "" && !slices.Contains(supportedEffects, t.Effect) {
+		errs = append(errs, field.NotSupported(p.Child("effect"), string(t.Effect), supportedEffects))
+	}
+	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+		errs = append(errs, field.Invalid(p.Child("effect"), string(t.Effect), `must be "NoExecute" when tolerationSeconds is set`))
+	}
+	return errs
 }
 
 func validateRequirements(req *corev1.ResourceRequirements, p *field.Path) field.ErrorList {
