@@ -58,17 +58,20 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 		if !s.Fire(in.Part, in.DueAt) {
 			return nil
 		}
-		switch p := in.Part; { // what the part does once its deadline has come
-		case p == PartDoor:
+		switch in.Part { // what the part does once its deadline has come
+		case PartDoor:
 			if k := s.Take(now); k != 0 {
 				return []Effect{{Kind: EffectActOnLevel, Signal: k}}
 			}
-		// PartExpect: an own write the cache never showed; a pending retry re-reads then.
-		case p == PartRetry || p == PartExpect && !s.RetryPending():
+		case PartRetry:
 			return effect(EffectReassert)
-		case p == PartGate:
+		case PartExpect: // an own write the cache never showed: re-read, unless a pending retry will
+			if !s.RetryPending() {
+				return effect(EffectReassert)
+			}
+		case PartGate:
 			return s.gateDue(in.Enabled, now)
-		case p == PartRollout:
+		case PartRollout:
 			return effect(EffectDiagnose)
 		}
 	}
