@@ -47,14 +47,12 @@ type Metrics struct {
 	actionDuration                                                    *prometheus.HistogramVec
 	retryBackoff, lastTransitionTime, rolloutStuck, conflictingWriter prometheus.Gauge
 
-	stateMu sync.Mutex // keeps the one-hot state gauge consistent under concurrent transitions
-	current fsm.State  // shown unless holding
-	holding bool
-	now     func() time.Time // tests replace it
-
-	mu         sync.Mutex      // guards managers and legacyDone
-	managers   map[string]bool // the repairs_total label values given out
-	legacyDone bool            // RegisterLegacy succeeded
+	mu         sync.Mutex // guards the fields below; keeps the one-hot state gauge consistent under concurrent transitions
+	current    fsm.State  // shown unless holding
+	holding    bool
+	now        func() time.Time // tests replace it
+	managers   map[string]bool  // the repairs_total label values given out
+	legacyDone bool             // RegisterLegacy succeeded
 }
 
 // New returns the collectors, unregistered, with the state, drift and Apply/Delete action series at 0 for rate().
@@ -68,15 +66,11 @@ func New() *Metrics {
 		"Changes to the managed DaemonSet made by someone other than the controller, by kind (modified, deleted, metadata).")
 	m.actions = counterVec("actions_total", []string{"action", "result"},
 		"Actions the controller executed against the cluster, by action and result (success, error).")
-	m.actionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace,
-		Name:      "action_duration_seconds",
-		Help:      "Time taken by the actions the controller executed against the cluster, by action.",
-		// API round trips: a few milliseconds when healthy, up to the client timeout when not.
-		Buckets: prometheus.ExponentialBuckets(0.005, 2, 13),
-	}, []string{"action"})
-	m.retryBackoff = gauge("retry_backoff_seconds",
-		"Delay before the next retry of a failed action; 0 when no retry is pending.")
+	// The buckets span API round trips: a few milliseconds when healthy, up to the client timeout when not.
+	m.actionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "action_duration_seconds",
+		Help:    "Time taken by the actions the controller executed against the cluster, by action.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 13)}, []string{"action"})
+	m.retryBackoff = gauge("retry_backoff_seconds", "Delay before the next retry of a failed action; 0 when no retry is pending.")
 	m.lastTransitionTime = gauge("last_transition_timestamp_seconds",
 		"Unix time of the last change of the state machine's state; 0 before the first change.")
 	m.rolloutStuck = gauge("rollout_stuck",
@@ -114,8 +108,8 @@ func counterVec(name string, labels []string, help string) *prometheus.CounterVe
 
 // SetState marks the initial state s as current, counting no transition.
 func (m *Metrics) SetState(s fsm.State) {
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.setStateLocked(s)
 }
 
@@ -126,8 +120,8 @@ func (m *Metrics) ObserveTransition(t fsm.Transition) {
 		event = string(t.Event.Name())
 	}
 	m.transitions.WithLabelValues(string(t.From), string(t.To), event).Inc()
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.setStateLocked(t.To)
 	if t.Changed() {
 		m.lastTransitionTime.Set(float64(m.now().UnixNano()) / float64(time.Second))
@@ -136,8 +130,8 @@ func (m *Metrics) ObserveTransition(t fsm.Transition) {
 
 // SetHolding marks whether the controller holds (see StateHolding).
 func (m *Metrics) SetHolding(holding bool) {
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.holding = holding
 	m.setStateLocked(m.current)
 }
@@ -251,12 +245,9 @@ func RegisterAll(reg prometheus.Registerer, collectors ...prometheus.Collector) 
 
 // NewBuildInfo returns the build_info gauge of version (DevVersion when empty); an embedder has its own.
 func NewBuildInfo(version string) prometheus.Collector {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace:   Namespace,
-		Name:        "build_info",
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info",
 		Help:        "Constant 1, labelled with the version of the runtime extractor controller binary and the Go version that built it.",
-		ConstLabels: prometheus.Labels{"version": cmp.Or(version, DevVersion), "go_version": runtime.Version()},
-	})
+		ConstLabels: prometheus.Labels{"version": cmp.Or(version, DevVersion), "go_version": runtime.Version()}})
 	g.Set(1)
 	return g
 }
