@@ -65,8 +65,9 @@ func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	}
 	available, progressing := availableAndProgressing(s)
 	out := []configv1.ClusterOperatorStatusCondition{available, progressing, degraded(s)}
-	if s.RepairWaits != nil && !removing(s) {
-		out[0].Message += "; " + s.RepairWaits.message()
+	if w := s.RepairWaits; w != nil && !removing(s) { // the time, not a countdown, so the message stays while it waits
+		out[0].Message += fmt.Sprintf("; the change by %s waits for its repair until %s: the repair budget is spent",
+			strings.Join(w.Writers, ", "), w.At.UTC().Format(time.RFC3339))
 	}
 	if s.TLSProfileUnknown != "" && !removing(s) {
 		out[0].Message += "; " + s.TLSProfileUnknown
@@ -102,9 +103,8 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 			"the DaemonSet is being deleted"+waitsFor(s)+"; its pods run until "+until
 		p.Reason, p.Message = a.Reason, a.Message
 	case s.State == fsm.StateDisabled:
-		const disabled = "runtime extractor is disabled by insights-config"
-		a.Reason, a.Message = ReasonDisabled, disabled
-		p.Status, p.Reason, p.Message = configv1.ConditionFalse, ReasonDisabled, disabled
+		a.Reason, a.Message = ReasonDisabled, "runtime extractor is disabled by insights-config"
+		p.Status, p.Reason, p.Message = configv1.ConditionFalse, a.Reason, a.Message
 	case s.State == fsm.StateDeleting:
 		a.Reason, a.Message = ReasonDeleting, "runtime extractor is being removed as insights-config disables it"
 		p.Reason, p.Message = ReasonDeleting, "removing the runtime extractor: disabled by insights-config"
@@ -196,13 +196,11 @@ func degraded(s Snapshot) configv1.ClusterOperatorStatusCondition {
 		c.Reason, c.Message = ReasonRolloutStuck, s.Stuck.Message(s)
 	case s.ConfigError != nil:
 		c.Reason, c.Message = ReasonInvalidConfig, configRejected+fmt.Sprint(s.ConfigError)
-		return c
 	default:
 		c.Status, c.Reason, c.Message = configv1.ConditionFalse, ReasonAsExpected, "no errors"
-		return c
 	}
 	// A rejected config under a reason that takes precedence is still said.
-	if s.ConfigError != nil {
+	if s.ConfigError != nil && c.Reason != ReasonInvalidConfig {
 		c.Message += "; " + configRejected + fmt.Sprint(s.ConfigError)
 	}
 	return c
@@ -250,10 +248,7 @@ func unavailableMessage(s Snapshot) string {
 
 // someNodes lists nodes, a few of the n meant, ending with "..." when n is more.
 func someNodes(nodes []string, n int32) string {
-	if int(n) > len(nodes) {
-		return strings.Join(nodes, ", ") + ", ..."
-	}
-	return strings.Join(nodes, ", ")
+	return strings.Join(nodes, ", ") + map[bool]string{true: ", ...", false: ""}[int(n) > len(nodes)]
 }
 
 func prefixed(prefix, v string) string {

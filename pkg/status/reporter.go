@@ -66,9 +66,8 @@ func (r *Reporter) Observe(informer configv1informers.ClusterOperatorInformer) e
 		default:
 		}
 	}
-	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: notifyChanged, UpdateFunc: func(_, obj any) { notifyChanged(obj) }, DeleteFunc: notifyChanged,
-	})
+	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: notifyChanged,
+		UpdateFunc: func(_, obj any) { notifyChanged(obj) }, DeleteFunc: notifyChanged})
 	if err != nil {
 		return fmt.Errorf("observe clusteroperator %s: %w", r.name, err)
 	}
@@ -118,16 +117,14 @@ func (r *Reporter) Report(ctx context.Context, s Snapshot) error {
 	}
 	apply := configv1ac.ClusterOperatorStatus()
 	for _, c := range next {
-		apply.WithConditions(configv1ac.ClusterOperatorStatusCondition().
-			WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).WithMessage(c.Message).
-			WithLastTransitionTime(c.LastTransitionTime))
+		apply.WithConditions(configv1ac.ClusterOperatorStatusCondition().WithType(c.Type).WithStatus(c.Status).
+			WithReason(c.Reason).WithMessage(c.Message).WithLastTransitionTime(c.LastTransitionTime))
 	}
 	result, err := r.client.ClusterOperators().ApplyStatus(ctx, configv1ac.ClusterOperator(r.name).WithStatus(apply),
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		r.applied = nil
-		missing := apierrors.IsNotFound(err) || meta.IsNoMatchError(err) // the ClusterOperator or its API
-		switch {
+		switch missing := apierrors.IsNotFound(err) || meta.IsNoMatchError(err); { // the ClusterOperator or its API
 		case missing && shown:
 			// A restarted API server serves the custom resource moments later, and no change will say when: retry.
 			return fmt.Errorf("report conditions on clusteroperator %s, which the informer shows: %w", r.name, err)
@@ -151,11 +148,9 @@ func olderThan(a, b string) bool {
 }
 
 func (r *Reporter) setMissing(logger klog.Logger, missing bool) {
-	switch {
-	case missing && !r.missing:
-		logger.Info("ClusterOperator not found, runtime extractor conditions are not reported until it exists")
-	case !missing && r.missing:
-		logger.Info("ClusterOperator found, reporting runtime extractor conditions")
+	if missing != r.missing {
+		logger.Info(map[bool]string{true: "ClusterOperator not found, runtime extractor conditions are not reported until it exists",
+			false: "ClusterOperator found, reporting runtime extractor conditions"}[missing])
 	}
 	r.missing = missing
 }

@@ -97,12 +97,6 @@ type RepairWait struct {
 	At      time.Time // when the repair will be made
 }
 
-// message gives the time, not a countdown, so it does not change while the repair waits.
-func (w *RepairWait) message() string {
-	return fmt.Sprintf("the change by %s waits for its repair until %s: the repair budget is spent",
-		strings.Join(w.Writers, ", "), w.At.UTC().Format(time.RFC3339))
-}
-
 func (w *RepairWait) equal(o *RepairWait) bool {
 	if w == nil || o == nil {
 		return w == o
