@@ -188,12 +188,10 @@ func (m *Metrics) ObserveRepair(managers ...string) {
 		if len(manager) > maxManagerBytes {
 			manager = strings.ToValidUTF8(manager[:maxManagerBytes], "")
 		}
-		if !m.managers[manager] {
-			if len(m.managers) < MaxManagers && manager != OtherManager {
-				m.managers[manager] = true
-			} else {
-				manager = OtherManager
-			}
+		if m.managers[manager] || len(m.managers) < MaxManagers && manager != OtherManager {
+			m.managers[manager] = true
+		} else {
+			manager = OtherManager
 		}
 		if !slices.Contains(counted, manager) {
 			counted = append(counted, manager)
