@@ -32,8 +32,8 @@ var ErrUnknown = errors.New("the cluster TLS profile is unknown")
 
 // Source reports the cluster's TLS security profile and signals when it changes.
 type Source struct {
-	informer cache.SharedIndexInformer // nil when the profile is fixed (no APIServer API)
-	clock    clock.WithDelayedExecution
+	informer cache.SharedIndexInformer  // nil when the profile is fixed (no APIServer API)
+	clock    clock.WithDelayedExecution // tests step a fake one
 	changed  chan struct{}
 
 	mu      sync.Mutex
@@ -45,10 +45,6 @@ type Source struct {
 
 // NewSource watches the APIServer "cluster" if config.openshift.io/v1 serves it; without (not OpenShift) it is unset.
 func NewSource(disco discovery.DiscoveryInterface, client configclient.Interface) (*Source, error) {
-	return newSource(disco, client, clock.RealClock{})
-}
-
-func newSource(disco discovery.DiscoveryInterface, client configclient.Interface, clk clock.WithDelayedExecution) (*Source, error) {
 	ok, err := configapi.Serves(disco, "apiservers")
 	if err != nil {
 		return nil, err
@@ -57,7 +53,7 @@ func newSource(disco discovery.DiscoveryInterface, client configclient.Interface
 		klog.Infof("APIServer API not served; kube-rbac-proxy gets the Intermediate TLS profile")
 		return &Source{known: true, changed: make(chan struct{}, 1)}, nil
 	}
-	s := &Source{changed: make(chan struct{}, 1), clock: clk}
+	s := &Source{changed: make(chan struct{}, 1), clock: clock.RealClock{}}
 	s.informer = configv1informers.NewFilteredAPIServerInformer(client, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, APIServerName).String()
 	})
@@ -95,12 +91,10 @@ func (s *Source) Run(ctx context.Context) {
 	})
 	defer giveUp.Stop()
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) { // refresh skipped the events before it
-			s.refresh()
-		}
-	})
-	s.informer.RunWithContext(ctx)
+	wg.Go(func() { s.informer.RunWithContext(ctx) })
+	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) { // refresh skipped the events before it
+		s.refresh()
+	}
 	wg.Wait()
 }
 

@@ -49,10 +49,11 @@ func run(t *testing.T, s *Source) {
 
 func newTestSource(t *testing.T, client *configfake.Clientset, clk clock.WithDelayedExecution) *Source {
 	t.Helper()
-	s, err := newSource(fakeapi.ConfigDiscovery(apiServerAPI), client, clk)
+	s, err := NewSource(fakeapi.ConfigDiscovery(apiServerAPI), client)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.clock = clk
 	return s
 }
 
