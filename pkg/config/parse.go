@@ -159,9 +159,11 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 		d.errs = append(d.errs, field.TypeInvalid(p, v, `must be a quantity, e.g. "100m", "64Mi" or 2`))
 		return resource.Quantity{}
 	}
-	if !exponentInRange(text) { // checked first: ParseQuantity scales by 10^exponent exactly, minutes for 1e-99999999
-		d.errs = append(d.errs, field.Invalid(p, text, "the exponent must be between -100 and 100"))
-		return resource.Quantity{}
+	if m := decimalExponent.FindStringSubmatch(text); m != nil { // checked first: ParseQuantity scales by 10^exponent exactly, minutes for 1e-99999999
+		if n, err := strconv.ParseInt(m[1], 10, 32); err != nil || n < -100 || n > 100 {
+			d.errs = append(d.errs, field.Invalid(p, text, "the exponent must be between -100 and 100"))
+			return resource.Quantity{}
+		}
 	}
 	q, err := resource.ParseQuantity(text)
 	switch {
@@ -174,16 +176,6 @@ func (d *decoder) quantity(v any, p *field.Path) resource.Quantity {
 }
 
 var decimalExponent = regexp.MustCompile(`^[+-]?[0-9.]*[eE]([+-]?[0-9]+)$`)
-
-// exponentInRange tells whether a quantity's decimal exponent, if it has one, is within ±100.
-func exponentInRange(text string) bool {
-	m := decimalExponent.FindStringSubmatch(text)
-	if m == nil {
-		return true
-	}
-	n, err := strconv.ParseInt(m[1], 10, 32)
-	return err == nil && n >= -100 && n <= 100
-}
 
 // section decodes a mapping whose keys must be in known (sorted): a misspelt setting must not be dropped silently.
 func (d *decoder) section(v any, p *field.Path, known ...string) map[string]any {
