@@ -74,10 +74,9 @@ func (m *Machine) next(ev Event) (t Transition, ok bool) {
 	return t, true
 }
 
-// Fire feeds one event and returns the transition taken. A RolloutComplete counts only for the UID
-// and generation of the last successful apply; any other (older, of a replaced object, or after a
-// failed apply) is ignored: the state stays, the action is None, and Note says why. Fire takes no
-// context: it does no I/O, and looplab/fsm v1.0.3 stays "in transition" for good after a cancelled one.
+// Fire feeds one event and returns the transition taken. A RolloutComplete counts only for the UID and generation of
+// the last successful apply; any other is ignored: the state stays, the action is None, and Note says why. Fire takes
+// no context: it does no I/O, and looplab/fsm v1.0.3 stays "in transition" for good after a cancelled one.
 func (m *Machine) Fire(ev Event) (Transition, error) {
 	m.mu.Lock()
 	t, ok := m.next(ev)

@@ -10,8 +10,7 @@ type Row struct {
 	Action Action
 }
 
-// table has one row per (state, event) pair, do-nothing rows included
-// (TestTableIsTotal). Departures from the design proposal, and why:
+// table has one row per (state, event) pair, do-nothing rows included (TestTableIsTotal). Departures from the design:
 //   - AppliedUnchanged is split from Applied: in Running only a write starts a rollout (no resync churn).
 //   - Disabled+DeleteFailed goes to Deleting/Retry: what is still there must be retried.
 //   - An apply outcome in Disabled or Deleting asks for Delete: that DaemonSet must not exist.

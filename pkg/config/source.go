@@ -89,9 +89,7 @@ func (s *Source) Config() *InsightsConfiguration {
 func (s *Source) HasGoodConfig() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.good && s.synced() && len(s.informer.GetStore().ListKeys()) == 0 { // none listed: the admin chose the defaults
-		s.good = true
-	}
+	s.good = s.good || s.synced() && len(s.informer.GetStore().ListKeys()) == 0 // none listed: the admin chose the defaults
 	return s.good
 }
 
