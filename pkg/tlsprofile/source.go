@@ -23,8 +23,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/internal/configapi"
 )
 
-// APIServerName names the cluster's singleton APIServer; StartTimeout bounds how long HasSynced stays false: an
-// unanswered or refused read must not block the start.
+// APIServerName names the singleton APIServer; StartTimeout caps how long an unread profile keeps HasSynced false.
 const APIServerName, StartTimeout = "cluster", 10 * time.Second
 
 // ErrUnknown is wrapped by every error Profile returns.
