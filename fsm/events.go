@@ -49,9 +49,15 @@ type (
 		Generation int64
 	}
 	// Applied says an apply created the DaemonSet or moved its generation, so its pods roll.
-	Applied RolloutComplete
+	Applied struct {
+		UID        string
+		Generation int64
+	}
 	// AppliedUnchanged says an apply left the generation, so the pods, as they were.
-	AppliedUnchanged RolloutComplete
+	AppliedUnchanged struct {
+		UID        string
+		Generation int64
+	}
 	// ApplyFailed reports a failed apply; Err says why.
 	ApplyFailed struct{ Err error }
 	// DeleteDone says the DaemonSet is gone (deleted now, or already absent).
