@@ -184,20 +184,8 @@ func (m *Manager) ResourcesExists(_ context.Context) bool {
 	return ok
 }
 
-// read returns the DaemonSet or nil: the lister's or an own write it does not show yet; the server's if live or behind.
-func (m *Manager) read(ctx context.Context, live bool) (*appsv1.DaemonSet, error) {
-	if !live {
-		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("read cache: %w", err)
-		}
-		if exp := m.expectation(cached); exp != nil || cached == nil {
-			return exp, nil
-		}
-		if !m.cacheBehind(cached) {
-			return cached.DeepCopy(), nil
-		}
-	}
+// get reads the DaemonSet from the server: nil if there is none.
+func (m *Manager) get(ctx context.Context) (*appsv1.DaemonSet, error) {
 	ds, err := m.client.AppsV1().DaemonSets(Namespace).Get(ctx, DaemonSetName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -269,17 +257,15 @@ func (writeEventsOnly) Warningf(string, string, ...interface{}) {}
 // Delete deletes the cached DaemonSet, else the own write, by UID precondition; returns the UID removed ("" for none).
 func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 	m.ObservedDeletion("") // the object is to go: no write of it is awaited any more
-	var target types.UID
 	cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
+	target := m.ownedUID()
 	switch {
 	case err == nil:
 		target = cached.UID
-	case apierrors.IsNotFound(err):
-		if target = m.ownedUID(); target == "" {
-			return "", nil
-		}
-	default:
+	case !apierrors.IsNotFound(err):
 		return "", fmt.Errorf("delete daemonset %s/%s: read cache: %w", Namespace, DaemonSetName, err)
+	case target == "":
+		return "", nil
 	}
 	daemonSets := m.client.AppsV1().DaemonSets(Namespace)
 	for attempt := 1; ; attempt++ {
@@ -293,15 +279,14 @@ func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 				return "", fmt.Errorf("delete daemonset %s/%s: get: %w", Namespace, DaemonSetName, err)
 			}
 		}
-		switch {
-		case err == nil:
-			m.disown()
-			resourcehelper.ReportDeleteEvent(m.recorder, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}}, nil)
-			return target, nil
-		case apierrors.IsNotFound(err): // gone, perhaps after a failed precondition
-			m.disown()
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)
+		}
+		m.disown()
+		if err != nil { // gone, perhaps after a failed precondition
 			return "", nil
 		}
-		return "", fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)
+		resourcehelper.ReportDeleteEvent(m.recorder, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DaemonSetName}}, nil)
+		return target, nil
 	}
 }

@@ -211,12 +211,6 @@ func (m *Manager) ObservedDeletion(uid types.UID) {
 	}
 }
 
-func (m *Manager) cacheBehind(cached *appsv1.DaemonSet) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.owned.uid != "" && m.owned.uid == cached.UID && cached.Generation < m.owned.generation
-}
-
 // record makes object uid at generation, meta and rv (replacing replacedRV, or "") the owned object; caller holds m.mu.
 func (m *Manager) record(uid types.UID, generation int64, meta map[string]string, rv, replacedRV string) {
 	m.unanswered = nil // this write answered, or is the one that did not

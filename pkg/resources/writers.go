@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -52,14 +53,20 @@ func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) erro
 	}
 }
 
-// readAttempt reads the DaemonSet after lost lost races; after one, of a write based on tried, from the cache once it
-// shows other than tried. After two the cache is behind a stream of status writes and would lose again: the server.
+// readAttempt reads the DaemonSet or nil after lost lost races. First the cache's, or an own write it does not show
+// yet; after one, of a write based on tried, the cache's once it shows other than tried. After two the cache is behind
+// a stream of status writes and would lose again, as it does behind an own write: the server's.
 func (m *Manager) readAttempt(ctx context.Context, lost int, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
-	if lost != 1 {
-		return m.read(ctx, lost > 1)
-	}
-	for waited := time.Duration(0); ; waited += catchUpPoll {
+	for waited := time.Duration(0); lost < 2; waited += catchUpPoll {
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
+		if lost == 0 {
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("read cache: %w", err)
+			}
+			if exp := m.expectation(cached); exp != nil || cached == nil {
+				return exp, nil
+			}
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			if tried != nil {
@@ -67,16 +74,17 @@ func (m *Manager) readAttempt(ctx context.Context, lost int, tried *appsv1.Daemo
 			}
 		case err != nil:
 		case tried == nil || cached.UID != tried.UID || cached.ResourceVersion != tried.ResourceVersion:
-			if m.cacheBehind(cached) {
-				return m.read(ctx, true)
+			if generation, adopting := m.expectedGeneration(cached); adopting || cached.Generation >= generation {
+				return cached.DeepCopy(), nil
 			}
-			return cached.DeepCopy(), nil
+			return m.get(ctx) // the cache is behind an own write
 		}
 		if ctx.Err() != nil || waited >= cacheCatchUp {
-			return m.read(ctx, true)
+			break
 		}
 		m.clock.Sleep(catchUpPoll)
 	}
+	return m.get(ctx)
 }
 
 // isImmutableSelector reports whether err is a 422 Invalid for spec.selector alone, which a replace cures.
