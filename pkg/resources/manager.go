@@ -275,9 +275,8 @@ func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 			if live, err = daemonSets.Get(ctx, DaemonSetName, metav1.GetOptions{}); err == nil {
 				target = live.UID
 				continue
-			} else if !apierrors.IsNotFound(err) {
-				return "", fmt.Errorf("delete daemonset %s/%s: get: %w", Namespace, DaemonSetName, err)
 			}
+			err = fmt.Errorf("get: %w", err) // still IsNotFound if gone
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)

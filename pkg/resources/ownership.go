@@ -28,11 +28,9 @@ func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
 func (m *Manager) written(uid types.UID) (ownedObject, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.owned.uid == uid && uid != "" {
-		return m.owned, true
-	}
-	if i := slices.IndexFunc(m.past, func(o ownedObject) bool { return o.uid == uid }); i >= 0 {
-		return m.past[i], true
+	all := append([]ownedObject{m.owned}, m.past...) // the owned object first
+	if i := slices.IndexFunc(all, func(o ownedObject) bool { return o.uid == uid }); i >= 0 && uid != "" {
+		return all[i], true
 	}
 	return ownedObject{}, false
 }
@@ -219,14 +217,11 @@ func (m *Manager) record(uid types.UID, generation int64, meta map[string]string
 		m.owned = ownedObject{uid: uid}
 	}
 	m.owned.generation, m.owned.meta = generation, meta
-	m.owned.addVersion(replacedRV)
-	m.owned.addVersion(rv)
-}
-
-func (o *ownedObject) addVersion(rv string) {
-	if rv != "" && !slices.Contains(o.versions, rv) {
-		o.versions = append(o.versions, rv)
-		o.versions = o.versions[max(len(o.versions)-maxOwnedVersions, 0):]
+	for _, v := range []string{replacedRV, rv} {
+		if v != "" && !slices.Contains(m.owned.versions, v) {
+			m.owned.versions = append(m.owned.versions, v)
+			m.owned.versions = m.owned.versions[max(len(m.owned.versions)-maxOwnedVersions, 0):]
+		}
 	}
 }
 

@@ -53,9 +53,8 @@ func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) erro
 	}
 }
 
-// readAttempt reads the DaemonSet or nil after lost lost races. First the cache's, or an own write it does not show
-// yet; after one, of a write based on tried, the cache's once it shows other than tried. After two the cache is behind
-// a stream of status writes and would lose again, as it does behind an own write: the server's.
+// readAttempt reads the DaemonSet (nil: none) after lost lost races: the cache's, or an own write it lacks; after one,
+// once it shows other than tried; the server's after two (status writes keep it behind) or if behind an own write.
 func (m *Manager) readAttempt(ctx context.Context, lost int, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
 	for waited := time.Duration(0); lost < 2; waited += catchUpPoll {
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
