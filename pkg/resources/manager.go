@@ -184,18 +184,6 @@ func (m *Manager) ResourcesExists(_ context.Context) bool {
 	return ok
 }
 
-// get reads the DaemonSet from the server: nil if there is none.
-func (m *Manager) get(ctx context.Context) (*appsv1.DaemonSet, error) {
-	ds, err := m.client.AppsV1().DaemonSets(Namespace).Get(ctx, DaemonSetName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get: %w", err)
-	}
-	return ds, nil
-}
-
 func (m *Manager) requiredFor(d Desired) (*appsv1.DaemonSet, error) {
 	key, err := json.Marshal(d)
 	if err != nil {
@@ -281,7 +269,10 @@ func (m *Manager) Delete(ctx context.Context) (types.UID, error) {
 		if err != nil && !apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("delete daemonset %s/%s: %w", Namespace, DaemonSetName, err)
 		}
-		m.disown()
+		m.mu.Lock()
+		m.retire() // the object is gone: no longer owned
+		m.owned, m.expected = ownedObject{}, nil
+		m.mu.Unlock()
 		if err != nil { // gone, perhaps after a failed precondition
 			return "", nil
 		}

@@ -232,10 +232,3 @@ func (m *Manager) retire() {
 		m.past = m.past[max(len(m.past)-maxPast, 0):]
 	}
 }
-
-func (m *Manager) disown() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.retire()
-	m.owned, m.expected = ownedObject{}, nil
-}

@@ -56,6 +56,7 @@ func (m *Manager) retryLostRaces(ctx context.Context, attempt func() error) erro
 // readAttempt reads the DaemonSet (nil: none) after lost lost races: the cache's, or an own write it lacks; after one,
 // once it shows other than tried; the server's after two (status writes keep it behind) or if behind an own write.
 func (m *Manager) readAttempt(ctx context.Context, lost int, tried *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+poll:
 	for waited := time.Duration(0); lost < 2; waited += catchUpPoll {
 		cached, err := m.lister.DaemonSets(Namespace).Get(DaemonSetName)
 		if lost == 0 {
@@ -76,14 +77,21 @@ func (m *Manager) readAttempt(ctx context.Context, lost int, tried *appsv1.Daemo
 			if generation, adopting := m.expectedGeneration(cached); adopting || cached.Generation >= generation {
 				return cached.DeepCopy(), nil
 			}
-			return m.get(ctx) // the cache is behind an own write
+			break poll // the cache is behind an own write
 		}
 		if ctx.Err() != nil || waited >= cacheCatchUp {
 			break
 		}
 		m.clock.Sleep(catchUpPoll)
 	}
-	return m.get(ctx)
+	ds, err := m.client.AppsV1().DaemonSets(Namespace).Get(ctx, DaemonSetName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get: %w", err)
+	}
+	return ds, nil
 }
 
 // isImmutableSelector reports whether err is a 422 Invalid for spec.selector alone, which a replace cures.
