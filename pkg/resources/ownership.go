@@ -125,12 +125,11 @@ func WrittenAt(ds *appsv1.DaemonSet) time.Time {
 	var newest *time.Time
 	mine := false
 	for _, e := range ds.ManagedFields {
-		if e.Subresource == "status" || e.Time == nil {
-			continue
-		}
-		if t := e.Time.Time; newest == nil || t.After(*newest) {
-			newest, mine = &t, e.Manager == FieldManager
-		} else if t.Equal(*newest) && e.Manager != FieldManager {
+		switch {
+		case e.Subresource == "status" || e.Time == nil: // skipped
+		case newest == nil || e.Time.Time.After(*newest):
+			newest, mine = &e.Time.Time, e.Manager == FieldManager
+		case e.Time.Time.Equal(*newest) && e.Manager != FieldManager:
 			mine = false
 		}
 	}

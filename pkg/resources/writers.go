@@ -68,10 +68,8 @@ poll:
 			}
 		}
 		switch {
-		case apierrors.IsNotFound(err):
-			if tried != nil {
-				return nil, nil // gone (an update lost to a delete)
-			}
+		case apierrors.IsNotFound(err) && tried != nil:
+			return nil, nil // gone (an update lost to a delete)
 		case err != nil:
 		case tried == nil || cached.UID != tried.UID || cached.ResourceVersion != tried.ResourceVersion:
 			if generation, adopting := m.expectedGeneration(cached); adopting || cached.Generation >= generation {
