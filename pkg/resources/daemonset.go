@@ -69,13 +69,24 @@ func OwnedLabels() map[string]string {
 var daemonSetManifest []byte
 
 // parsedManifest is strict: a misspelt field is an error, not a dropped setting.
-var parsedManifest = sync.OnceValues(func() (*appsv1.DaemonSet, error) {
+var parsedManifest = sync.OnceValues(func() (*appsv1.DaemonSet, error) { return parseManifest(daemonSetManifest) })
+
+func parseManifest(raw []byte) (*appsv1.DaemonSet, error) {
 	ds := &appsv1.DaemonSet{}
-	if err := yaml.UnmarshalStrict(daemonSetManifest, ds); err != nil {
+	if err := yaml.UnmarshalStrict(raw, ds); err != nil {
 		return nil, fmt.Errorf("parse embedded daemonset manifest: %w", err)
 	}
+	// DesiredDaemonSet fills these in place: a manifest edited to lose one fails here, not with a panic there.
+	for _, name := range []string{ContainerExtractor, ContainerExporter, ContainerKubeRBACProxy} {
+		if findContainer(&ds.Spec.Template.Spec, name) == nil {
+			return nil, fmt.Errorf("embedded daemonset manifest: no container %s", name)
+		}
+	}
+	if ds.Spec.Template.Spec.NodeSelector == nil {
+		return nil, errors.New("embedded daemonset manifest: no node selector")
+	}
 	return ds, nil
-})
+}
 
 // Desired is everything the desired DaemonSet depends on: an apply computes it from a whole Desired, never a diff.
 type Desired struct {
@@ -110,7 +121,7 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 			invalid = append(invalid, fmt.Errorf("container %s: %w", setting.name, err))
 			continue
 		}
-		c := findContainer(podSpec, setting.name) // the manifest has all three
+		c := findContainer(podSpec, setting.name) // parsedManifest checked all three are there
 		c.Image = setting.image
 		c.Args = append(c.Args, setting.extraArgs...)
 		if setting.resources != nil {
@@ -124,7 +135,7 @@ func DesiredDaemonSet(d Desired) (*appsv1.DaemonSet, error) {
 		metav1.SetMetaDataAnnotation(&ds.ObjectMeta, VersionAnnotation, d.Version)
 	}
 	podSpec.Tolerations = append(podSpec.Tolerations, sched.Tolerations...)
-	maps.Copy(podSpec.NodeSelector, sched.NodeSelector)           // the manifest sets one
+	maps.Copy(podSpec.NodeSelector, sched.NodeSelector)           // parsedManifest checked it is set
 	podSpec.NodeSelector[OSNodeSelectorKey] = OSNodeSelectorValue // last: no configuration moves the extractor off Linux
 	podSpec.PriorityClassName = cmp.Or(sched.PriorityClassName, podSpec.PriorityClassName)
 	return ds, nil

@@ -387,6 +387,43 @@ func TestManifestUsesSharedNames(t *testing.T) {
 	}
 }
 
+// A manifest edited to lose what DesiredDaemonSet fills in place is refused
+// when parsed, with a message naming what is missing.
+func TestManifestMissingPartsAreErrors(t *testing.T) {
+	for _, tc := range []struct{ drop, want string }{
+		{"        - name: exporter\n", "no container exporter"},
+		{"      nodeSelector:\n", "no node selector"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			edited, ok := dropBlock(string(daemonSetManifest), tc.drop)
+			if !ok {
+				t.Fatalf("the manifest has no line %q", tc.drop)
+			}
+			if _, err := parseManifest([]byte(edited)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("parseManifest = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// dropBlock removes the line first and the lines indented deeper below it.
+func dropBlock(yaml, first string) (string, bool) {
+	i := strings.Index(yaml, first)
+	if i < 0 {
+		return yaml, false
+	}
+	indent := len(first) - len(strings.TrimLeft(first, " "))
+	end := i + len(first)
+	for end < len(yaml) {
+		line, _, _ := strings.Cut(yaml[end:], "\n")
+		if trimmed := strings.TrimLeft(line, " "); trimmed != "" && len(line)-len(trimmed) <= indent {
+			break
+		}
+		end += len(line) + 1
+	}
+	return yaml[:i] + yaml[min(end, len(yaml)):], true
+}
+
 // Every annotation the desired DaemonSet carries on its metadata is owned:
 // the apply puts it back, so drift detection must see its removal.
 func TestOwnedAnnotationsCoverTheDesiredMetadata(t *testing.T) {
