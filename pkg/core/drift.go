@@ -82,7 +82,7 @@ type Drain struct {
 
 // Classify decides which observations are someone else's drift. wantsOne: the machine's state wants a
 // DaemonSet. A change of an object since gone or being deleted is not drift: its deletion is.
-func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, deletedByUs func(types.UID) bool) Drain {
+func (s *State) Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool) Drain {
 	d := Drain{Clean: seen.Present && !seen.Terminating && own.Owns(seen.UID) && own.IsOwnWrite(seen.UID, seen.Generation) &&
 		own.IsOwnMetadata(seen.UID, seen.Version, seen.Meta)}
 	awaiting := own.AwaitsOwnWrite()
@@ -111,7 +111,7 @@ func Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool, delete
 			}
 			own.ObservedDeletion(o.UID)
 			// Only the object the controller still owns needs repair, not one it replaced, deleted or gave up.
-			if o.Expected || deletedByUs(o.UID) || !wantsOne || !own.Owns(o.UID) {
+			if o.Expected || slices.Contains(s.deleted, o.UID) || !wantsOne || !own.Owns(o.UID) {
 				d.Gone = true
 				continue
 			}

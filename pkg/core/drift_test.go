@@ -45,7 +45,7 @@ func TestClassifyTellsAViewOfTheOwnObject(t *testing.T) {
 		{Seen{Present: true, UID: "theirs", Generation: 1, Meta: meta}, false},
 		{Seen{}, false},
 	} {
-		if got := Classify(nil, tc.seen, own, true, func(types.UID) bool { return false }).Clean; got != tc.want {
+		if got := New(DefaultPolicy(), time.Minute).Classify(nil, tc.seen, own, true).Clean; got != tc.want {
 			t.Errorf("#%d: Clean = %v for %+v, want %v", i, got, tc.seen, tc.want)
 		}
 	}

@@ -23,6 +23,13 @@ type Cause struct {
 	Restored             []string // what a repair put back (resources.Result.Restored)
 }
 
+// Cause is why an apply in transition t that wrote was made: repair is AskWrite's verdict, tls
+// what it moved kube-rbac-proxy to; the rest the core remembers.
+func (s *State) Cause(t fsm.Transition, repair bool, tls string) Cause {
+	return Cause{Transition: t, Repair: repair, Drift: s.next, UpgradeFrom: s.upgradeFrom, Version: s.version,
+		Reenabled: s.deletedAny, TLS: tls}
+}
+
 // Why is the Event's account of the apply: created, or updated.
 func (c Cause) Why(created bool) string {
 	at := ""

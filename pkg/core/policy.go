@@ -15,12 +15,11 @@
 // for Settle, at most MaxDefer after the first change it would undo: a writer still writing is not
 // chased write by write. Nothing else holds it back; the fight verdict reports, not delays.
 //
-// The fight. A writer is in a tug-of-war with the controller when it undid FightUndos repairs
-// within FightWindow; or named writers undid SlowUndos within SlowWindow and it is one of them (a
-// rotating name, a ten-minute job); or its change finds the budget spent (a loop that deletes the
-// DaemonSet). An unnamed change (a deletion) is nobody in particular: unrelated deletions fight
-// only through the budget. A fight ends once its writer has nothing outstanding and undid nothing
-// for twice its slowest rhythm (its longest gap between recent undos), within [FightClearMin,
+// The fight. A writer is in a tug-of-war with the controller when it undid FightUndos repairs within FightWindow; or
+// named writers undid SlowUndos within SlowWindow and it is one of them (a rotating name, a ten-minute job); or its
+// change finds the budget spent (a loop that deletes the DaemonSet). An unnamed change (a deletion) is nobody in
+// particular: unrelated deletions fight only through the budget. A fight ends once its writer has nothing outstanding
+// and undid nothing for twice its slowest rhythm (its longest gap between recent undos), within [FightClearMin,
 // FightWindow]: a periodic writer stays reported between syncs, a stopped one clears.
 
 package core
@@ -288,7 +287,7 @@ func countSince(ts []time.Time, from time.Time) int {
 }
 
 // keepLast is the newest n of ts (oldest first).
-func keepLast(ts []time.Time, n int) []time.Time { return ts[max(0, len(ts)-n):] }
+func keepLast[T any](ts []T, n int) []T { return ts[max(0, len(ts)-n):] }
 
 // fightEnds is when w's fight ends if it undoes nothing more (rule: top of this file).
 func (p Policy) fightEnds(w Writer) time.Time {

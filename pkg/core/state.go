@@ -1,9 +1,8 @@
-// Package core is the control loop's decisions as one pure value: what each wake-up leads to
-// (State.Step), which drift is someone else's (Classify), the front door for level signals, the
-// repair gate for drift and applies, failed actions' retries, each part's deadline, and what the
-// Events say of a write (Cause). Deciding methods take the current time; nothing here reads a
-// clock, arms a timer, starts a goroutine or does I/O. The loop (package runtimeextractor) feeds
-// it what happened, carries out its effects, and arms one timer at State.Deadline.
+// Package core is the control loop's decisions as one pure value: what each wake-up leads to (State.Step), which drift
+// is someone else's (Classify), the front door for level signals, the repair gate for drift and applies, failed
+// actions' retries, each part's deadline, and what the Events say of a write (Cause). Deciding methods take the current
+// time; nothing here reads a clock, arms a timer, starts a goroutine or does I/O. The loop (package runtimeextractor)
+// feeds it what happened, carries out its effects, and arms one timer at State.Deadline.
 package core
 
 import (
@@ -11,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
 // Part names a part of the loop with a deadline; parts due at one instant run in this order.
@@ -39,11 +42,46 @@ type State struct {
 	retry   retry
 	rollout rollout
 	next    Repair // what the next repair undoes
+
+	version     string      // the target version last read
+	upgradeFrom string      // the version before the current upgrade, for its Event
+	deleted     []types.UID // the controller's own deletes, newest last: their events are not drift
+	deletedAny  bool        // the controller deleted the DaemonSet as disabled: a create re-enables it
 }
 
 // New returns the state of a loop that has done nothing yet.
 func New(policy Policy, inertia time.Duration) *State {
 	return &State{policy: policy, inertia: inertia}
+}
+
+// Version is the target version last read.
+func (s *State) Version() string { return s.version }
+
+// SeeVersion records the target version v and whether it moved, from what. keepFrom: the upgrade
+// (its Event's "from") started earlier: one overtaken by another, or none at a Run's start.
+func (s *State) SeeVersion(v string, keepFrom bool) (from string, moved bool) {
+	from, moved = s.version, v != s.version
+	if moved && !keepFrom {
+		s.upgradeFrom = from
+	}
+	s.version = v
+	return from, moved
+}
+
+// Transitioned follows the machine: Running or Disabled ends an upgrade, and in Disabled the
+// DaemonSet is gone, however it went, so no change is left to repair. ended: a fight ended.
+func (s *State) Transitioned(to fsm.State) (ended bool) {
+	if to == fsm.StateRunning || to == fsm.StateDisabled {
+		s.upgradeFrom = ""
+	}
+	return to == fsm.StateDisabled && s.ForgetWriters()
+}
+
+// OwnDelete records the controller's delete of uid, whose event is then not drift; disabling:
+// the level disabled the DaemonSet, rather than the apply replacing it.
+func (s *State) OwnDelete(uid types.UID, disabling bool) {
+	s.deleted = keepLast(append(s.deleted, uid), 4) // their events come within moments
+	s.deletedAny = s.deletedAny || disabling
 }
 
 // At is part p's deadline, if it has one.
@@ -96,6 +134,11 @@ func (s *State) Key(now time.Time) string {
 	fmt.Fprintf(&b, "door=%b since=%s last=%s act=%s ", s.door.queued,
 		rel(s.door.queuedSince, now), rel(s.door.lastSignal, now), rel(s.door.lastAct, now))
 	fmt.Fprintf(&b, "rollout=%+v since=%s ", s.rollout.progress, rel(s.rollout.since, now))
+	// Versions and UIDs are marked, so that a reader may name them (the model numbers them).
+	fmt.Fprintf(&b, "version=V:%s from=V:%s reenable=%t deleted=", s.version, s.upgradeFrom, s.deletedAny)
+	for _, uid := range s.deleted {
+		fmt.Fprintf(&b, "UID:%s ", uid)
+	}
 	l, budget := s.gate.log, "full" // a budget refilled long ago is the same as one just refilled
 	if l.budgetAt.After(now) {
 		budget = rel(l.budgetAt, now)

@@ -11,7 +11,6 @@ import (
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/operator/events"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -42,18 +41,12 @@ type Controller struct {
 	core     *core.State
 	rollouts *rolloutWatch
 	alarm    alarm
-	known    loopMemory
+	// While the TLS profile source cannot tell the profile: what the DaemonSet had, and why (and
+	// what kube-rbac-proxy gets), for status.
+	tlsKept    *keptTLS
+	tlsUnknown string
 
 	pub publication // the latest snapshot, for Status
-}
-
-type loopMemory struct {
-	version     string      // the target version last read
-	upgradeFrom string      // the version before the current upgrade, for its Event
-	tlsKept     *keptTLS    // while tls cannot tell the profile: what the DaemonSet had
-	tlsUnknown  string      // while tls cannot tell the profile: why, and what kube-rbac-proxy gets
-	deleted     []types.UID // own deletes, newest last
-	deletedAny  bool        // this controller has deleted the DaemonSet before
 }
 
 type publication struct {

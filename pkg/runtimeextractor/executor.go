@@ -13,9 +13,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// fire carries out the chain of actions and outcomes ev leads to; each write comes first, its
-// Event after, asynchronously. An apply that changed nothing produces no watch event, so its
-// rollout is read from the cache.
+// fire carries out the chain of actions and outcomes ev leads to; each write comes first, its Event after,
+// asynchronously. An apply that changed nothing produces no watch event, so its rollout is read from the cache.
 func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
 	if ev == nil || c.holding() {
 		return
@@ -58,7 +57,7 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 	res, err := c.apply(actx)
 	cancel()
 	if res.Replaced != "" {
-		c.rememberDeleted(res.Replaced) // its delete event is this apply's, not drift
+		c.rememberDeleted(res.Replaced, false) // its delete event is this apply's, not drift
 	}
 	outcome := applyOutcome(res, err)
 	if c.core.Wrote(w, outcome, c.cfg.clock.Now()) {
@@ -74,8 +73,7 @@ func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Ev
 		return fsm.ApplyFailed{Err: err}, false
 	}
 	if res.Changed {
-		cause := core.Cause{Transition: t, Repair: w.Repair, Drift: c.core.NextRepair(), UpgradeFrom: c.known.upgradeFrom, Version: c.known.version,
-			Reenabled: c.known.deletedAny, TLS: res.TLSMoved}
+		cause := c.core.Cause(t, w.Repair, res.TLSMoved)
 		if w.Repair {
 			cause.Restored = res.Restored
 		}
@@ -116,31 +114,24 @@ func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Ev
 		return fsm.DeleteFailed{Err: err}
 	}
 	if deleted != "" {
-		c.rememberDeleted(deleted)
-		c.known.deletedAny = true
+		c.rememberDeleted(deleted, true)
 		c.events.deleted()
 	}
 	return fsm.DeleteDone{}
 }
 
-// maxDeleted: own deletes' events arrive within moments, so a few suffice.
-const maxDeleted = 4
-
 // rememberDeleted: the view hides an own delete's object until the cache drops it (a quick
 // re-enable must create, not adopt it); its event is never drift.
-func (c *Controller) rememberDeleted(uid types.UID) {
+func (c *Controller) rememberDeleted(uid types.UID, disabling bool) {
 	c.informer.markGone(uid)
-	c.known.deleted = append(c.known.deleted, uid)
-	if len(c.known.deleted) > maxDeleted {
-		c.known.deleted = c.known.deleted[1:]
-	}
+	c.core.OwnDelete(uid, disabling)
 }
 
 func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
 	if c.cfg.imagesErr != nil {
 		return resources.Result{}, fmt.Errorf("refusing to apply: %w", c.cfg.imagesErr)
 	}
-	d := resources.Desired{Images: *c.cfg.images, Version: c.known.version, TLSProfile: c.cfg.tlsProfile}
+	d := resources.Desired{Images: *c.cfg.images, Version: c.core.Version(), TLSProfile: c.cfg.tlsProfile}
 	if cfg := c.config.Config(); cfg != nil {
 		d.Scheduling = cfg.DataReporting.RuntimeExtractor
 	}
@@ -171,11 +162,7 @@ func (c *Controller) transitioned(t fsm.Transition) {
 		return
 	}
 	klog.Infof("state %s -> %s on %s, action %s", t.From, t.To, fsm.Describe(t.Event), t.Action)
-	if t.To == fsm.StateRunning || t.To == fsm.StateDisabled {
-		c.known.upgradeFrom = ""
-	}
-	if t.To == fsm.StateDisabled {
-		// Gone, however it went: no change of anyone's is left to repair.
-		c.endFight("insights-config disables the runtime extractor")
+	if c.core.Transitioned(t.To) {
+		c.fightOver("insights-config disables the runtime extractor")
 	}
 }

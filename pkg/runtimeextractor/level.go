@@ -22,10 +22,9 @@ func (c *Controller) level() fsm.Event {
 // an enabled level's apply is a repair the gate times; a disabled one acts at once.
 func (c *Controller) reassert(ctx context.Context) { c.fire(ctx, c.level()) }
 
-// holding: the notifier has rejected the configuration and has seen no good
-// one since this process started, so the admin's choice is unknown: the
-// controller changes nothing and only reports the error until a valid config
-// (or the ConfigMap's removal, meaning the defaults) arrives.
+// holding: the notifier has rejected the configuration and has seen no good one since this process started, so the
+// admin's choice is unknown: the controller changes nothing and only reports the error until a valid config (or the
+// ConfigMap's removal, meaning the defaults) arrives.
 func (c *Controller) holding() bool {
 	return !hasGoodConfig(c.config)
 }
@@ -46,14 +45,9 @@ func (c *Controller) actOnLevel(ctx context.Context, k core.Signal) {
 // onVersion fires VersionChanged if the version moved, and reports whether it did.
 func (c *Controller) onVersion(ctx context.Context) bool {
 	v := c.cfg.versions.Version()
-	if v == c.known.version {
-		return false
+	from, moved := c.core.SeeVersion(v, c.machine.State() == fsm.StateUpgrading)
+	if moved {
+		c.fire(ctx, fsm.VersionChanged{From: from, To: v})
 	}
-	from := c.known.version
-	c.known.version = v
-	if c.machine.State() != fsm.StateUpgrading {
-		c.known.upgradeFrom = from // an upgrade overtaken by another still started from here
-	}
-	c.fire(ctx, fsm.VersionChanged{From: from, To: v})
-	return true
+	return moved
 }

@@ -110,19 +110,21 @@ func (c *Controller) afterWake(ctx context.Context) {
 // start acts on the level once the caches are synced: Enabled adopts or corrects what exists,
 // Disabled deletes what the cache shows.
 func (c *Controller) start(ctx context.Context) {
-	c.known.version = c.cfg.versions.Version()
+	c.core.SeeVersion(c.cfg.versions.Version(), true) // where a Run starts is no upgrade
 	if ds, ok := c.informer.current(); ok {
 		klog.Infof("observed DaemonSet %s/%s generation %d at version %q", ds.Namespace, ds.Name, ds.Generation, ds.Annotations[resources.VersionAnnotation])
 	}
-	klog.Infof("runtime extractor controller started: target version %q", c.known.version)
+	klog.Infof("runtime extractor controller started: target version %q", c.core.Version())
 	c.reassert(ctx)
 	c.afterWake(ctx)
 }
 
 // stop leaves nothing armed or remembered for a later Run.
 func (c *Controller) stop() {
-	c.endFight("the controller stopped")
-	c.known.tlsKept, c.known.tlsUnknown = nil, ""
+	if c.core.ForgetWriters() {
+		c.fightOver("the controller stopped")
+	}
+	c.tlsKept, c.tlsUnknown = nil, ""
 	c.rollouts.reset()
 	c.core.Stopped()
 	c.cfg.metrics.SetBackoff(0)

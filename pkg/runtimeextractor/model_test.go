@@ -275,7 +275,7 @@ func (s *propSim) fingerprint() string {
 	cached, _ := s.cached()
 	viewed, _ := s.ri.current()
 	fmt.Fprintf(&b, "target=%s controller=%s state=%s holding=%v cfg=%+v refused=%v nodes=%d held=%d\n",
-		target, name("v", s.c.known.version), s.c.State(), s.c.holding(), s.cfg, s.refused, s.nodes, s.held)
+		target, name("v", s.c.core.Version()), s.c.State(), s.c.holding(), s.cfg, s.refused, s.nodes, s.held)
 	fmt.Fprintf(&b, "server: %s\ncache: %s\nview: %s\n", object(srv), object(cached), object(viewed))
 	for _, e := range s.inFlight {
 		fmt.Fprintf(&b, "in flight: %s by %s: %s\n", e.typ, e.by, object(e.ds))
@@ -287,15 +287,18 @@ func (s *propSim) fingerprint() string {
 	// differ are not merged.
 	fmt.Fprintf(&b, "owns stored=%v cached=%v expecting=%v foreign=%v pending=%d ready=%v diagnosing=%v applied=%d\n",
 		ownsStored, ownsCached, expecting, s.foreignOutstanding, len(s.ri.queued), readyWakes(s.ready()), s.c.rollouts.diagnosing, min(len(s.applied), 2))
-	// The core names the rollout it follows by UID: named here as the
-	// objects are, so that states which differ only in UIDs merge.
-	fmt.Fprintf(&b, "core: %s\n", uidInKey.ReplaceAllStringFunc(s.c.core.Key(s.clock.Now()), func(m string) string {
+	// The core marks the UIDs and versions it keeps: named here as the
+	// objects' are, so that states which differ only in those names merge.
+	fmt.Fprintf(&b, "core: %s\n", markedInKey.ReplaceAllStringFunc(s.c.core.Key(s.clock.Now()), func(m string) string {
+		if v, ok := strings.CutPrefix(m, "V:"); ok {
+			return "V:" + name("v", v)
+		}
 		return "UID:" + name("uid", strings.TrimPrefix(m, "UID:"))
 	}))
 	return b.String()
 }
 
-var uidInKey = regexp.MustCompile(`UID:\S*`)
+var markedInKey = regexp.MustCompile(`(UID|V):[^\s,}]*`)
 
 // readyWakes names the ready sources, in the table's order.
 func readyWakes(ready []loopSource) []string {

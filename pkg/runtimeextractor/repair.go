@@ -2,12 +2,10 @@ package runtimeextractor
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
@@ -24,8 +22,7 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		return
 	}
 	ds, present := c.informer.current()
-	deletedByUs := func(uid types.UID) bool { return slices.Contains(c.known.deleted, uid) }
-	d := core.Classify(obs, seenOf(ds), c.manager, c.machine.State().Enabled(), deletedByUs)
+	d := c.core.Classify(obs, seenOf(ds), c.manager, c.machine.State().Enabled())
 	for _, k := range d.Kinds {
 		c.cfg.metrics.ObserveDrift(string(k))
 	}
@@ -66,13 +63,6 @@ func (c *Controller) fightStarted() {
 	ds, _ := c.informer.current()
 	c.events.warn(ds, ReasonConflictingWriter, msg)
 	c.cfg.metrics.SetConflictingWriter(true)
-}
-
-// endFight forgets the writers when Run ends or nothing is left to fight over.
-func (c *Controller) endFight(why string) {
-	if c.core.ForgetWriters() {
-		c.fightOver(why)
-	}
 }
 
 func (c *Controller) fightOver(why string) {

@@ -722,9 +722,9 @@ func (s *propSim) onTransition(tr fsm.Transition) {
 // recordApply notes a successful apply: the object it left in place (the
 // outcome event names it) at the controller's version.
 func (s *propSim) recordApply(uid string, gen int64) {
-	s.lastApply = &applyRecord{uid: types.UID(uid), gen: gen, version: s.c.known.version}
-	if n := len(s.applied); n == 0 || s.applied[n-1] != s.c.known.version {
-		s.applied = append(s.applied, s.c.known.version)
+	s.lastApply = &applyRecord{uid: types.UID(uid), gen: gen, version: s.c.core.Version()}
+	if n := len(s.applied); n == 0 || s.applied[n-1] != s.c.core.Version() {
+		s.applied = append(s.applied, s.c.core.Version())
 	}
 }
 
@@ -738,10 +738,10 @@ func (s *propSim) checkRunningEntry(tr fsm.Transition) {
 		s.violate("running-without-apply", fmt.Sprintf("%s -> Running on %s with no successful apply ever", tr.From, on))
 		return
 	}
-	if la.version != s.c.known.version {
+	if la.version != s.c.core.Version() {
 		s.violate("running-unapplied-version", fmt.Sprintf(
 			"%s -> Running on %s, but the last successful apply (%s gen %d) was for version %s and the desired version is %s",
-			tr.From, on, la.uid, la.gen, la.version, s.c.known.version))
+			tr.From, on, la.uid, la.gen, la.version, s.c.core.Version()))
 		return
 	}
 	if rc, ok := tr.Event.(fsm.RolloutComplete); ok && (types.UID(rc.UID) != la.uid || rc.Generation != la.gen) {

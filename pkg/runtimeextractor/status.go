@@ -58,7 +58,7 @@ func degradedReason(conds []configv1.ClusterOperatorStatusCondition) string {
 func (c *Controller) snapshot() status.Snapshot {
 	s := status.Snapshot{
 		State:   c.machine.State(),
-		Version: c.known.version,
+		Version: c.core.Version(),
 		Holding: c.holding(),
 
 		FailurePersists: c.core.Persists(c.cfg.clock.Now()),
@@ -83,7 +83,7 @@ func (c *Controller) snapshot() status.Snapshot {
 	s.Stuck = c.rollouts.stuck
 	s.Conflict = c.conflict()
 	s.RepairWaits = c.waiting()
-	s.TLSProfileUnknown = c.known.tlsUnknown
+	s.TLSProfileUnknown = c.tlsUnknown
 	return s
 }
 

@@ -54,31 +54,31 @@ func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 	}
 	p, err := c.cfg.tls.Profile()
 	if err == nil {
-		if c.known.tlsKept != nil {
+		if c.tlsKept != nil {
 			klog.Infof("cluster TLS profile known again (%s): kube-rbac-proxy follows it", tlsprofile.Describe(p))
-			c.known.tlsKept, c.known.tlsUnknown = nil, ""
+			c.tlsKept, c.tlsUnknown = nil, ""
 		}
 		d.TLSProfile = p
 		return
 	}
-	if c.known.tlsKept == nil {
+	if c.tlsKept == nil {
 		kept := keepTLS(ds, *d)
-		c.known.tlsKept = &kept
+		c.tlsKept = &kept
 	}
 	msg := err.Error() + "; "
 	switch {
-	case c.known.tlsKept.ok && len(c.known.tlsKept.args) == 0:
-		d.KubeRBACProxyTLSArgs = c.known.tlsKept.args
+	case c.tlsKept.ok && len(c.tlsKept.args) == 0:
+		d.KubeRBACProxyTLSArgs = c.tlsKept.args
 		msg += "kube-rbac-proxy keeps the DaemonSet's TLS settings (no TLS arguments) until it is read"
-	case c.known.tlsKept.ok:
-		d.KubeRBACProxyTLSArgs = c.known.tlsKept.args
-		msg += "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + strings.Join(c.known.tlsKept.args, " ") + ") until it is read"
+	case c.tlsKept.ok:
+		d.KubeRBACProxyTLSArgs = c.tlsKept.args
+		msg += "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + strings.Join(c.tlsKept.args, " ") + ") until it is read"
 	default:
 		d.TLSProfile = nil
-		msg += c.known.tlsKept.not + ": kube-rbac-proxy gets the Intermediate profile until it is read"
+		msg += c.tlsKept.not + ": kube-rbac-proxy gets the Intermediate profile until it is read"
 	}
 	msg = status.CapMessage(msg) // the arguments may repeat a suite at any length
-	c.known.tlsUnknown = msg
+	c.tlsUnknown = msg
 	klog.Warning(msg)
 	c.events.warn(ds, ReasonTLSProfileUnknown, msg)
 }
