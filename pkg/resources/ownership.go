@@ -28,9 +28,11 @@ func (m *Manager) IsOwnWrite(uid types.UID, generation int64) bool {
 func (m *Manager) written(uid types.UID) (ownedObject, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	all := append([]ownedObject{m.owned}, m.past...) // the owned object first
-	if i := slices.IndexFunc(all, func(o ownedObject) bool { return o.uid == uid }); i >= 0 && uid != "" {
-		return all[i], true
+	if m.owned.uid == uid && uid != "" {
+		return m.owned, true
+	}
+	if i := slices.IndexFunc(m.past, func(o ownedObject) bool { return o.uid == uid }); i >= 0 {
+		return m.past[i], true
 	}
 	return ownedObject{}, false
 }
