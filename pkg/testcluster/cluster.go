@@ -250,6 +250,12 @@ func (c *Cluster) start(ctx context.Context) error {
 		// for it. The port is never reused: each restart picks a free one.
 		fmt.Sprintf("--server-address=127.0.0.1:%d", kwokPort),
 	)
+	// kwok v0.8.0's node and pod controllers build their CEL environments on
+	// their first events, each from its own goroutine, and both write one
+	// unguarded map of easycel (types.go, typeTraitMap). A restart with pods
+	// present made them race, and kwok died of "concurrent map writes" in one
+	// CI run. On one P they do not run in parallel.
+	kwok.env = []string{"GOMAXPROCS=1"}
 	for _, proc := range []*process{kcm, sched, kwok} {
 		if err := c.launch(proc); err != nil {
 			return err

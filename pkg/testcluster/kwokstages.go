@@ -111,6 +111,7 @@ func (c *Cluster) restartKwok(ctx context.Context, path string) error {
 		}
 	}
 	restarted := newProcess(old.name, old.bin, c.Dir, old.grace, args...)
+	restarted.env = old.env
 	began := time.Now()
 	if err := c.replace(old, restarted); err != nil {
 		return fmt.Errorf("restart kwok: %w", err)
