@@ -27,9 +27,9 @@ type door struct {
 	lastSignal  time.Time // the latest queued signal
 }
 
-// Admit reports whether a signal of kind k is acted on now (the leading edge); else it is
+// admit reports whether a signal of kind k is acted on now (the leading edge); else it is
 // queued for the door's deadline (the trailing edge).
-func (s *State) Admit(k Signal, now time.Time) bool {
+func (s *State) admit(k Signal, now time.Time) bool {
 	d := &s.door
 	if d.queued == 0 && now.Sub(d.lastAct) >= LevelQuiet {
 		return true
@@ -47,7 +47,7 @@ func (s *State) Queued() Signal { return s.door.queued }
 
 // Take, at the door's deadline, returns and forgets the queued signals once due (quiet for
 // LevelQuiet, or LevelMaxDelay after the first); else it re-arms the deadline and returns 0.
-func (s *State) Take(now time.Time) Signal {
+func (s *State) take(now time.Time) Signal {
 	d := &s.door
 	if d.queued == 0 {
 		return 0
@@ -65,5 +65,5 @@ func (s *State) Take(now time.Time) Signal {
 	return k
 }
 
-// Acted records the end of a level action; signals within LevelQuiet of it are queued.
-func (s *State) Acted(now time.Time) { s.door.lastAct = now }
+// acted records the end of a level action; signals within LevelQuiet of it are queued.
+func (s *State) acted(now time.Time) { s.door.lastAct = now }

@@ -15,10 +15,10 @@ type doorRun struct {
 func doorAfterAction(t *testing.T) *doorRun {
 	t.Helper()
 	r := &doorRun{s: New(testPolicy(), time.Minute), now: time.Unix(1_000_000, 0)}
-	if !r.s.Admit(SignalConfig, r.now) {
+	if !r.s.admit(SignalConfig, r.now) {
 		t.Fatal("the first signal was held")
 	}
-	r.s.Acted(r.now)
+	r.s.acted(r.now)
 	return r
 }
 
@@ -30,14 +30,14 @@ func (r *doorRun) fired() (Signal, bool) {
 	if !r.s.Fire(PartDoor, r.now) {
 		return 0, false
 	}
-	k := r.s.Take(r.now)
+	k := r.s.take(r.now)
 	return k, k != 0
 }
 
 func TestFrontDoorActsAtOnceAfterQuiet(t *testing.T) {
 	r := doorAfterAction(t)
 	r.step(LevelQuiet)
-	if !r.s.Admit(SignalConfig, r.now) {
+	if !r.s.admit(SignalConfig, r.now) {
 		t.Fatal("a signal after a quiet spell was held")
 	}
 	if _, armed := r.s.Deadline(); armed {
@@ -49,11 +49,11 @@ func TestFrontDoorMergesABurstIntoOneTrailingEdge(t *testing.T) {
 	r := doorAfterAction(t)
 	for range 3 {
 		r.step(LevelQuiet / 4)
-		if r.s.Admit(SignalConfig, r.now) {
+		if r.s.admit(SignalConfig, r.now) {
 			t.Fatal("a signal within the quiet window was acted on at once")
 		}
 	}
-	r.s.Admit(SignalVersion, r.now)
+	r.s.admit(SignalVersion, r.now)
 	r.step(LevelQuiet - time.Millisecond)
 	if _, ok := r.fired(); ok {
 		t.Fatal("the trailing edge came before the burst was quiet")
@@ -78,10 +78,10 @@ func TestFrontDoorCapsANeverEndingStorm(t *testing.T) {
 	edges := 0
 	for elapsed := time.Duration(0); elapsed < 10*LevelMaxDelay; elapsed += tick {
 		r.step(tick)
-		r.s.Admit(SignalConfig, r.now)
+		r.s.admit(SignalConfig, r.now)
 		if _, ok := r.fired(); ok {
 			edges++
-			r.s.Acted(r.now)
+			r.s.acted(r.now)
 		}
 	}
 	if edges < 9 || edges > 11 {

@@ -58,18 +58,18 @@ func TestClassifyTellsAViewOfTheOwnObject(t *testing.T) {
 func TestADrainShowingTheOwnObjectSettlesTheRepair(t *testing.T) {
 	s := New(DefaultPolicy(), time.Minute)
 	now := time.Unix(1_000_000, 0)
-	if got := kinds(s.Step(drain("kubectl"), now)); !slices.Equal(got, []EffectKind{EffectRepair}) {
+	if got := kinds(s.decide(drain("kubectl"), now)); !slices.Equal(got, []EffectKind{effectRepair}) {
 		t.Fatalf("the change: %v, want a repair", got)
 	}
-	w := s.AskWrite(now)
-	if counted := s.Wrote(w, ApplyLost, now); counted || !s.Outstanding() {
+	w := s.askWrite(now)
+	if counted := s.wrote(w, ApplyLost, now); counted || !s.Outstanding() {
 		t.Fatalf("after a lost race: counted %v, outstanding %v; want uncounted and still owed", counted, s.Outstanding())
 	}
-	clean := Input{Kind: InputDrift, Drift: Drift{Drain: Drain{Gone: true, Clean: true}, Enabled: true, Present: true}}
-	if got := s.Step(clean, now); len(got) != 0 {
+	clean := Input{Kind: InputDrained, drift: Drift{Drain: Drain{Gone: true, Clean: true}, Enabled: true, Present: true}}
+	if got := s.decide(clean, now); len(got) != 0 {
 		t.Errorf("a clean drain: %v, want nothing", kinds(got))
 	}
-	if w := s.AskWrite(now); !w.Allowed || w.Repair {
+	if w := s.askWrite(now); !w.Allowed || w.Repair {
 		t.Errorf("after a clean drain AskWrite = %+v, want an allowed write that is no repair", w)
 	}
 }

@@ -64,18 +64,18 @@ func (s *State) onDrift(d Drift, now time.Time) []Effect {
 		dec, fc := s.step(func(l Log) (Log, Decision) { return s.policy.Changed(l, d.Drain.writers(), now) })
 		if dec.Repair {
 			s.gate.grant()
-			return append(fc, Effect{Kind: EffectRepair})
+			return append(fc, Effect{Kind: effectRepair})
 		}
 		s.gate.hold()
-		return append(fc, Effect{Kind: EffectHold, Wait: dec.At.Sub(now)})
+		return append(fc, Effect{Kind: effectHold, Wait: dec.At.Sub(now)})
 	case changed: // disabled (a notification may be on its way): delete, never repair
-		return effect(EffectReassert)
+		return effect(effectReassert)
 	case d.Drain.Gone && !d.Present && d.Deleting:
-		return effect(EffectDeleteDone)
+		return effect(effectDeleteDone)
 	case d.Drain.Gone && !d.Present && d.Enabled:
 		// An expected deletion, yet a DaemonSet is wanted: one deleted while disabled, held
 		// by a finalizer until enabled again (the apply found it terminating), or replaced.
-		return effect(EffectReassert)
+		return effect(effectReassert)
 	}
 	return nil
 }
@@ -83,9 +83,9 @@ func (s *State) onDrift(d Drift, now time.Time) []Effect {
 // Deferring: a repair waits for the gate's deadline.
 func (s *State) Deferring() bool { return s.gate.deferred }
 
-// RolloutCounts: the DaemonSet rolls out what the level wants; not while a repair waits,
+// rolloutCounts: the DaemonSet rolls out what the level wants; not while a repair waits,
 // nor after the level's apply lost a race: an upgrade not written yet is not complete.
-func (s *State) RolloutCounts() bool { return !s.gate.deferred && !s.gate.lostRace }
+func (s *State) rolloutCounts() bool { return !s.gate.deferred && !s.gate.lostRace }
 
 // Write is the core's verdict on an apply of the level.
 type Write struct {
@@ -93,9 +93,9 @@ type Write struct {
 	Repair  bool // it would undo someone else's outstanding change: gated, and counted if it writes
 }
 
-// AskWrite decides an apply of the level, whatever asked for it: a repair (any write while a
+// askWrite decides an apply of the level, whatever asked for it: a repair (any write while a
 // change is outstanding) is allowed once the gate granted it, or if budget and quiet allow.
-func (s *State) AskWrite(now time.Time) Write {
+func (s *State) askWrite(now time.Time) Write {
 	if !s.Outstanding() {
 		return Write{Allowed: true}
 	}
@@ -117,9 +117,9 @@ const (
 	ApplyLost                           // it lost a race to another writer's change, and wrote nothing
 )
 
-// Wrote records what an apply AskWrite allowed (w) did. counted: the budget paid for a repair that
+// wrote records what an apply askWrite allowed (w) did. counted: the budget paid for a repair that
 // wrote, or may have (answer lost: its retry undoes nothing). A lost race's winner comes as drift.
-func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
+func (s *State) wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 	s.gate.lostRace = o == ApplyLost
 	switch {
 	case !w.Repair:
@@ -135,7 +135,7 @@ func (s *State) Wrote(w Write, o ApplyOutcome, now time.Time) (counted bool) {
 }
 
 // gateDue answers the gate's deadline: the deferred repair, if due and the level still wants
-// it; a level that does not drops the claim (a write it allows later asks AskWrite).
+// it; a level that does not drops the claim (a write it allows later asks askWrite).
 func (s *State) gateDue(enabled bool, now time.Time) []Effect {
 	dec, fc := s.step(func(l Log) (Log, Decision) { return s.policy.Due(l, now) })
 	switch {
@@ -144,13 +144,13 @@ func (s *State) gateDue(enabled bool, now time.Time) []Effect {
 		s.gate.settle()
 	case dec.Repair:
 		s.gate.grant()
-		return append(fc, Effect{Kind: EffectRepair})
+		return append(fc, Effect{Kind: effectRepair})
 	}
 	return fc // a repair not due yet: the deadline follows the gate and comes again when due
 }
 
-// ForgetWriters forgets the gate's writers (Run ends, or the DaemonSet is deleted); ended: it ended a fight.
-func (s *State) ForgetWriters() (ended bool) {
+// forgetWriters forgets the gate's writers (Run ends, or the DaemonSet is deleted); ended: it ended a fight.
+func (s *State) forgetWriters() (ended bool) {
 	ended = s.Fighting()
 	s.next = Repair{}
 	s.gate.log = Log{budgetAt: s.gate.log.budgetAt} // the repairs the budget paid for were made
@@ -159,9 +159,9 @@ func (s *State) ForgetWriters() (ended bool) {
 	return ended
 }
 
-// FollowGate arms the gate's deadline for when the deferred repair may be due, else the first
+// followGate arms the gate's deadline for when the deferred repair may be due, else the first
 // fight may end (none: neither). A repair under way needs none: an action's retry carries it on.
-func (s *State) FollowGate(now time.Time) {
+func (s *State) followGate(now time.Time) {
 	next := s.policy.FightEnds(s.gate.log)
 	if s.gate.deferred {
 		if _, dec := s.policy.Due(s.gate.log, now); dec.Repair {

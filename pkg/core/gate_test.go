@@ -5,27 +5,29 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
 // What a drain leads to, row by row: only an enabled level's drift asks the
 // gate; a disabled one's is deleted, never repaired.
-func TestStepDecidesWhatADrainLeadsTo(t *testing.T) {
+func TestTheGateDecidesWhatADrainLeadsTo(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	for _, tc := range []struct {
 		d    Drift
 		want []EffectKind
 	}{
-		{Drift{Drain: Drain{Kinds: []DriftKind{DriftModified}, Edits: []Edit{{Manager: "kubectl"}}}, Enabled: true, Present: true}, []EffectKind{EffectRepair}},
-		{Drift{Drain: Drain{Kinds: []DriftKind{DriftDeleted}, Likely: []string{""}}, Enabled: true}, []EffectKind{EffectRepair}}, // a deletion
-		{Drift{Hint: true, Present: true}, []EffectKind{EffectReassert}},                                                         // disabled
-		{Drift{Drain: Drain{Gone: true}, Deleting: true}, []EffectKind{EffectDeleteDone}},                                        // our delete went through
-		{Drift{Drain: Drain{Gone: true}, Enabled: true}, []EffectKind{EffectReassert}},                                           // gone, yet wanted
+		{Drift{Drain: Drain{Kinds: []DriftKind{DriftModified}, Edits: []Edit{{Manager: "kubectl"}}}, Enabled: true, Present: true}, []EffectKind{effectRepair}},
+		{Drift{Drain: Drain{Kinds: []DriftKind{DriftDeleted}, Likely: []string{""}}, Enabled: true}, []EffectKind{effectRepair}}, // a deletion
+		{Drift{Hint: true, Present: true}, []EffectKind{effectReassert}},                                                         // disabled
+		{Drift{Drain: Drain{Gone: true}, Deleting: true}, []EffectKind{effectDeleteDone}},                                        // our delete went through
+		{Drift{Drain: Drain{Gone: true}, Enabled: true}, []EffectKind{effectReassert}},                                           // gone, yet wanted
 		{Drift{Drain: Drain{Gone: true}, Enabled: true, Present: true}, nil},
 		{Drift{Drain: Drain{Gone: true}}, nil},
 		{Drift{Enabled: true, Present: true}, nil},
 	} {
 		s := New(DefaultPolicy(), time.Minute)
-		if got := kinds(s.Step(Input{Kind: InputDrift, Drift: tc.d}, now)); !slices.Equal(got, tc.want) {
+		if got := kinds(s.decide(Input{Kind: InputDrained, drift: tc.d}, now)); !slices.Equal(got, tc.want) {
 			t.Errorf("a drain of %+v: %v, want %v", tc.d, got, tc.want)
 		}
 	}
@@ -39,16 +41,16 @@ func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 	p := DefaultPolicy()
 	s := New(p, time.Minute)
 	now := time.Unix(1_000_000, 0)
-	if w := s.AskWrite(now); !w.Allowed || w.Repair {
+	if w := s.askWrite(now); !w.Allowed || w.Repair {
 		t.Fatalf("with nothing outstanding AskWrite = %+v, want an allowed write that is no repair", w)
 	}
 	counted := 0
 	for i := range p.Burst {
-		a := kinds(s.Step(drain(fmt.Sprint("writer-", i)), now))
-		if !slices.Equal(a, []EffectKind{EffectRepair}) {
+		a := kinds(s.decide(drain(fmt.Sprint("writer-", i)), now))
+		if !slices.Equal(a, []EffectKind{effectRepair}) {
 			t.Fatalf("change %d: %v with the budget not spent", i+1, a)
 		}
-		w := s.AskWrite(now)
+		w := s.askWrite(now)
 		if !w.Allowed || !w.Repair {
 			t.Fatalf("change %d: AskWrite = %+v, want an allowed repair", i+1, w)
 		}
@@ -56,32 +58,32 @@ func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 		if i == 0 {
 			outcome = ApplyUnanswered // its answer lost: it may have written
 		}
-		if s.Wrote(w, outcome, now) {
+		if s.wrote(w, outcome, now) {
 			counted++
 		}
 	}
 	if counted != p.Burst {
 		t.Fatalf("%d repairs counted, want %d", counted, p.Burst)
 	}
-	if e := s.Step(drain("writer-late"), now); !slices.ContainsFunc(e, func(e Effect) bool { return e.Kind == EffectHold && e.Wait > 0 }) {
+	if e := s.decide(drain("writer-late"), now); !slices.ContainsFunc(e, func(e Effect) bool { return e.Kind == effectHold && e.Wait > 0 }) {
 		t.Fatalf("with the budget spent: %+v; want the repair held", e)
 	}
-	if w := s.AskWrite(now); w.Allowed || !w.Repair {
+	if w := s.askWrite(now); w.Allowed || !w.Repair {
 		t.Fatalf("a version change's apply with the budget spent: %+v, want a held repair", w)
 	}
-	if s.RolloutCounts() {
+	if s.rolloutCounts() {
 		t.Fatal("a held repair's rollout counts as the level's")
 	}
-	s.FollowGate(now)
+	s.followGate(now)
 	at, armed := s.At(PartGate)
 	if !armed || !at.After(now) {
 		t.Fatal("no gate deadline for the held repair")
 	}
-	if e := kinds(s.Step(Input{Kind: InputDeadline, Part: PartGate, DueAt: at, Enabled: true}, at)); !slices.Contains(e, EffectRepair) {
+	if e := kinds(s.decide(Input{Kind: InputDeadline, Part: PartGate, DueAt: at, World: World{Level: fsm.Enabled{}}}, at)); !slices.Contains(e, effectRepair) {
 		t.Fatal("the held repair is not due at the gate's deadline")
 	}
-	w := s.AskWrite(at)
-	if !w.Allowed || !w.Repair || !s.Wrote(w, ApplyChanged, at) {
+	w := s.askWrite(at)
+	if !w.Allowed || !w.Repair || !s.wrote(w, ApplyChanged, at) {
 		t.Fatalf("the due repair: %+v, not counted", w)
 	}
 	if s.Outstanding() {
@@ -96,14 +98,14 @@ func TestWritesThatWroteNothingAreNotCounted(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	for _, o := range []ApplyOutcome{ApplyFailed, ApplyLost, ApplyUnchanged} {
 		s := New(DefaultPolicy(), time.Minute)
-		s.Step(drain("kubectl"), now)
-		if s.Wrote(s.AskWrite(now), o, now) {
+		s.decide(drain("kubectl"), now)
+		if s.wrote(s.askWrite(now), o, now) {
 			t.Errorf("outcome %d: counted", o)
 		}
 		if got, want := s.Outstanding(), o != ApplyUnchanged; got != want {
 			t.Errorf("outcome %d: outstanding %v, want %v", o, got, want)
 		}
-		if got, want := s.RolloutCounts(), o != ApplyLost; got != want {
+		if got, want := s.rolloutCounts(), o != ApplyLost; got != want {
 			t.Errorf("outcome %d: the rollout counts %v, want %v", o, got, want)
 		}
 	}
@@ -111,7 +113,7 @@ func TestWritesThatWroteNothingAreNotCounted(t *testing.T) {
 
 // drain is a drain of one change by manager, with the level enabled.
 func drain(manager string) Input {
-	return Input{Kind: InputDrift, Drift: Drift{Drain: Drain{Kinds: []DriftKind{DriftModified}, Edits: []Edit{{Manager: manager}}}, Enabled: true, Present: true}}
+	return Input{Kind: InputDrained, drift: Drift{Drain: Drain{Kinds: []DriftKind{DriftModified}, Edits: []Edit{{Manager: manager}}}, Enabled: true, Present: true}}
 }
 
 func kinds(effects []Effect) []EffectKind {

@@ -34,9 +34,9 @@ func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now 
 // FollowedRollout is the rollout followed and the time of its last progress.
 func (s *State) FollowedRollout() (Rollout, time.Time) { return s.rollout.progress, s.rollout.since }
 
-// FollowExpect follows an own write the cache has yet to show (pending): its deadline comes
+// followExpect follows an own write the cache has yet to show (pending): its deadline comes
 // timeout after the write was first awaited, and goes when nothing is awaited.
-func (s *State) FollowExpect(pending bool, timeout time.Duration, now time.Time) {
+func (s *State) followExpect(pending bool, timeout time.Duration, now time.Time) {
 	t := &s.timers[PartExpect]
 	switch {
 	case !pending:

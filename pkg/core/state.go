@@ -34,14 +34,17 @@ func (p Part) String() string { return partNames[p] }
 
 // State is the loop's timing and repair decisions. Its zero value is unusable: New sets the rules.
 type State struct {
-	policy  Policy
-	inertia time.Duration       // how long failures last before they persist
-	timers  [numParts]time.Time // when each part next needs the loop; zero: never
-	door    door
-	gate    gate
-	retry   retry
-	rollout rollout
-	next    Repair // what the next repair undoes
+	policy   Policy
+	inertia  time.Duration // how long failures last before they persist
+	machine  *fsm.Machine
+	applying inFlight            // the apply the shell is making
+	running  bool                // between InputStart and InputStop
+	timers   [numParts]time.Time // when each part next needs the loop; zero: never
+	door     door
+	gate     gate
+	retry    retry
+	rollout  rollout
+	next     Repair // what the next repair undoes
 
 	version     string      // the target version last read
 	upgradeFrom string      // the version before the current upgrade, for its Event
@@ -51,15 +54,15 @@ type State struct {
 
 // New returns the state of a loop that has done nothing yet.
 func New(policy Policy, inertia time.Duration) *State {
-	return &State{policy: policy, inertia: inertia}
+	return &State{policy: policy, inertia: inertia, machine: fsm.New(fsm.StateDisabled)}
 }
 
 // Version is the target version last read.
 func (s *State) Version() string { return s.version }
 
-// SeeVersion records the target version v and whether it moved, from what. keepFrom: the upgrade
+// seeVersion records the target version v and whether it moved, from what. keepFrom: the upgrade
 // (its Event's "from") started earlier: one overtaken by another, or none at a Run's start.
-func (s *State) SeeVersion(v string, keepFrom bool) (from string, moved bool) {
+func (s *State) seeVersion(v string, keepFrom bool) (from string, moved bool) {
 	from, moved = s.version, v != s.version
 	if moved && !keepFrom {
 		s.upgradeFrom = from
@@ -68,18 +71,18 @@ func (s *State) SeeVersion(v string, keepFrom bool) (from string, moved bool) {
 	return from, moved
 }
 
-// Transitioned follows the machine: Running or Disabled ends an upgrade, and in Disabled the
+// transitioned follows the machine: Running or Disabled ends an upgrade, and in Disabled the
 // DaemonSet is gone, however it went, so no change is left to repair. ended: a fight ended.
-func (s *State) Transitioned(to fsm.State) (ended bool) {
+func (s *State) transitioned(to fsm.State) (ended bool) {
 	if to == fsm.StateRunning || to == fsm.StateDisabled {
 		s.upgradeFrom = ""
 	}
-	return to == fsm.StateDisabled && s.ForgetWriters()
+	return to == fsm.StateDisabled && s.forgetWriters()
 }
 
-// OwnDelete records the controller's delete of uid, whose event is then not drift; disabling:
+// ownDelete records the controller's delete of uid, whose event is then not drift; disabling:
 // the level disabled the DaemonSet, rather than the apply replacing it.
-func (s *State) OwnDelete(uid types.UID, disabling bool) {
+func (s *State) ownDelete(uid types.UID, disabling bool) {
 	s.deleted = keepLast(append(s.deleted, uid), 4) // their events come within moments
 	s.deletedAny = s.deletedAny || disabling
 }
@@ -126,6 +129,7 @@ func (s *State) Due(now time.Time) []Part {
 // states with one key decide alike from now on (the convergence model merges states by it).
 func (s *State) Key(now time.Time) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "%s running=%t ", s.machine.State(), s.running)
 	for p := range numParts {
 		if t := s.timers[p]; !t.IsZero() {
 			fmt.Fprintf(&b, "%s@%s ", p, rel(t, now))
@@ -168,9 +172,10 @@ func rel(t, now time.Time) string {
 	return t.Sub(now).String()
 }
 
-// Stopped is Run's end: nothing stays queued, armed or lost for a later Run. The budget and
+// stopped is Run's end: nothing stays queued, armed or lost for a later Run. The budget and
 // failures stay: its repairs were made, and the failures were the cluster's answers.
-func (s *State) Stopped() {
+func (s *State) stopped() {
+	s.running = false
 	s.door.queued = 0
 	s.gate.lostRace = false
 	s.retry.retryIn = 0

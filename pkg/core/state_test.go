@@ -28,7 +28,7 @@ func TestDueRunsTheEarliestFirstAndPartOrderOnATie(t *testing.T) {
 	if want := []Part{PartRollout, PartExpect, PartGate}; !slices.Equal(got, want) {
 		t.Fatalf("Due = %v, want %v", got, want)
 	}
-	s.Stopped()
+	s.stopped()
 	if _, ok := s.Deadline(); ok {
 		t.Fatal("a deadline is armed after Stopped")
 	}

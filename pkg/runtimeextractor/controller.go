@@ -109,7 +109,7 @@ func New(a Args, opts ...Option) (*Controller, error) {
 	c := &Controller{
 		cfg:      cfg,
 		config:   a.ConfigNotifier,
-		machine:  fsm.New(fsm.StateDisabled),
+		machine:  state.Machine(),
 		core:     state,
 		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.nodeNames, cfg.clock, state),
 		alarm:    alarm{clock: cfg.clock},
@@ -214,11 +214,11 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForNamedCacheSync("RuntimeExtractorController", ctx.Done(), synced...) {
 		return
 	}
-	defer c.stop()
+	defer c.step(ctx, core.Input{Kind: core.InputStop})
 	if c.status != nil {
 		background.Go(func() { defer recovered("the status writer"); c.status.run(bgCtx) })
 	}
-	func() { defer recovered("the control loop's start"); c.start(ctx) }()
+	func() { defer recovered("the control loop's start"); c.step(ctx, core.Input{Kind: core.InputStart}) }()
 	resync := c.cfg.clock.NewTicker(c.cfg.resync)
 	defer resync.Stop()
 	in := loopInputs{config: configHint, version: versionHint, resync: resync.C()}
@@ -230,7 +230,6 @@ func (c *Controller) Run(ctx context.Context) {
 		func() { // a panic ends the wake-up, not the loop
 			defer recovered("the control loop")
 			c.handle(ctx, w, payload)
-			c.afterWake(ctx)
 		}()
 	}
 }
@@ -251,13 +250,12 @@ func ownInput(err error) bool {
 	return errors.Is(err, resources.ErrImagesUnset) || errors.Is(err, resources.ErrInvalidImage)
 }
 
-// record counts an action's outcome, with a Warning for a failure; a success cancels a pending
-// retry, which would only re-assert.
+// record counts an action's outcome, with a Warning for a failure; a success resets the backoff
+// (the core cancelled the pending retry).
 func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 	result := "success"
 	if err != nil {
 		result = "error"
-		c.core.Failed(err, ownInput(err), took, c.cfg.clock.Now())
 		reason := ReasonApplyFailed
 		if a == fsm.ActionDelete {
 			reason = ReasonDeleteFailed
@@ -265,7 +263,6 @@ func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 		on, _ := c.informer.current()
 		c.events.failed(on, reason, err.Error()+"; retrying with backoff")
 	} else {
-		c.core.Succeeded()
 		c.cfg.limiter.Forget(retryKey)
 		c.cfg.metrics.SetBackoff(0) // no retry pending
 	}

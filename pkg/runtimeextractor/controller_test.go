@@ -18,6 +18,7 @@ import (
 
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/internal/testwait"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
@@ -249,14 +250,14 @@ func TestOwnWriteSeenBeforeBookkeepingIsNotDrift(t *testing.T) {
 	h.ctrl.machine.OnTransition(func(tr fsm.Transition) { visited = append(visited, tr.To) })
 
 	h.ctrl.informer.drift(observation{Kind: DriftModified, UID: ds.UID, Generation: ds.Generation})
-	h.ctrl.onDrift(ctx, false)
+	h.ctrl.step(ctx, core.Input{Kind: core.InputDrift})
 	if len(visited) != 0 || len(h.changes.with(ReasonUpdated)) != 0 {
 		t.Fatalf("own write treated as drift: visited %v, events %+v", visited, h.changes.with(ReasonUpdated))
 	}
 
 	// Someone else's write: Drifted, the (no-op) apply, the rollout check, Running.
 	h.ctrl.informer.drift(observation{Kind: DriftModified, UID: ds.UID, Generation: ds.Generation + 1})
-	h.ctrl.onDrift(ctx, false)
+	h.ctrl.step(ctx, core.Input{Kind: core.InputDrift})
 	if len(visited) == 0 || visited[0] != fsm.StateDrifted {
 		t.Fatalf("someone else's write not treated as drift: visited %v", visited)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/internal/testwait"
 	"github.com/insights-runtime-extractor/controller/pkg/config"
+	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/internal/fakeapi"
 	"github.com/insights-runtime-extractor/controller/pkg/metrics"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
@@ -248,7 +249,7 @@ func TestOneDriftEventPerDrain(t *testing.T) {
 	h.ctrl.informer.drift(observation{Kind: DriftModified, UID: ds.UID, Generation: ds.Generation + 2})
 	tr := recordTransitions(h.ctrl)
 	before := len(h.changes.with(""))
-	h.ctrl.onDrift(context.Background(), false)
+	h.ctrl.step(context.Background(), core.Input{Kind: core.InputDrift})
 	if got := h.changes.with("")[before:]; len(got) > 1 {
 		t.Fatalf("got %d events for one core.Drain, want at most 1: %+v", len(got), got)
 	}

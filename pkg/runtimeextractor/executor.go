@@ -1,11 +1,12 @@
 package runtimeextractor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/types"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/fsm"
@@ -13,81 +14,113 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// fire carries out the chain of actions and outcomes ev leads to; each write comes first, its Event after,
-// asynchronously. An apply that changed nothing produces no watch event, so its rollout is read from the cache.
-func (c *Controller) fire(ctx context.Context, ev fsm.Event) {
-	if ev == nil || c.holding() {
-		return
-	}
-	applied := false
-	for ev != nil {
-		t, err := c.machine.Fire(ev)
-		if err != nil {
-			klog.Errorf("state machine: %v", err)
-			return
-		}
-		ev = nil // the action's outcome, if it has one
-		switch t.Action {
-		case fsm.ActionApply:
-			var wrote bool
-			ev, wrote = c.executeApply(ctx, t)
-			applied = applied || wrote
-		case fsm.ActionDelete:
-			ev = c.executeDelete(ctx, t)
-		case fsm.ActionRetry:
-			c.scheduleRetry()
-		}
-	}
-	if applied {
-		c.onRollout(ctx)
+// step is one wake-up: it feeds in to the core and carries out the effects it returns, in order,
+// then tells the core the wake-up is done (InputSettle), which arms the timer and reports.
+func (c *Controller) step(ctx context.Context, in core.Input) {
+	in.DriftQueued = c.informer.driftQueued()
+	c.run(ctx, in)
+	if in.Kind != core.InputSettle {
+		c.run(ctx, core.Input{Kind: core.InputSettle})
 	}
 }
 
-func (c *Controller) executeApply(ctx context.Context, t fsm.Transition) (fsm.Event, bool) {
-	// The core decides every apply, whatever led to it, and counts it
-	// (core.State.AskWrite, Wrote); one it holds back is made by the gate's
-	// deadline.
-	w := c.core.AskWrite(c.cfg.clock.Now())
-	if !w.Allowed {
-		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)", t.From, fsm.Describe(t.Event), c.backoffNote())
-		return nil, false
+// run carries out the core's effects for in. An effect that yields an input (an action's outcome,
+// the drained drift) feeds it back, and the core's answer is carried out before the effects after it.
+func (c *Controller) run(ctx context.Context, in core.Input) {
+	queue := c.feed(in)
+	for len(queue) > 0 {
+		e := queue[0]
+		queue = queue[1:]
+		if next, ok := c.execute(ctx, e); ok {
+			queue = append(c.feed(next), queue...)
+		}
 	}
+}
+
+// feed steps the core with in and the world as the shell sees it now.
+func (c *Controller) feed(in core.Input) []core.Effect {
+	ds, _ := c.informer.current()
+	in.Level, in.Version, in.Own, in.Seen = c.level(), c.cfg.versions.Version(), c.manager, seenOf(ds)
+	in.Complete = ds != nil && resources.RolloutOf(ds).Complete()
+	in.ExpectTimeout, in.Expecting = c.manager.Expecting()
+	return c.core.Step(in, c.cfg.clock.Now())
+}
+
+// execute carries out one effect: the I/O, logs, metrics and Events. It decides nothing.
+func (c *Controller) execute(ctx context.Context, e core.Effect) (next core.Input, ok bool) {
+	switch e.Kind {
+	case core.EffectNext:
+		return e.Next, true
+	case core.EffectApply:
+		return core.Input{Kind: core.InputApplied, Apply: c.executeApply(ctx)}, true
+	case core.EffectDelete:
+		return core.Input{Kind: core.InputDeleted, Delete: c.executeDelete(ctx)}, true
+	case core.EffectDrain:
+		return core.Input{Kind: core.InputDrained, Hint: e.Hint, Observations: c.informer.drainDrift()}, true
+	case core.EffectRetry:
+		c.scheduleRetry()
+	case core.EffectHeld:
+		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)",
+			e.Transition.From, fsm.Describe(e.Transition.Event), c.backoffNote())
+	case core.EffectLostRace:
+		klog.V(2).Infof("%s on %s: %v", e.Transition.From, fsm.Describe(e.Transition.Event), e.Err)
+	case core.EffectRecorded:
+		c.record(e.Action, e.Err, e.Took)
+	case core.EffectRepairCounted: // one repair: "other" once
+		c.cfg.metrics.ObserveRepair(repairManagers(c.core.NextRepair().Edits)...)
+	case core.EffectAppliedEvent:
+		ds, _ := e.Object.(*appsv1.DaemonSet)
+		c.events.applied(ds, e.Created, e.Note)
+	case core.EffectDeletedEvent:
+		c.events.deleted()
+	case core.EffectDrift:
+		c.drifted(e.Drain, e.Wait)
+	case core.EffectDiagnose:
+		if ds, ok := c.informer.current(); ok {
+			c.rollouts.expired(ctx, c.cfg.kubeClient, ds, c.cfg.clock.Now())
+		}
+	case core.EffectFightStarted:
+		c.fightStarted()
+	case core.EffectFightEnded:
+		c.fightOver(cmp.Or(e.Note, "the writers stopped undoing repairs"))
+	case core.EffectMachineError:
+		klog.Errorf("state machine: %v", e.Err)
+	case core.EffectStarted:
+		if ds, ok := c.informer.current(); ok {
+			klog.Infof("observed DaemonSet %s/%s generation %d at version %q", ds.Namespace, ds.Name, ds.Generation, ds.Annotations[resources.VersionAnnotation])
+		}
+		klog.Infof("runtime extractor controller started: target version %q", c.core.Version())
+	case core.EffectStopped: // nothing armed or remembered for a later Run
+		c.tlsKept, c.tlsUnknown = nil, ""
+		c.rollouts.reset()
+		c.cfg.metrics.SetBackoff(0)
+		c.alarm.stop()
+	case core.EffectSettled:
+		ds, _ := c.informer.current()
+		if c.rollouts.track(ctx, c.cfg.kubeClient, c.machine.State(), ds, c.cfg.clock.Now()) {
+			c.stuckChanged()
+		}
+		c.alarm.follow(c.core.Deadline())
+		c.report()
+	}
+	return core.Input{}, false
+}
+
+func (c *Controller) executeApply(ctx context.Context) core.ApplyResult {
 	start := c.cfg.clock.Now()
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	res, err := c.apply(actx)
 	cancel()
 	if res.Replaced != "" {
-		c.rememberDeleted(res.Replaced, false) // its delete event is this apply's, not drift
+		c.informer.markGone(res.Replaced) // hidden until the cache drops it
 	}
-	outcome := applyOutcome(res, err)
-	if c.core.Wrote(w, outcome, c.cfg.clock.Now()) {
-		c.cfg.metrics.ObserveRepair(repairManagers(c.core.NextRepair().Edits)...) // one repair: "other" once
+	r := core.ApplyResult{Outcome: applyOutcome(res, err), Err: err, OwnInput: ownInput(err), Took: c.cfg.clock.Since(start),
+		Generation: res.Generation, Created: res.Created, Rolls: res.Rolls, Restored: res.Restored, TLS: res.TLSMoved,
+		Replaced: res.Replaced, ReplacedBecause: res.ReplacedBecause}
+	if res.Object != nil {
+		r.UID, r.Object = string(res.Object.UID), res.Object
 	}
-	if outcome == core.ApplyLost {
-		// No failure: the other writer's change reaches the repair gate as drift.
-		klog.V(2).Infof("%s on %s: %v", t.From, fsm.Describe(t.Event), err)
-		return nil, false
-	}
-	c.record(t.Action, err, c.cfg.clock.Since(start))
-	if err != nil {
-		return fsm.ApplyFailed{Err: err}, false
-	}
-	if res.Changed {
-		cause := c.core.Cause(t, w.Repair, res.TLSMoved)
-		if w.Repair {
-			cause.Restored = res.Restored
-		}
-		why := cause.Why(res.Created)
-		if res.Replaced != "" {
-			why = fmt.Sprintf("replaced %s, which someone else created: %s", res.Replaced, res.ReplacedBecause)
-		}
-		c.events.applied(res.Object, res.Created, why)
-	}
-	uid := string(res.Object.UID)
-	if res.Rolls {
-		return fsm.Applied{UID: uid, Generation: res.Generation}, true
-	}
-	return fsm.AppliedUnchanged{UID: uid, Generation: res.Generation}, true
+	return r
 }
 
 func applyOutcome(res resources.Result, err error) core.ApplyOutcome {
@@ -104,27 +137,17 @@ func applyOutcome(res resources.Result, err error) core.ApplyOutcome {
 	return core.ApplyUnchanged
 }
 
-func (c *Controller) executeDelete(ctx context.Context, t fsm.Transition) fsm.Event {
+func (c *Controller) executeDelete(ctx context.Context) core.DeleteResult {
 	start := c.cfg.clock.Now()
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	deleted, err := c.manager.Delete(actx)
 	cancel()
-	c.record(t.Action, err, c.cfg.clock.Since(start))
-	if err != nil {
-		return fsm.DeleteFailed{Err: err}
+	if err == nil && deleted != "" {
+		// The view hides an own delete's object until the cache drops it: a quick re-enable must
+		// create, not adopt it.
+		c.informer.markGone(deleted)
 	}
-	if deleted != "" {
-		c.rememberDeleted(deleted, true)
-		c.events.deleted()
-	}
-	return fsm.DeleteDone{}
-}
-
-// rememberDeleted: the view hides an own delete's object until the cache drops it (a quick
-// re-enable must create, not adopt it); its event is never drift.
-func (c *Controller) rememberDeleted(uid types.UID, disabling bool) {
-	c.informer.markGone(uid)
-	c.core.OwnDelete(uid, disabling)
+	return core.DeleteResult{Deleted: deleted, Err: err, Took: c.cfg.clock.Since(start)}
 }
 
 func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
@@ -140,18 +163,6 @@ func (c *Controller) apply(ctx context.Context) (resources.Result, error) {
 	return c.manager.Apply(ctx, d)
 }
 
-// onRollout fires RolloutComplete when the machine has a use for it; not while an apply
-// waits for the gate or lost a race: what is rolled out is not what the level wants.
-func (c *Controller) onRollout(ctx context.Context) {
-	ds, ok := c.informer.current()
-	if !ok || !resources.RolloutOf(ds).Complete() || !c.core.RolloutCounts() {
-		return
-	}
-	if ev := (fsm.RolloutComplete{UID: string(ds.UID), Generation: ds.Generation}); c.machine.Moves(ev) {
-		c.fire(ctx, ev)
-	}
-}
-
 func (c *Controller) transitioned(t fsm.Transition) {
 	c.cfg.metrics.ObserveTransition(t)
 	if t.Note != "" {
@@ -162,7 +173,4 @@ func (c *Controller) transitioned(t fsm.Transition) {
 		return
 	}
 	klog.Infof("state %s -> %s on %s, action %s", t.From, t.To, fsm.Describe(t.Event), t.Action)
-	if c.core.Transitioned(t.To) {
-		c.fightOver("insights-config disables the runtime extractor")
-	}
 }

@@ -502,7 +502,7 @@ func TestPropertyRefusedDeleteThenReenableWaitsForTheGate(t *testing.T) {
 	s.runThroughDoor()
 	s.controller("the repair gate's timer, while disabled", func() {
 		at, _ := s.c.core.At(core.PartGate) // as if its deadline had come
-		s.c.step(s.ctx, core.Input{Kind: core.InputDeadline, Part: core.PartGate, DueAt: at, Enabled: s.c.level() == (fsm.Enabled{})})
+		s.c.step(s.ctx, core.Input{Kind: core.InputDeadline, Part: core.PartGate, DueAt: at})
 	})
 	if s.c.core.Deferring() {
 		t.Fatalf("the gate's timer kept its claim while disabled\n%s", s.story())

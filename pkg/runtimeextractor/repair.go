@@ -1,37 +1,22 @@
 package runtimeextractor
 
 import (
-	"context"
 	"time"
 
 	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// onDrift acts on the drift the informer observed (hint: a caller's informer
-// said something changed, unobserved), with one log line for the drain.
-func (c *Controller) onDrift(ctx context.Context, hint bool) {
-	obs := c.informer.drainDrift()
-	if c.holding() {
-		return
-	}
-	ds, present := c.informer.current()
-	d := c.core.Classify(obs, seenOf(ds), c.manager, c.machine.State().Enabled())
+// drifted counts a drain's drift and logs what was done about it, after the repair's write: act
+// first, report after.
+func (c *Controller) drifted(d core.Drain, wait time.Duration) {
 	for _, k := range d.Kinds {
 		c.cfg.metrics.ObserveDrift(string(k))
-	}
-	var wait time.Duration
-	for _, e := range c.step(ctx, core.Input{Kind: core.InputDrift, Drift: core.Drift{Drain: d, Hint: hint, Present: present,
-		Enabled: c.level() == (fsm.Enabled{}), Deleting: c.machine.State() == fsm.StateDeleting}}) {
-		if e.Kind == core.EffectHold {
-			wait = e.Wait
-		}
 	}
 	switch {
 	case len(d.Kinds) == 0:
@@ -39,18 +24,10 @@ func (c *Controller) onDrift(ctx context.Context, hint bool) {
 		klog.Infof("DaemonSet %s/%s was %s; repairing it in %s (repair gate: %s)",
 			resources.Namespace, resources.DaemonSetName, core.Summary(d.Kinds, d.Edits, d.Unnamed),
 			wait.Round(time.Millisecond), c.backoffNote())
-	default: // logged after the repair's write: act first, report after
+	default:
 		klog.Infof("DaemonSet %s/%s was %s; acted on it, now %s",
 			resources.Namespace, resources.DaemonSetName, core.Summary(d.Kinds, d.Edits, d.Unnamed), c.machine.State())
 	}
-}
-
-func (c *Controller) fireDrift(ctx context.Context) {
-	if ds, ok := c.informer.current(); ok {
-		c.fire(ctx, fsm.Modified{Generation: ds.Generation})
-		return
-	}
-	c.fire(ctx, fsm.Deleted{})
 }
 
 // fightStarted reports a writer in a tug-of-war: log, Warning Event, gauge.

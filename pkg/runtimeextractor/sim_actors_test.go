@@ -54,7 +54,7 @@ func (s *propSim) start(enabled bool, init initialObject) {
 	s.drainWatch() // the initial state is not an event
 	s.inFlight = nil
 	s.logf("start: %s, version %s, %s", map[bool]string{true: "enabled", false: "disabled"}[enabled], s.ver.Version(), what)
-	s.controller("startup", func() { s.c.start(s.ctx) })
+	s.controller("startup", func() { s.c.step(s.ctx, core.Input{Kind: core.InputStart}) })
 }
 
 // previousIncarnation writes, with a manager of its own, the DaemonSet an
@@ -197,7 +197,7 @@ func (s *propSim) restart() {
 		what = describeDS(ds)
 	}
 	s.logf("controller restarts (lists %s)", what)
-	s.controller("startup", func() { s.c.start(s.ctx) })
+	s.controller("startup", func() { s.c.step(s.ctx, core.Input{Kind: core.InputStart}) })
 }
 
 // drainLoopInputs drops a config notification and a resync tick the old

@@ -239,7 +239,7 @@ func (s *propSim) boot() {
 // shutdown stops the controller process (not the world), as the end of Run
 // does.
 func (s *propSim) shutdown() {
-	s.c.stop()
+	s.c.step(s.ctx, core.Input{Kind: core.InputStop})
 	s.endProcess()
 }
 
@@ -545,15 +545,12 @@ func (s *propSim) advanceTo(at time.Time, what string) {
 
 // dispatch is one iteration of Run's loop for w: it receives from the
 // table's ready source of w, if one is (a scripted step may wake the loop
-// for a notification that was coalesced away), then runs the loop's handler
-// and its tail.
+// for a notification that was coalesced away), then steps the core with w's
+// input and carries out its effects, as Run does.
 func (s *propSim) dispatch(w wake) {
-	var payload any
 	for _, src := range s.ready() {
 		if src.wake == w {
-			if v, ok := src.take(); ok {
-				payload = v
-			}
+			src.take()
 			break
 		}
 	}
@@ -563,8 +560,7 @@ func (s *propSim) dispatch(w wake) {
 	// A drift wake-up drains even an empty queue; any other drains what is queued, or should.
 	queued, before := s.c.informer.driftQueued(), s.driftCounts()
 	s.controller(w.String(), func() {
-		s.c.handle(s.ctx, w, payload)
-		s.c.afterWake(s.ctx)
+		s.c.step(s.ctx, inputs[w])
 	})
 	if w == wakeDrift || queued && !s.c.informer.driftQueued() {
 		s.checkDrift(before)

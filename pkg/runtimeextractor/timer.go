@@ -21,9 +21,10 @@ func (a *alarm) C() <-chan time.Time {
 	return a.t.C()
 }
 
-// follow arms the alarm for at, or disarms it when !ok; one armed for at keeps its timer.
+// follow arms the alarm for at, or disarms it when !ok; one armed for a later at keeps its timer
+// (one due may have fired, and a timer fires once).
 func (a *alarm) follow(at time.Time, ok bool) {
-	if ok && a.t != nil && at.Equal(a.at) {
+	if ok && a.t != nil && at.Equal(a.at) && a.clock.Now().Before(at) {
 		return
 	}
 	a.stop()
@@ -31,9 +32,6 @@ func (a *alarm) follow(at time.Time, ok bool) {
 		a.t, a.at = a.clock.NewTimer(max(at.Sub(a.clock.Now()), 0)), at
 	}
 }
-
-// fired: C has delivered, so the timer is spent.
-func (a *alarm) fired() { a.t = nil }
 
 func (a *alarm) stop() {
 	if a.t != nil {
