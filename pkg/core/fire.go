@@ -156,9 +156,9 @@ func (s *State) rolledOut(in Input, now time.Time) []Effect {
 // record is an action's outcome: a failure is remembered for its retry; a success cancels one.
 func (s *State) record(a fsm.Action, err error, ownInput bool, took time.Duration, now time.Time) Effect {
 	if err != nil {
-		s.Failed(err, ownInput, took, now)
+		s.failed(err, ownInput, took, now)
 	} else {
-		s.Succeeded()
+		s.succeeded()
 	}
 	return Effect{Kind: EffectRecorded, Action: a, Err: err, Took: took}
 }

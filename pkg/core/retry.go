@@ -12,9 +12,9 @@ type retry struct {
 	retryIn  time.Duration // the backoff of the pending retry, 0 for none
 }
 
-// Failed records a failed action that took took and ended at now. ownInput: it failed on the
+// failed records a failed action that took took and ended at now. ownInput: it failed on the
 // controller's own input (an unset or invalid image), not on an answer of the cluster.
-func (s *State) Failed(err error, ownInput bool, took time.Duration, now time.Time) {
+func (s *State) failed(err error, ownInput bool, took time.Duration, now time.Time) {
 	if s.retry.failures == 0 {
 		s.retry.since = now.Add(-took)
 	}
@@ -22,15 +22,15 @@ func (s *State) Failed(err error, ownInput bool, took time.Duration, now time.Ti
 	s.retry.lastErr, s.retry.ownInput = err, ownInput
 }
 
-// Succeeded ends the failures and cancels a pending retry, which would only re-assert.
-func (s *State) Succeeded() {
+// succeeded ends the failures and cancels a pending retry, which would only re-assert.
+func (s *State) succeeded() {
 	s.retry = retry{}
 	s.timers[PartRetry] = time.Time{}
 }
 
-// ScheduleRetry arms the retry after backoff, or sooner when the failures reach the inertia,
+// scheduleRetry arms the retry after backoff, or sooner when the failures reach the inertia,
 // so that Degraded turns True on time, on an attempt that failed. It returns the delay armed.
-func (s *State) ScheduleRetry(backoff time.Duration, now time.Time) time.Duration {
+func (s *State) scheduleRetry(backoff time.Duration, now time.Time) time.Duration {
 	if until := s.retry.since.Add(s.inertia).Sub(now); until > 0 && until < backoff {
 		backoff = until
 	}

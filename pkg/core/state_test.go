@@ -39,10 +39,10 @@ func TestDueRunsTheEarliestFirstAndPartOrderOnATie(t *testing.T) {
 func TestKeyIsRelativeToNow(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	a, b := New(testPolicy(), time.Minute), New(testPolicy(), time.Minute)
-	a.Failed(errors.New("refused"), false, 0, t0)
-	a.ScheduleRetry(time.Second, t0)
-	b.Failed(errors.New("refused"), false, 0, t0.Add(time.Hour))
-	b.ScheduleRetry(time.Second, t0.Add(time.Hour))
+	a.failed(errors.New("refused"), false, 0, t0)
+	a.scheduleRetry(time.Second, t0)
+	b.failed(errors.New("refused"), false, 0, t0.Add(time.Hour))
+	b.scheduleRetry(time.Second, t0.Add(time.Hour))
 	if ka, kb := a.Key(t0), b.Key(t0.Add(time.Hour)); ka != kb {
 		t.Fatalf("keys differ:\n%s\n%s", ka, kb)
 	}
@@ -56,21 +56,21 @@ func TestKeyIsRelativeToNow(t *testing.T) {
 func TestRetryComesAtTheInertiaIfThatIsFirst(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	s := New(testPolicy(), time.Minute)
-	s.Failed(errors.New("refused"), false, 0, t0)
+	s.failed(errors.New("refused"), false, 0, t0)
 	now := t0.Add(50 * time.Second)
-	if d := s.ScheduleRetry(time.Minute, now); d != 10*time.Second {
+	if d := s.scheduleRetry(time.Minute, now); d != 10*time.Second {
 		t.Fatalf("retry in %s, want 10s: when the inertia ends", d)
 	}
 	if s.Persists(now) || !s.Persists(t0.Add(time.Minute)) {
 		t.Fatal("the failures do not persist exactly at the inertia")
 	}
-	s.Succeeded()
+	s.succeeded()
 	if s.RetryPending() || s.Persists(t0.Add(time.Hour)) {
 		t.Fatal("a success left a retry or the failures")
 	}
 	// A failure of the controller's own input persists at once: no retry
 	// changes it.
-	s.Failed(errors.New("RELATED_IMAGE_EXTRACTOR unset"), true, 0, t0)
+	s.failed(errors.New("RELATED_IMAGE_EXTRACTOR unset"), true, 0, t0)
 	if !s.Persists(t0) {
 		t.Fatal("a failure of the controller's own input waits for the inertia")
 	}

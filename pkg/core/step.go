@@ -15,8 +15,9 @@ type Input struct {
 	Observations []Observation // InputDrained: the informer's queue, drained
 	Part         Part          // InputDeadline: the part the alarm found due
 	DueAt        time.Time
-	Apply        ApplyResult  // InputApplied
-	Delete       DeleteResult // InputDeleted
+	Backoff      time.Duration // InputBackoff
+	Apply        ApplyResult   // InputApplied
+	Delete       DeleteResult  // InputDeleted
 	World
 	drift Drift // InputDrained, once classified
 }
@@ -46,6 +47,7 @@ const (
 	InputRollout                   // the DaemonSet's status or generation moved
 	InputAlarm                     // the loop's timer fired at Deadline
 	InputDeadline                  // a part's deadline, due at DueAt
+	InputBackoff                   // the backoff of the retry EffectRetry asked for
 	InputApplied                   // the apply's outcome
 	InputDeleted                   // the delete's outcome
 	InputActed                     // a level signal has been acted on
@@ -65,7 +67,7 @@ type Effect struct {
 	Object     any            // EffectAppliedEvent: ApplyResult.Object
 	Hint       bool           // EffectDrain
 	Drain      Drain          // EffectDrift
-	Wait       time.Duration  // EffectDrift: the repair waits this long for the gate
+	Wait       time.Duration  // EffectDrift: the repair waits this long for the gate; EffectRetryArmed
 	Next       Input          // EffectNext
 	signal     Signal         // effectActOnLevel
 }
@@ -76,7 +78,8 @@ type EffectKind int
 const (
 	EffectApply         EffectKind = iota // apply the level; feed back InputApplied
 	EffectDelete                          // delete the DaemonSet; feed back InputDeleted
-	EffectRetry                           // arm the failed action's retry
+	EffectRetry                           // feed back the failed action's backoff (InputBackoff)
+	EffectRetryArmed                      // the retry is armed Wait from now
 	EffectHeld                            // the apply waits for the repair gate
 	EffectLostRace                        // the apply lost a race; the winner comes as drift
 	EffectRecorded                        // an action's outcome: metrics, and a Warning for a failure
@@ -148,6 +151,8 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 			fx = append(fx, next(Input{Kind: InputDeadline, Part: p, DueAt: now}))
 		}
 		return fx
+	case InputBackoff:
+		return []Effect{{Kind: EffectRetryArmed, Wait: s.scheduleRetry(in.Backoff, now)}}
 	case InputApplied:
 		return s.applyDone(in, now)
 	case InputDeleted:

@@ -269,8 +269,8 @@ func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 	c.cfg.metrics.ObserveAction(a, result, took)
 }
 
-func (c *Controller) scheduleRetry() {
-	d := c.core.ScheduleRetry(c.cfg.limiter.When(retryKey), c.cfg.clock.Now())
+// retryArmed reports the retry the core armed d from now.
+func (c *Controller) retryArmed(d time.Duration) {
 	c.cfg.metrics.SetBackoff(d)
 	n, _ := c.core.Failures()
 	// Capped as conditions and Events are: the error may quote a refused RELATED_IMAGE_* value at

@@ -57,8 +57,10 @@ func (c *Controller) execute(ctx context.Context, e core.Effect) (next core.Inpu
 		return core.Input{Kind: core.InputDeleted, Delete: c.executeDelete(ctx)}, true
 	case core.EffectDrain:
 		return core.Input{Kind: core.InputDrained, Hint: e.Hint, Observations: c.informer.drainDrift()}, true
-	case core.EffectRetry:
-		c.scheduleRetry()
+	case core.EffectRetry: // the limiter's next backoff
+		return core.Input{Kind: core.InputBackoff, Backoff: c.cfg.limiter.When(retryKey)}, true
+	case core.EffectRetryArmed:
+		c.retryArmed(e.Wait)
 	case core.EffectHeld:
 		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)",
 			e.Transition.From, fsm.Describe(e.Transition.Event), c.backoffNote())

@@ -274,8 +274,8 @@ func (s *propSim) fingerprint() string {
 	srv := s.stored()
 	cached, _ := s.cached()
 	viewed, _ := s.ri.current()
-	fmt.Fprintf(&b, "target=%s controller=%s state=%s holding=%v cfg=%+v refused=%v nodes=%d held=%d\n",
-		target, name("v", s.c.core.Version()), s.c.State(), s.c.holding(), s.cfg, s.refused, s.nodes, s.held)
+	fmt.Fprintf(&b, "target=%s holding=%v cfg=%+v refused=%v nodes=%d held=%d\n",
+		target, s.c.holding(), s.cfg, s.refused, s.nodes, s.held)
 	fmt.Fprintf(&b, "server: %s\ncache: %s\nview: %s\n", object(srv), object(cached), object(viewed))
 	for _, e := range s.inFlight {
 		fmt.Fprintf(&b, "in flight: %s by %s: %s\n", e.typ, e.by, object(e.ds))

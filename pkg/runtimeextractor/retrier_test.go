@@ -10,7 +10,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 )
 
-// failUntil runs the core's retry as the loop does: each attempt fails until
+// failUntil steps the core's retry as the loop does: each attempt fails until
 // clears (never when zero), and the next one comes when its timer is due.
 // It returns, per attempt, when it was made and whether the failures
 // persisted after it.
@@ -22,17 +22,17 @@ func failUntil(t *testing.T, err error, clears, horizon time.Duration) (at []tim
 	limiter := defaultRateLimiter()
 	for now.Sub(t0) <= horizon {
 		fail := clears == 0 || now.Sub(t0) < clears
+		outcome := core.ApplyResult{Outcome: core.ApplyUnchanged}
 		if fail {
-			s.Failed(err, ownInput(err), 0, now)
-		} else {
-			s.Succeeded()
+			outcome = core.ApplyResult{Outcome: core.ApplyFailed, Err: err, OwnInput: ownInput(err)}
 		}
+		s.Step(core.Input{Kind: core.InputApplied, Apply: outcome}, now)
 		at = append(at, now.Sub(t0))
 		persisted = append(persisted, s.Persists(now))
 		if !fail {
 			return at, persisted
 		}
-		s.ScheduleRetry(limiter.When(retryKey), now)
+		s.Step(core.Input{Kind: core.InputBackoff, Backoff: limiter.When(retryKey)}, now)
 		now, _ = s.At(core.PartRetry)
 	}
 	return at, persisted
