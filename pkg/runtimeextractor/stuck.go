@@ -74,11 +74,17 @@ func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.C
 
 // track follows ds's rollout when enabled, reporting whether the stuck verdict changed; node lookups run in any state.
 func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
-	w.trackUnavailable(ctx, client, ds)
+	r, live := resources.RolloutOf(ds), ds != nil && ds.DeletionTimestamp == nil
+	var key unavailableKey // names are looked up while a rolled-out ds's unavailable count is above 0
+	if w.nodeNames && live && r.Complete() && r.Unavailable() > 0 {
+		key = unavailableKey{uid: ds.UID, generation: ds.Generation, unavailable: r.Unavailable()}
+	}
+	if key != w.unavailable.key {
+		w.lookUp(ctx, client, ds, key)
+	}
 	// Updated but unavailable pods leave nothing to roll out: not stuck (issue 18).
-	r := resources.RolloutOf(ds)
 	var p core.Rollout // none
-	if state.Enabled() && ds != nil && ds.DeletionTimestamp == nil && !r.Complete() {
+	if state.Enabled() && live && !r.Complete() {
 		p = core.Rollout{UID: string(ds.UID), Generation: ds.Generation, Updated: r.Updated, Available: r.Available}
 	}
 	// Without progress the deadline, diagnosis or verdict stands.
@@ -98,15 +104,8 @@ func (w *rolloutWatch) forget() bool {
 	return cleared
 }
 
-// trackUnavailable starts a lookup when a rolled-out ds's unavailable count turns above 0; others drop the names.
-func (w *rolloutWatch) trackUnavailable(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
-	var key unavailableKey
-	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() && r.Unavailable() > 0 {
-		key = unavailableKey{uid: ds.UID, generation: ds.Generation, unavailable: r.Unavailable()}
-	}
-	if key == w.unavailable.key {
-		return
-	}
+// lookUp drops the names of the previous key, and starts a lookup of key's unless it is zero.
+func (w *rolloutWatch) lookUp(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, key unavailableKey) {
 	w.setUnavailable(namedResult{key: key})
 	if key == (unavailableKey{}) {
 		return
@@ -206,22 +205,18 @@ func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.Daemo
 		if err != nil {
 			return fmt.Errorf("list events of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 		}
-		var newest *corev1.Event // the Event seen last, the first on a tie
-		var newestAt time.Time
-		for i := range events.Items {
-			ev := &events.Items[i]
+		seen := func(ev corev1.Event) time.Time {
 			at := ev.LastTimestamp.Time
 			if ev.Series != nil {
 				at = ev.Series.LastObservedTime.Time
 			}
 			if at.IsZero() {
-				at = ev.EventTime.Time
+				return ev.EventTime.Time
 			}
-			if newest == nil || at.After(newestAt) {
-				newest, newestAt = ev, at
-			}
+			return at
 		}
-		if newest != nil {
+		if len(events.Items) > 0 { // the Event seen last, the first on a tie
+			newest := slices.MaxFunc(events.Items, func(a, b corev1.Event) int { return seen(a).Compare(seen(b)) })
 			s.Warning = fmt.Sprintf("%s: %s", newest.Reason, newest.Message)
 		}
 		return nil
