@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	configv1 "github.com/openshift/api/config/v1"
 	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
@@ -105,15 +104,12 @@ func (c *Controller) stuckChanged() {
 // backoffNote says, for the log, why a repair waits.
 func (c *Controller) backoffNote() string {
 	now, p, log := c.cfg.clock.Now(), c.core.Policy(), c.core.Log()
-	var undid []string
+	note, sep := fmt.Sprintf("%d of %d repairs left in the budget", p.Available(log, now), p.Burst), "; "
 	for _, w := range log.Writers() {
 		if len(w.Undos) > 0 {
-			undid = append(undid, fmt.Sprintf("%s undid %d", w.Name, len(w.Undos)))
+			note += fmt.Sprintf("%s%s undid %d", sep, w.Name, len(w.Undos))
+			sep = ", "
 		}
-	}
-	note := fmt.Sprintf("%d of %d repairs left in the budget", p.Available(log, now), p.Burst)
-	if len(undid) > 0 {
-		note += "; " + strings.Join(undid, ", ")
 	}
 	return note
 }
@@ -141,22 +137,19 @@ func (c *Controller) waiting() *status.RepairWait {
 // conflict is the fights for status (nil for none), over the longest of them.
 func (c *Controller) conflict() *status.ConflictingWriter {
 	now := c.cfg.clock.Now()
-	var out *status.ConflictingWriter
+	out := &status.ConflictingWriter{RepairEvery: c.core.Policy().Every}
 	for _, w := range c.core.Log().Writers() {
-		if !w.Fight {
-			continue
+		if w.Fight {
+			out.Repairs += w.FightUndos
+			out.For = max(out.For, now.Sub(w.FightSince))
+			out.Writers = append(out.Writers, status.WriterCount{Manager: w.Name, Repairs: w.FightUndos})
 		}
-		if out == nil {
-			out = &status.ConflictingWriter{RepairEvery: c.core.Policy().Every}
-		}
-		out.Repairs += w.FightUndos
-		out.For = max(out.For, now.Sub(w.FightSince))
-		out.Writers = append(out.Writers, status.WriterCount{Manager: w.Name, Repairs: w.FightUndos})
 	}
-	if out != nil {
-		slices.SortFunc(out.Writers, func(a, b status.WriterCount) int {
-			return cmp.Or(cmp.Compare(b.Repairs, a.Repairs), cmp.Compare(a.Manager, b.Manager))
-		})
+	if len(out.Writers) == 0 {
+		return nil
 	}
+	slices.SortFunc(out.Writers, func(a, b status.WriterCount) int {
+		return cmp.Or(cmp.Compare(b.Repairs, a.Repairs), cmp.Compare(a.Manager, b.Manager))
+	})
 	return out
 }
