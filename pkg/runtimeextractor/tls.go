@@ -12,30 +12,35 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
 
-// keptTLS is what kube-rbac-proxy had when the TLS profile became unknown; not says why not.
+// keptTLS is what kube-rbac-proxy keeps while the TLS profile is unknown (ok: the DaemonSet's arguments, else
+// Intermediate), and the message's part saying so.
 type keptTLS struct {
 	args []string
 	ok   bool
-	not  string
+	says string
 }
 
 // keepTLS keeps only a predefined profile's TLS arguments, or those this controller wrote
 // (ds's spec hash is d's with them): an edit made while the controller was down is not adopted.
 func keepTLS(ds *appsv1.DaemonSet, d resources.Desired) keptTLS {
+	const intermediate = ": kube-rbac-proxy gets the Intermediate profile until it is read"
 	args, ok := resources.KubeRBACProxyTLSArgsOf(ds)
 	if !ok {
-		return keptTLS{not: "no DaemonSet TLS arguments to keep"}
+		return keptTLS{says: "no DaemonSet TLS arguments to keep" + intermediate}
 	}
 	if !resources.PredefinedTLSArgs(args) {
 		switch wrote, err := resources.WroteTLSArgs(ds, d, args); {
 		case err != nil:
-			return keptTLS{not: fmt.Sprintf("the DaemonSet's TLS arguments (%s) are not a predefined profile's, and whether this controller wrote them is unknown (%v)",
-				tlsArgsText(args), err)}
+			return keptTLS{says: fmt.Sprintf("the DaemonSet's TLS arguments (%s) are not a predefined profile's, and whether this controller wrote them is unknown (%v)",
+				tlsArgsText(args), err) + intermediate}
 		case !wrote:
-			return keptTLS{not: "the DaemonSet's TLS arguments (" + tlsArgsText(args) + ") are neither a predefined profile's nor this controller's"}
+			return keptTLS{says: "the DaemonSet's TLS arguments (" + tlsArgsText(args) + ") are neither a predefined profile's nor this controller's" + intermediate}
 		}
 	}
-	return keptTLS{args: args, ok: true}
+	if len(args) == 0 {
+		return keptTLS{args: args, ok: true, says: "kube-rbac-proxy keeps the DaemonSet's TLS settings (no TLS arguments) until it is read"}
+	}
+	return keptTLS{args: args, ok: true, says: "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + strings.Join(args, " ") + ") until it is read"}
 }
 
 // tlsArgsText shows TLS arguments in a message; "no TLS arguments" for none.
@@ -65,19 +70,12 @@ func (c *Controller) desiredTLS(d *resources.Desired, ds *appsv1.DaemonSet) {
 		kept := keepTLS(ds, *d)
 		c.tlsKept = &kept
 	}
-	msg := err.Error() + "; "
-	switch {
-	case c.tlsKept.ok && len(c.tlsKept.args) == 0:
+	if c.tlsKept.ok {
 		d.KubeRBACProxyTLSArgs = c.tlsKept.args
-		msg += "kube-rbac-proxy keeps the DaemonSet's TLS settings (no TLS arguments) until it is read"
-	case c.tlsKept.ok:
-		d.KubeRBACProxyTLSArgs = c.tlsKept.args
-		msg += "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + strings.Join(c.tlsKept.args, " ") + ") until it is read"
-	default:
+	} else {
 		d.TLSProfile = nil
-		msg += c.tlsKept.not + ": kube-rbac-proxy gets the Intermediate profile until it is read"
 	}
-	msg = status.CapMessage(msg) // the arguments may repeat a suite at any length
+	msg := status.CapMessage(err.Error() + "; " + c.tlsKept.says) // the arguments may repeat a suite at any length
 	c.tlsUnknown = msg
 	klog.Warning(msg)
 	c.events.warn(ds, ReasonTLSProfileUnknown, msg)
