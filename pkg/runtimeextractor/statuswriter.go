@@ -54,20 +54,9 @@ func (w *statusWriter) run(ctx context.Context) {
 		writtenConds []configv1.ClusterOperatorStatusCondition
 		writtenAt    time.Time
 		next         *pending
-		timer        clock.Timer
-		timerC       <-chan time.Time
+		timer        = alarm{clock: w.clock} // stopped once fired
 	)
-	stopTimer := func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}
-	defer stopTimer()
-	arm := func(at time.Time) {
-		stopTimer()
-		timer = w.clock.NewTimer(max(at.Sub(w.clock.Now()), 0))
-		timerC = timer.C()
-	}
+	defer timer.stop()
 	// A recheck (of the snapshot written) does not count for the spacing of writes.
 	attempt := func(now time.Time, recheck bool) {
 		rctx, cancel := context.WithTimeout(ctx, statusTimeout)
@@ -87,7 +76,7 @@ func (w *statusWriter) run(ctx context.Context) {
 				klog.Warningf("report status (retrying in %s): %v", statusRetry, err)
 			}
 			next.retryAt = now.Add(statusRetry)
-			arm(next.retryAt)
+			timer.follow(next.retryAt, true)
 		}
 	}
 	recheck := func(now time.Time) {
@@ -99,8 +88,8 @@ func (w *statusWriter) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
-		case <-timerC:
-			timerC = nil
+		case <-timer.C():
+			timer.stop()
 		case <-w.reporter.Changed():
 			now := w.clock.Now()
 			switch {
@@ -141,8 +130,8 @@ func (w *statusWriter) run(ctx context.Context) {
 			continue
 		}
 		if due := next.due(writtenConds, writtenAt); now.Before(due) {
-			if offered != nil || timerC == nil {
-				arm(due)
+			if offered != nil || timer.C() == nil {
+				timer.follow(due, true)
 			}
 			continue
 		}
@@ -157,7 +146,7 @@ func (p *pending) due(written []configv1.ClusterOperatorStatusCondition, written
 		return laterOf(p.since, p.retryAt) // a new failure: Degraded turns True, or True with another reason
 	}
 	at := p.since.Add(StatusMaxDelay)
-	if !inProgress(p.snapshot.State) {
+	if !slices.Contains(inProgress, p.snapshot.State) {
 		if settled := p.changedAt.Add(StatusSettle); settled.Before(at) {
 			at = settled
 		}
@@ -176,6 +165,4 @@ func laterOf(a, b time.Time) time.Time {
 }
 
 // inProgress: states that converge on their own within moments.
-func inProgress(s fsm.State) bool {
-	return slices.Contains([]fsm.State{fsm.StateDeploying, fsm.StateUpgrading, fsm.StateDrifted, fsm.StateDeleting}, s)
-}
+var inProgress = []fsm.State{fsm.StateDeploying, fsm.StateUpgrading, fsm.StateDrifted, fsm.StateDeleting}
