@@ -43,9 +43,6 @@ type changeEvents struct {
 	warned   string // the last failure recorded; the same again is not
 }
 
-// namespaceRef stands for a DaemonSet that is gone; its namespace is where we may write Events.
-var namespaceRef = &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: resources.Namespace, Namespace: resources.Namespace}
-
 func (e *changeEvents) applied(ds *appsv1.DaemonSet, created bool, why string) {
 	e.warned = ""
 	reason, verb := ReasonUpdated, "updated"
@@ -79,7 +76,7 @@ func (e *changeEvents) warn(on *appsv1.DaemonSet, reason, msg string) {
 // record records on the DaemonSet by identity (informer copies lack TypeMeta), or on the Namespace
 // when on is nil; the message is capped, as an error can quote a whole insights-config.
 func (e *changeEvents) record(on *appsv1.DaemonSet, eventType, reason, msg string) {
-	ref := namespaceRef
+	ref := &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: resources.Namespace, Namespace: resources.Namespace}
 	if on != nil {
 		ref = &corev1.ObjectReference{Kind: "DaemonSet", APIVersion: "apps/v1",
 			Namespace: on.Namespace, Name: on.Name, UID: on.UID, ResourceVersion: on.ResourceVersion}
