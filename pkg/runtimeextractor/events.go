@@ -16,8 +16,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Reasons of the controller's Events: one per change it makes to the DaemonSet, saying what and
-// why, and one Warning per distinct failure; on the DaemonSet (once it is gone, the Namespace).
+// Event reasons: one per change to the DaemonSet (what and why), a Warning per distinct failure; on it or its Namespace.
 const (
 	ReasonCreated      = "RuntimeExtractorCreated"      // the DaemonSet was created (Normal)
 	ReasonUpdated      = "RuntimeExtractorUpdated"      // the DaemonSet was updated (Normal)
@@ -67,8 +66,7 @@ func (e *changeEvents) failed(on *appsv1.DaemonSet, reason, msg string) {
 	e.record(on, corev1.EventTypeWarning, reason, msg)
 }
 
-// warn records a Warning each time (a TLS profile unknown at an apply, a fight begun), leaving
-// the failure memory alone: an apply failing meanwhile is still reported.
+// warn records a Warning every time, leaving failed's memory alone: an apply failing meanwhile is still reported.
 func (e *changeEvents) warn(on *appsv1.DaemonSet, reason, msg string) {
 	e.record(on, corev1.EventTypeWarning, reason, msg)
 }

@@ -12,8 +12,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/config"
 )
 
-// ConfigNotifier provides the Insights configuration and its changes. config.Source implements
-// it for the insights-config ConfigMap; an operator may pass its own.
+// ConfigNotifier provides the Insights configuration and its changes (config.Source, or an operator's own).
 type ConfigNotifier interface {
 	// ConfigChanged returns the change channel and a cleanup that closes it.
 	ConfigChanged() (<-chan struct{}, func())
@@ -53,9 +52,8 @@ func configSynced(n ConfigNotifier) bool {
 	return !ok || s.HasSynced()
 }
 
-// ConfigFrom turns a host operator's own configuration into a ConfigNotifier. subscribe is the
-// host's subscription (a change channel, drained at once so its sends may block, and its cleanup);
-// disabled reports whether the host turns the runtime extractor off. Options add scheduling.
+// ConfigFrom makes a ConfigNotifier of a host operator's configuration: subscribe gives a change channel (drained at
+// once, so its sends may block) and its cleanup; disabled, whether the host turns the runtime extractor off.
 func ConfigFrom(subscribe func() (<-chan struct{}, func()), disabled func() bool, opts ...HostConfigOption) ConfigNotifier {
 	h := &hostConfig{subscribe: subscribe, disabled: disabled}
 	for _, o := range opts {
@@ -67,8 +65,7 @@ func ConfigFrom(subscribe func() (<-chan struct{}, func()), disabled func() bool
 // HostConfigOption adds an optional setting to ConfigFrom.
 type HostConfigOption func(*hostConfig)
 
-// WithScheduling reads the DaemonSet's scheduling settings (tolerations, node selector, priority
-// class, resources) from the host's configuration.
+// WithScheduling reads the DaemonSet's scheduling (tolerations, node selector, priority class, resources) from the host.
 func WithScheduling(scheduling func() config.RuntimeExtractor) HostConfigOption {
 	return func(h *hostConfig) { h.scheduling = scheduling }
 }

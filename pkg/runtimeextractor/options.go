@@ -31,11 +31,9 @@ const (
 	// DefaultDegradedInertia is how long an apply or delete must keep failing before Degraded: the
 	// ClusterOperator contract wants none in an upgrade, when kube-apiservers restart for tens of seconds.
 	DefaultDegradedInertia = 2 * time.Minute
-	// StatusSettle is how long a status snapshot must stay unchanged before it is written, so a
-	// quick repair (Running, Drifted, Running) writes nothing; a new failure is written at once.
+	// StatusSettle is how long a status snapshot must stay unchanged to be written: a quick repair writes nothing.
 	StatusSettle = 2 * time.Second
-	// StatusMaxDelay bounds how long a change waits and spaces the writes. A rollout in
-	// progress always waits it out, so a repair that ends within it writes nothing.
+	// StatusMaxDelay bounds a change's wait and spaces writes; a rollout waits it out: a repair within it writes nothing.
 	StatusMaxDelay = 5 * time.Second
 	// actionTimeout: a hung request becomes a failure, retried, instead of stalling the loop.
 	actionTimeout = 30 * time.Second
@@ -111,20 +109,17 @@ func WithRateLimiter(l workqueue.TypedRateLimiter[string]) Option {
 // WithVersionSource follows src (e.g. the ClusterVersion), not RELEASE_VERSION on updateCh.
 func WithVersionSource(src VersionSource) Option { return func(s *settings) { s.versions = src } }
 
-// WithTLSProfileSource makes the controller follow src instead of the constructor's tlsProfile.
-// While src cannot tell it, kube-rbac-proxy keeps its TLS arguments if a predefined profile's or
-// ours (else Intermediate), and every apply records a RuntimeExtractorTLSProfileUnknown Warning.
+// WithTLSProfileSource follows src, not the constructor's tlsProfile. While src cannot tell it, kube-rbac-proxy keeps
+// its TLS arguments if a predefined profile's or ours (else Intermediate); each apply records a ReasonTLSProfileUnknown.
 func WithTLSProfileSource(src TLSProfileSource) Option { return func(s *settings) { s.tls = src } }
 
 // WithImages sets the container images (default: resources.ImagesFromEnv).
 func WithImages(images resources.Images) Option { return func(s *settings) { s.images = &images } }
 
-// WithDefaultImages: whether an unset RELATED_IMAGE_* selects the default image (the default)
-// or makes every apply fail, naming it. WithImages overrides both.
+// WithDefaultImages: an unset RELATED_IMAGE_* selects the default image (default) or fails each apply (not WithImages).
 func WithDefaultImages(allowed bool) Option { return func(s *settings) { s.defaultImages = allowed } }
 
-// WithNodeNames says whether the status names the nodes without an available pod (the default;
-// RBAC: list pods in openshift-insights); with false, the messages give counts alone.
+// WithNodeNames: the status names the nodes without an available pod (the default; RBAC: list pods), or gives counts.
 func WithNodeNames(named bool) Option { return func(s *settings) { s.nodeNames = named } }
 
 // RepairPolicy is the repair gate's rules (core.Policy).
@@ -151,8 +146,7 @@ func WithMetrics(m *metrics.Metrics) Option { return func(s *settings) { s.metri
 // WithRolloutDeadline sets how long a rollout may make no progress before it is reported stuck.
 func WithRolloutDeadline(d time.Duration) Option { return func(s *settings) { s.rolloutDeadline = d } }
 
-// WithDegradedInertia sets how long an apply or delete must fail before Degraded turns True; a
-// failure no retry fixes is Degraded at once.
+// WithDegradedInertia sets how long an apply or delete must fail before Degraded (one no retry fixes: at once).
 func WithDegradedInertia(d time.Duration) Option { return func(s *settings) { s.degradedInertia = d } }
 
 // WithEventRecorder records the controller's Events through r instead of a broadcaster of its own.

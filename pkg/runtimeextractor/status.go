@@ -13,9 +13,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// Status returns what the controller knows now; status.Conditions(c.Status()) are the
-// RuntimeExtractor* conditions for a host to aggregate. Safe from any goroutine. Until Run's
-// first observation it is the zero Snapshot, whose conditions are Unknown [Starting].
+// Status returns what the controller knows now, from any goroutine; status.Conditions of it are the conditions a host
+// aggregates. Before Run's first observation it is the zero Snapshot (conditions Unknown [Starting]).
 func (c *Controller) Status() status.Snapshot {
 	c.pub.mu.Lock()
 	defer c.pub.mu.Unlock()

@@ -15,8 +15,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// statusWriter writes the conditions off the loop, so a slow or failing status write delays
-// no repair; snapshots offered meanwhile collapse into the latest.
+// statusWriter writes the conditions off the loop, so a slow write delays no repair; offers collapse into the latest.
 type statusWriter struct {
 	reporter *status.Reporter
 	clock    clock.Clock
@@ -45,9 +44,8 @@ type pending struct {
 	serverChanged bool      // what was written may be gone from the ClusterOperator
 }
 
-// run writes offered snapshots when due, retrying a failed write after statusRetry with the
-// latest. Without a ClusterOperator nothing is sent until the Reporter sees one (Changed); when
-// it changes, the last snapshot written is reported again, a request only if ours are gone.
+// run writes offered snapshots when due, a failed write again after statusRetry. Without a ClusterOperator nothing is
+// sent until the Reporter sees one (Changed); when it changes, the last written is reported again (a request if lost).
 func (w *statusWriter) run(ctx context.Context) {
 	var (
 		written      *status.Snapshot // the server last accepted it; nil once no ClusterOperator was found
@@ -139,8 +137,7 @@ func (w *statusWriter) run(ctx context.Context) {
 	}
 }
 
-// due is when p is written, given the conditions last written and when. Apart from a new
-// failure, writes are at least StatusMaxDelay apart.
+// due is when p is written, given the conditions last written and when: but for a new failure, StatusMaxDelay apart.
 func (p *pending) due(written []configv1.ClusterOperatorStatusCondition, writtenAt time.Time) time.Time {
 	if reason := degradedReason(p.conditions); reason != "" && reason != degradedReason(written) {
 		return laterOf(p.since, p.retryAt) // a new failure: Degraded turns True, or True with another reason

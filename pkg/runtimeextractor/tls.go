@@ -12,8 +12,7 @@ import (
 	"github.com/insights-runtime-extractor/controller/pkg/tlsprofile"
 )
 
-// keptTLS is what kube-rbac-proxy keeps while the TLS profile is unknown (ok: the DaemonSet's arguments, else
-// Intermediate), and the message's part saying so.
+// keptTLS is what kube-rbac-proxy keeps while the TLS profile is unknown (!ok: Intermediate), and the message's part.
 type keptTLS struct {
 	args []string
 	ok   bool
