@@ -1,6 +1,7 @@
 package runtimeextractor
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -27,27 +28,20 @@ func keepTLS(ds *appsv1.DaemonSet, d resources.Desired) keptTLS {
 	if !ok {
 		return keptTLS{says: "no DaemonSet TLS arguments to keep" + intermediate}
 	}
+	text := cmp.Or(strings.Join(args, " "), "no TLS arguments") // for the messages
 	if !resources.PredefinedTLSArgs(args) {
 		switch wrote, err := resources.WroteTLSArgs(ds, d, args); {
 		case err != nil:
 			return keptTLS{says: fmt.Sprintf("the DaemonSet's TLS arguments (%s) are not a predefined profile's, and whether this controller wrote them is unknown (%v)",
-				tlsArgsText(args), err) + intermediate}
+				text, err) + intermediate}
 		case !wrote:
-			return keptTLS{says: "the DaemonSet's TLS arguments (" + tlsArgsText(args) + ") are neither a predefined profile's nor this controller's" + intermediate}
+			return keptTLS{says: "the DaemonSet's TLS arguments (" + text + ") are neither a predefined profile's nor this controller's" + intermediate}
 		}
 	}
 	if len(args) == 0 {
 		return keptTLS{args: args, ok: true, says: "kube-rbac-proxy keeps the DaemonSet's TLS settings (no TLS arguments) until it is read"}
 	}
-	return keptTLS{args: args, ok: true, says: "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + strings.Join(args, " ") + ") until it is read"}
-}
-
-// tlsArgsText shows TLS arguments in a message; "no TLS arguments" for none.
-func tlsArgsText(args []string) string {
-	if len(args) == 0 {
-		return "no TLS arguments"
-	}
-	return strings.Join(args, " ")
+	return keptTLS{args: args, ok: true, says: "kube-rbac-proxy keeps the DaemonSet's TLS arguments (" + text + ") until it is read"}
 }
 
 // desiredTLS completes d's TLS part from the profile source. While it is unknown, kube-rbac-proxy
