@@ -83,11 +83,11 @@ func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
 // none): better unnamed than wrongly named. likely is the manager of the newest of those entries, old or not (the first
 // on a tie). It runs on the informer goroutine for up to 10,000 entries: hence the set, and the one pass.
 func changedBy(old, cur *appsv1.DaemonSet) (newest []core.Edit, likely string) {
-	var had map[entryKey]struct{}
+	var had map[entryKey]bool
 	if old != nil && old.UID == cur.UID {
-		had = make(map[entryKey]struct{}, len(old.ManagedFields))
+		had = make(map[entryKey]bool, len(old.ManagedFields))
 		for i := range old.ManagedFields {
-			had[keyOf(&old.ManagedFields[i])] = struct{}{}
+			had[keyOf(&old.ManagedFields[i])] = true
 		}
 	}
 	var newestEntry *metav1.ManagedFieldsEntry
@@ -103,10 +103,7 @@ func changedBy(old, cur *appsv1.DaemonSet) (newest []core.Edit, likely string) {
 		switch {
 		case len(newest) > 0 && e.Time.Time.Before(newest[0].Time):
 			continue // decides as much as the lookup, for less
-		case len(newest) >= maxTiedWriters && e.Time.Time.Equal(newest[0].Time):
-			continue
-		}
-		if _, ok := had[keyOf(e)]; ok {
+		case len(newest) >= maxTiedWriters && e.Time.Time.Equal(newest[0].Time), had[keyOf(e)]:
 			continue
 		}
 		w := core.Edit{Manager: e.Manager, Operation: string(e.Operation), Time: e.Time.Time}
