@@ -79,9 +79,8 @@ func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
 }
 
 // changedBy names who changed old (nil: first sight) to cur: the newest of cur's other writers' entries, the first
-// maxTiedWriters on a tie. An entry old had did not record this change (a removal under Update leaves the remover
-// none): better unnamed than wrongly named. likely is the manager of the newest of those entries, old or not (the first
-// on a tie). It runs on the informer goroutine for up to 10,000 entries: hence the set, and the one pass.
+// maxTiedWriters on a tie; not one old had (a removal under Update leaves the remover none): better unnamed than wrongly
+// named. likely: the newest's manager, old or not (first on a tie). For 10,000 entries on the informer: a set, one pass.
 func changedBy(old, cur *appsv1.DaemonSet) (newest []core.Edit, likely string) {
 	var had map[entryKey]bool
 	if old != nil && old.UID == cur.UID {

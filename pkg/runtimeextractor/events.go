@@ -85,8 +85,6 @@ func (e *changeEvents) record(on *appsv1.DaemonSet, eventType, reason, msg strin
 // discardRecorder is the library-go recorder given to resourceapply: our Events replace its.
 type discardRecorder struct{ component string }
 
-var _ events.Recorder = discardRecorder{}
-
 func (discardRecorder) Event(string, string)                          {}
 func (discardRecorder) Eventf(string, string, ...any)                 {}
 func (discardRecorder) Warning(string, string)                        {}

@@ -235,8 +235,7 @@ func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 		return
 	}
 	ri.mu.Lock()
-	cached := ri.cachedObject()
-	if cached != nil && !ri.gone[cached.UID] {
+	if cached := ri.cachedObject(); cached != nil && !ri.gone[cached.UID] {
 		ri.mu.Unlock()
 		return // the replace deletes it from the cache, and onDelete reports it
 	}

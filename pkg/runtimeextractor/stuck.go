@@ -146,10 +146,9 @@ func (w *rolloutWatch) setUnavailable(r namedResult) {
 }
 
 func (w *rolloutWatch) acceptNames(r namedResult) {
-	if r.key != w.unavailable.key || w.unavailable.key == (unavailableKey{}) {
-		return // the count moved since: stale
+	if r.key == w.unavailable.key && r.key != (unavailableKey{}) { // else the count moved since: stale
+		w.setUnavailable(r) // the lookup is over; release its context
 	}
-	w.setUnavailable(r) // the lookup is over; release its context
 }
 
 // expired diagnoses ds in the background; the result arrives on w.result.
@@ -179,8 +178,7 @@ func (w *rolloutWatch) accept(r stuckResult) bool {
 	return true
 }
 
-// diagnose names the nodes whose pod is not ready and the DaemonSet's newest warning Event. A failed read leaves its
-// part out, a denied one is named; the verdict stands on the counts.
+// diagnose names the nodes whose pod is not ready and ds's newest warning: a failed read is left out, a denied one named.
 func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, nodeNames bool, denied *denials) *status.RolloutStuck {
 	r := resources.RolloutOf(ds)
 	s := &status.RolloutStuck{NotReady: max(r.Unavailable(), r.Desired-r.Updated)} // unavailable, or not yet updated
