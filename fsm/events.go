@@ -22,10 +22,8 @@ const (
 
 // EventNames lists every event name in table column order (a new slice on each call).
 func EventNames() []EventName {
-	return []EventName{
-		EventEnabled, EventDisabled, EventVersionChanged, EventModified, EventDeleted, EventRolloutComplete,
-		EventApplied, EventAppliedUnchanged, EventApplyFailed, EventDeleteDone, EventDeleteFailed,
-	}
+	return []EventName{EventEnabled, EventDisabled, EventVersionChanged, EventModified, EventDeleted, EventRolloutComplete,
+		EventApplied, EventAppliedUnchanged, EventApplyFailed, EventDeleteDone, EventDeleteFailed}
 }
 
 // Event is a typed fact fed to the machine.

@@ -65,12 +65,12 @@ func Conditions(s Snapshot) []configv1.ClusterOperatorStatusCondition {
 	}
 	available, progressing := availableAndProgressing(s)
 	out := []configv1.ClusterOperatorStatusCondition{available, progressing, degraded(s)}
-	if w := s.RepairWaits; w != nil && !removing(s) { // the time, not a countdown, so the message stays while it waits
-		out[0].Message += fmt.Sprintf("; the change by %s waits for its repair until %s: the repair budget is spent",
-			strings.Join(w.Writers, ", "), w.At.UTC().Format(time.RFC3339))
-	}
-	if s.TLSProfileUnknown != "" && !removing(s) {
-		out[0].Message += "; " + s.TLSProfileUnknown
+	if s.State.Enabled() {
+		if w := s.RepairWaits; w != nil { // the time, not a countdown, so the message stays while it waits
+			out[0].Message += fmt.Sprintf("; the change by %s waits for its repair until %s: the repair budget is spent",
+				strings.Join(w.Writers, ", "), w.At.UTC().Format(time.RFC3339))
+		}
+		out[0].Message += prefixed("; ", s.TLSProfileUnknown)
 	}
 	if failing(s) {
 		out[1].Message += "; " + failureMessage(s)
@@ -97,7 +97,7 @@ func availableAndProgressing(s Snapshot) (a, p configv1.ClusterOperatorStatusCon
 		}
 		availableOn(&a, s, ", left as it is until insights-config is valid")
 		p.Message += "the DaemonSet is left as it is"
-	case removing(s) && s.Terminating: // a DELETE that returned is not an object gone: say what it waits for
+	case !s.State.Enabled() && s.Terminating: // a DELETE that returned is not an object gone: say what it waits for
 		until := map[bool]string{true: "it is gone", false: "then"}[len(s.Finalizers) == 0]
 		a.Reason, a.Message = ReasonDeleting, "removing the runtime extractor, as insights-config disables it: "+
 			"the DaemonSet is being deleted"+waitsFor(s)+"; its pods run until "+until
@@ -148,8 +148,6 @@ func availableOn(a *configv1.ClusterOperatorStatusCondition, s Snapshot, suffix 
 func tooFewPods(s Snapshot) bool {
 	return s.Available == 0 || s.MaxUnavailable < 0 || s.Desired-s.Available > s.MaxUnavailable
 }
-
-func removing(s Snapshot) bool { return s.State == fsm.StateDisabled || s.State == fsm.StateDeleting }
 
 func servesPods(s Snapshot) bool { return s.Available > 0 || s.Desired == 0 }
 
