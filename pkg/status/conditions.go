@@ -249,12 +249,7 @@ func someNodes(nodes []string, n int32) string {
 	return strings.Join(nodes, ", ") + map[bool]string{true: ", ...", false: ""}[int(n) > len(nodes)]
 }
 
-func prefixed(prefix, v string) string {
-	if v == "" {
-		return ""
-	}
-	return prefix + v
-}
+func prefixed(prefix, v string) string { return map[bool]string{true: prefix + v}[v != ""] }
 
 // roundBackoff drops sub-second noise so a duration stays readable.
 func roundBackoff(d time.Duration) time.Duration {
