@@ -27,26 +27,23 @@ type door struct {
 	lastSignal  time.Time // the latest queued signal
 }
 
-// admit reports whether a signal of kind k is acted on now (the leading edge); else it is
-// queued for the door's deadline (the trailing edge).
+// admit reports whether a signal of kind k is acted on now (leading edge), else queues it for the trailing edge.
 func (s *State) admit(k Signal, now time.Time) bool {
 	d := &s.door
-	if d.queued == 0 && now.Sub(d.lastAct) >= LevelQuiet {
-		return true
-	}
 	if d.queued == 0 {
+		if now.Sub(d.lastAct) >= LevelQuiet {
+			return true
+		}
 		d.queuedSince, s.timers[PartDoor] = now, now.Add(LevelQuiet)
 	}
-	d.queued |= k
-	d.lastSignal = now
+	d.queued, d.lastSignal = d.queued|k, now
 	return false
 }
 
 // Queued is what the door holds for its trailing edge.
 func (s *State) Queued() Signal { return s.door.queued }
 
-// Take, at the door's deadline, returns and forgets the queued signals once due (quiet for
-// LevelQuiet, or LevelMaxDelay after the first); else it re-arms the deadline and returns 0.
+// take, at the door's deadline, returns and forgets the queued signals once due (see LevelQuiet), else re-arms it.
 func (s *State) take(now time.Time) Signal {
 	d := &s.door
 	if d.queued == 0 {

@@ -63,11 +63,9 @@ type Ownership interface {
 	Owns(uid types.UID) bool
 	IsOwnWrite(uid types.UID, generation int64) bool
 	IsOwnMetadata(uid types.UID, resourceVersion string, meta map[string]string) bool
-	// ClaimUnanswered takes o as the object of an own write whose answer was lost or is yet to
-	// come, if its WrittenAt says so, and reports whether it did.
-	ClaimUnanswered(o Observation) bool
-	AwaitsOwnWrite() bool           // an own write is yet to show in the cache
-	ObservedDeletion(uid types.UID) // the cache is to be believed: uid is gone ("": none found)
+	ClaimUnanswered(o Observation) bool // o is an own write with its answer lost or yet to come, if WrittenAt says so
+	AwaitsOwnWrite() bool               // an own write is yet to show in the cache
+	ObservedDeletion(uid types.UID)     // the cache is to be believed: uid is gone ("": none found)
 }
 
 // Drain is what one drain of observations found.
@@ -80,8 +78,7 @@ type Drain struct {
 	Clean   bool        // the view shows the object as the controller wrote it: any repair owed is settled
 }
 
-// Classify decides which observations are someone else's drift. wantsOne: the machine's state wants a
-// DaemonSet. A change of an object since gone or being deleted is not drift: its deletion is.
+// Classify decides which observations are someone else's drift; wantsOne: the machine's state wants a DaemonSet.
 func (s *State) Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool) Drain {
 	d := Drain{Clean: seen.Present && !seen.Terminating && own.Owns(seen.UID) && own.IsOwnWrite(seen.UID, seen.Generation) &&
 		own.IsOwnMetadata(seen.UID, seen.Version, seen.Meta)}
@@ -147,8 +144,7 @@ func MergeEdits(into, es []Edit) []Edit {
 	return into
 }
 
-// writers names d's writers for the gate: a change no managedFields entry records is the likely
-// writer's (the newest other manager), else the unnamed writer's (""). A name twice counts once.
+// writers names d's writers for the gate (twice counts once): an unrecorded change is its likely writer's, else "".
 func (d Drain) writers() []string {
 	var names []string
 	for _, e := range d.Edits {
@@ -171,8 +167,7 @@ type Repair struct {
 // NextRepair is what the next repair undoes.
 func (s *State) NextRepair() Repair { return s.next }
 
-// describe adds a drain's drift to the next repair: outstanding drift adds up, so its repair's
-// Event names it all; otherwise the drain's drift replaces what an earlier repair undid.
+// describe adds a drain's drift to the next repair, so that its Event names all outstanding drift.
 func (s *State) describe(d Drain) {
 	if len(d.Kinds) == 0 {
 		return

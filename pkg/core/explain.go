@@ -12,7 +12,7 @@ import (
 // The Events and log lines name at most this many writers and restored fields; the rest are counted.
 const maxNamedEditors, maxRestoredFields = 3, 4
 
-// cause is why an apply that wrote was made, for its Event.
+// Cause is why an apply that wrote was made, for its Event.
 type Cause struct {
 	Transition           fsm.Transition
 	Repair               bool     // it undid someone else's change (State.Outstanding), whatever event led to it
@@ -23,8 +23,7 @@ type Cause struct {
 	Restored             []string // what a repair put back (resources.Result.Restored)
 }
 
-// cause is why an apply in transition t that wrote was made: repair is askWrite's verdict, tls
-// what it moved kube-rbac-proxy to; the rest the core remembers.
+// cause is why an apply in transition t that wrote was made; repair: askWrite's verdict; tls: as in Cause.
 func (s *State) cause(t fsm.Transition, repair bool, tls string) Cause {
 	return Cause{Transition: t, Repair: repair, Drift: s.next, UpgradeFrom: s.upgradeFrom, Version: s.version,
 		Reenabled: s.deletedAny, TLS: tls}

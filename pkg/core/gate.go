@@ -49,8 +49,7 @@ type Drift struct {
 	Deleting bool  // the machine is deleting it
 }
 
-// onDrift decides what the loop does about a drain. Only repairs wait for the gate: drift
-// of a DaemonSet the level disables is deleted at once.
+// onDrift decides what the loop does about a drain. Only repairs wait for the gate, not deleting a disabled DaemonSet.
 func (s *State) onDrift(d Drift, now time.Time) []Effect {
 	if d.Drain.Clean && len(d.Drain.Kinds) == 0 && s.Outstanding() {
 		// The change a repair was owed for is gone: a lost race found it deleted, or a write undid it.

@@ -1,19 +1,16 @@
-// The repair gate's rules: when the controller repairs someone else's change of the DaemonSet, each
-// a pure function from the gate's log, what happened and the time to the new log and a decision.
+// The repair gate's rules: pure functions from the gate's log, what happened and the time to the new log and a
+// decision. A repair rolls a privileged pod on every node, as does the change it undoes: a human's edit must be
+// repaired at once, yet a writer that undoes every repair (another copy of the controller, a GitOps tool
+// self-healing the object) must not make the controller roll the fleet without bound.
 //
-// A repair rolls a privileged pod on every node, as does the change it undoes. A human's edit must
-// be repaired at once; a writer that undoes every repair (another copy of the controller, a GitOps
-// tool self-healing the object) must not make the controller roll the fleet without bound.
+// The budget: repairs draw on one token bucket for all writers (the generic cell rate algorithm: one instant, no
+// counters): Burst at once, one more per Every, so a window of length T holds at most B(T) = Burst + ⌈T / Every⌉
+// repairs (Policy.Bound), whatever the names. The controller's config, version and TLS writes are not repairs.
 //
-// The budget. Repairs draw on one token bucket for all writers (the generic cell rate algorithm: one
-// instant, no counters): Burst at once, one more per Every, so a window of length T holds at most
-// B(T) = Burst + ⌈T / Every⌉ repairs (Policy.Bound). No new manager name, unnamed change or drain of
-// many names adds to it. The controller's config, version and TLS writes are not repairs.
-//
-// The order inside it. A change by a writer that undid no repair is repaired at once while budget
-// is left. One by a writer that undid a repair of its own change waits for the writers to be quiet
-// for Settle, at most MaxDefer after the first change it would undo: a writer still writing is not
-// chased write by write. Nothing else holds it back; the fight verdict reports, not delays.
+// The order: a change by a writer that undid no repair is repaired at once while budget is left; one by a writer
+// that undid a repair of its own change waits for the writers to be quiet for Settle, at most MaxDefer after the
+// first change it would undo, so a writer still writing is not chased write by write. The fight verdict reports,
+// never delays.
 //
 // The fight. A writer is in a tug-of-war with the controller when it undid FightUndos repairs within FightWindow; or
 // named writers undid SlowUndos within SlowWindow and it is one of them (a rotating name, a ten-minute job); or its
@@ -44,22 +41,20 @@ type Policy struct {
 }
 
 // DefaultPolicy is the policy the controller runs with. Why these numbers:
-//   - Burst 6, one more a minute: an edit, its correction and another writer's edit during a
-//     fight are undone at once; a writer that undoes every repair gets one a minute: about 10
-//     template writes in a 5-minute fight, against 150 with a writer every 2 s and no gate.
-//   - Settle 2 s: storms (a script of kubectl patch, a controller's retries) write within a
-//     second of each other, so a storm's last change is undone about 2 s after it ends.
-//   - MaxDefer 25 s: a writer that never pauses is still repaired and its undos counted. A
-//     script's 20 s storm costs one repair; a longer writer, likely a controller on a timer,
-//     is reported by its third undo within a minute of its first write.
-//   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's second try, two can be
-//     a retry, three will go on; 15 minutes catches a GitOps sync (Argo CD self-heals every 3
-//     minutes by default, 5 is common) by its third.
-//   - SlowUndos 6 within SlowWindow 1 hour: a writer that escapes 15 minutes by its period (a
-//     10-minute CronJob) or by rotating names is reported within the hour, after at most 6
-//     rolls; an admin's run of edits (a few undos in minutes) stays well below it.
-//   - FightClearMin 2 minutes: longer than the one-a-minute repair of a writer that reacts at
-//     once, so a fight does not clear between its undos; it clears 2 minutes after it stops.
+//   - Burst 6, one more a minute: an edit, its correction and another writer's edit during a fight are undone at
+//     once; a writer that undoes every repair gets one a minute: about 10 template writes in a 5-minute fight,
+//     against 150 with a writer every 2 s and no gate.
+//   - Settle 2 s: storms (a script of kubectl patch, a controller's retries) write within a second of each other,
+//     so a storm's last change is undone about 2 s after it ends.
+//   - MaxDefer 25 s: a writer that never pauses is still repaired and its undos counted. A script's 20 s storm
+//     costs one repair; a longer writer, likely a controller on a timer, is reported by its third undo within a
+//     minute of its first write.
+//   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's second try, two can be a retry, three will
+//     go on; 15 minutes catches a GitOps sync (Argo CD self-heals every 3 minutes by default, 5 is common) by its third.
+//   - SlowUndos 6 within SlowWindow 1 hour: a writer that escapes 15 minutes by its period (a 10-minute CronJob) or
+//     by rotating names is reported within the hour, after at most 6 rolls; an admin's run of edits stays below it.
+//   - FightClearMin 2 minutes: longer than the one-a-minute repair of a writer that reacts at once, so a fight does
+//     not clear between its undos; it clears 2 minutes after it stops.
 func DefaultPolicy() Policy {
 	return Policy{
 		Burst:         6,
@@ -86,14 +81,11 @@ func (p Policy) Bound(d time.Duration) int { return p.Burst + int((d+p.Every-1)/
 
 // Bounds on the log: a client chooses its manager name, so churning names must not grow it.
 const (
-	// MaxNamedWriters is how many writers the log keeps apart; the rest count as OtherWriters.
-	MaxNamedWriters = 5
-	// OtherWriters is the writer that stands for all writers beyond MaxNamedWriters.
-	OtherWriters = "other writers"
-	// Unnamed is the writer of a change no managedFields entry names (a deletion, say).
-	Unnamed   = "a writer managedFields does not name"
-	undoTimes = 4 // per writer: enough to tell a fight (FightUndos) and its rhythm
-	slowTimes = 8 // named writers' undo times, for SlowUndos
+	MaxNamedWriters = 5                                      // writers the log keeps apart; the rest count as OtherWriters
+	OtherWriters    = "other writers"                        // the writer for all writers beyond MaxNamedWriters
+	Unnamed         = "a writer managedFields does not name" // the writer of a change no entry names (a deletion, say)
+	undoTimes       = 4                                      // per writer: enough to tell a fight (FightUndos) and its rhythm
+	slowTimes       = 8                                      // named writers' undo times, for SlowUndos
 )
 
 // Log is what the gate remembers: the budget and a bounded record of recent writers. The zero

@@ -12,8 +12,7 @@ type retry struct {
 	retryIn  time.Duration // the backoff of the pending retry, 0 for none
 }
 
-// failed records a failed action that took took and ended at now. ownInput: it failed on the
-// controller's own input (an unset or invalid image), not on an answer of the cluster.
+// failed records a failed action that took took and ended at now; ownInput: see ApplyResult.OwnInput.
 func (s *State) failed(err error, ownInput bool, took time.Duration, now time.Time) {
 	if s.retry.failures == 0 {
 		s.retry.since = now.Add(-took)

@@ -10,11 +10,6 @@ type Rollout struct {
 	Updated, Available int32
 }
 
-type rollout struct {
-	progress Rollout
-	since    time.Time // the last progress
-}
-
 // FollowRollout follows the rollout the loop waits for now (zero: none); held: a diagnosis of it is
 // under way, or its verdict stands. A new rollout, progress, or a diagnosis that found nothing starts
 // a deadline from now; else what stands stays. void: the diagnosis and verdict so far no longer apply.
@@ -22,20 +17,19 @@ func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now 
 	t := &s.timers[PartRollout]
 	switch {
 	case p == Rollout{}:
-		s.rollout, *t = rollout{}, time.Time{}
+		s.rollout, s.rolledAt, *t = Rollout{}, time.Time{}, time.Time{}
 		return true
-	case p == s.rollout.progress && (!t.IsZero() || held):
+	case p == s.rollout && (!t.IsZero() || held):
 		return false
 	}
-	s.rollout, *t = rollout{progress: p, since: now}, now.Add(deadline)
+	s.rollout, s.rolledAt, *t = p, now, now.Add(deadline)
 	return true
 }
 
 // FollowedRollout is the rollout followed and the time of its last progress.
-func (s *State) FollowedRollout() (Rollout, time.Time) { return s.rollout.progress, s.rollout.since }
+func (s *State) FollowedRollout() (Rollout, time.Time) { return s.rollout, s.rolledAt }
 
-// followExpect follows an own write the cache has yet to show (pending): its deadline comes
-// timeout after the write was first awaited, and goes when nothing is awaited.
+// followExpect arms the deadline of an own write the cache has yet to show (pending), timeout after first awaited.
 func (s *State) followExpect(pending bool, timeout time.Duration, now time.Time) {
 	t := &s.timers[PartExpect]
 	switch {

@@ -43,8 +43,9 @@ type State struct {
 	door     door
 	gate     gate
 	retry    retry
-	rollout  rollout
-	next     Repair // what the next repair undoes
+	rollout  Rollout   // the rollout followed
+	rolledAt time.Time // its last progress
+	next     Repair    // what the next repair undoes
 
 	version     string      // the target version last read
 	upgradeFrom string      // the version before the current upgrade, for its Event
@@ -80,8 +81,7 @@ func (s *State) transitioned(to fsm.State) (ended bool) {
 	return to == fsm.StateDisabled && s.forgetWriters()
 }
 
-// ownDelete records the controller's delete of uid, whose event is then not drift; disabling:
-// the level disabled the DaemonSet, rather than the apply replacing it.
+// ownDelete records the controller's delete of uid, whose event is then not drift; disabling: not a replacement.
 func (s *State) ownDelete(uid types.UID, disabling bool) {
 	s.deleted = keepLast(append(s.deleted, uid), 4) // their events come within moments
 	s.deletedAny = s.deletedAny || disabling
@@ -137,7 +137,7 @@ func (s *State) Key(now time.Time) string {
 	}
 	fmt.Fprintf(&b, "door=%b since=%s last=%s act=%s ", s.door.queued,
 		rel(s.door.queuedSince, now), rel(s.door.lastSignal, now), rel(s.door.lastAct, now))
-	fmt.Fprintf(&b, "rollout=%+v since=%s ", s.rollout.progress, rel(s.rollout.since, now))
+	fmt.Fprintf(&b, "rollout=%+v since=%s ", s.rollout, rel(s.rolledAt, now))
 	// Versions and UIDs are marked, so that a reader may name them (the model numbers them).
 	fmt.Fprintf(&b, "version=V:%s from=V:%s reenable=%t deleted=", s.version, s.upgradeFrom, s.deletedAny)
 	for _, uid := range s.deleted {
@@ -179,6 +179,6 @@ func (s *State) stopped() {
 	s.door.queued = 0
 	s.gate.lostRace = false
 	s.retry.retryIn = 0
-	s.rollout = rollout{}
+	s.rollout, s.rolledAt = Rollout{}, time.Time{}
 	s.timers = [numParts]time.Time{}
 }
