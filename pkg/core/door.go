@@ -2,10 +2,9 @@ package core
 
 import "time"
 
-// The front door coalesces level signals (config, version and TLS notifications): the first after a quiet spell is
-// acted on at once; those within LevelQuiet of the last action or of each other merge into one action on the latest
-// level once they stop, or every LevelMaxDelay in an endless storm. So 200 config toggles cost a handful of writes, and
-// the end state follows the last toggle within LevelQuiet plus one action.
+// The front door coalesces level signals: the first after a quiet spell is acted on at once; those within LevelQuiet
+// of the last action or of each other merge into one action on the latest level once they stop, or every
+// LevelMaxDelay in an endless storm. So 200 config toggles cost a handful of writes, the last one acted on.
 const (
 	LevelQuiet    = 200 * time.Millisecond
 	LevelMaxDelay = time.Second

@@ -82,8 +82,7 @@ func (s *State) onDrift(d Drift, now time.Time) []Effect {
 // Deferring: a repair waits for the gate's deadline.
 func (s *State) Deferring() bool { return s.gate.deferred }
 
-// rolloutCounts: the DaemonSet rolls out what the level wants; not while a repair waits,
-// nor after the level's apply lost a race: an upgrade not written yet is not complete.
+// rolloutCounts: the DaemonSet rolls out what the level wants: not while a repair waits, nor after a lost race.
 func (s *State) rolloutCounts() bool { return !s.gate.deferred && !s.gate.lostRace }
 
 // Write is the core's verdict on an apply of the level.
@@ -92,8 +91,7 @@ type Write struct {
 	Repair  bool // it would undo someone else's outstanding change: gated, and counted if it writes
 }
 
-// askWrite decides an apply of the level, whatever asked for it: a repair (any write while a
-// change is outstanding) is allowed once the gate granted it, or if budget and quiet allow.
+// askWrite decides any apply of the level: one while a change is outstanding is a repair, allowed if granted or due.
 func (s *State) askWrite(now time.Time) Write {
 	if !s.Outstanding() {
 		return Write{Allowed: true}

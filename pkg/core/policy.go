@@ -50,7 +50,7 @@ type Policy struct {
 //     costs one repair; a longer writer, likely a controller on a timer, is reported by its third undo within a
 //     minute of its first write.
 //   - FightUndos 3 within FightWindow 15 minutes: one undo is a human's second try, two can be a retry, three will
-//     go on; 15 minutes catches a GitOps sync (Argo CD self-heals every 3 minutes by default, 5 is common) by its third.
+//     go on; 15 minutes catches a GitOps sync (Argo CD self-heals every 3 minutes by default, 5 is usual) by its third.
 //   - SlowUndos 6 within SlowWindow 1 hour: a writer that escapes 15 minutes by its period (a 10-minute CronJob) or
 //     by rotating names is reported within the hour, after at most 6 rolls; an admin's run of edits stays below it.
 //   - FightClearMin 2 minutes: longer than the one-a-minute repair of a writer that reacts at once, so a fight does
@@ -149,9 +149,8 @@ func (l Log) clone() Log {
 	return l
 }
 
-// Changed records a change by names (none or "": Unnamed) at now and decides its repair.
-// A writer that has undone nothing is repaired at once while the budget allows, even
-// while another writer's repair waits (the one repair undoes both).
+// Changed records a change by names (none or "": Unnamed) at now and decides its repair. A writer that has undone
+// nothing is repaired at once while the budget allows, even while another's repair waits (one repair undoes both).
 func (p Policy) Changed(l Log, names []string, now time.Time) (Log, Decision) {
 	l = p.expire(l.clone(), now)
 	if len(names) == 0 {
@@ -239,8 +238,7 @@ func (p Policy) Repaired(l Log, now time.Time) Log {
 	return l.settled(true)
 }
 
-// Stood records that at now a repair found nothing to undo: the writers put back what the
-// controller wants themselves, so their next change undoes nothing of the controller's.
+// Stood records that a repair found nothing to undo at now: the writers' next change undoes nothing of ours.
 func (p Policy) Stood(l Log, now time.Time) Log { return p.expire(l.clone(), now).settled(false) }
 
 // settled ends the outstanding changes; repaired: a repair undid them (their next change is an undo).
@@ -254,8 +252,7 @@ func (l Log) settled(repaired bool) Log {
 	return l
 }
 
-// FightEnds is when the first fight ends if its writer undoes nothing more; zero when there
-// is no fight, or every fight's writer has a change outstanding (its repair comes first).
+// FightEnds is when the first fight ends if its writer undoes nothing more; zero: none ends before a repair.
 func (p Policy) FightEnds(l Log) time.Time {
 	var next time.Time
 	for _, w := range l.writers {
@@ -269,13 +266,7 @@ func (p Policy) FightEnds(l Log) time.Time {
 func undosIn(w Writer, now time.Time, d time.Duration) int { return countSince(w.Undos, now.Add(-d)) }
 
 func countSince(ts []time.Time, from time.Time) int {
-	n := 0
-	for _, t := range ts {
-		if !t.Before(from) {
-			n++
-		}
-	}
-	return n
+	return len(slices.DeleteFunc(slices.Clone(ts), func(t time.Time) bool { return t.Before(from) }))
 }
 
 // keepLast is the newest n of ts (oldest first).
@@ -317,12 +308,9 @@ func (l *Log) writerIndex(name string) int {
 		return i
 	}
 	if name != Unnamed && name != OtherWriters {
-		named := 0
-		for _, w := range l.writers {
-			if w.Name != Unnamed && w.Name != OtherWriters {
-				named++
-			}
-		}
+		named := len(slices.DeleteFunc(slices.Clone(l.writers), func(w Writer) bool {
+			return w.Name == Unnamed || w.Name == OtherWriters
+		}))
 		// While the other writers' record lasts, a name not kept apart counts there: it may
 		// be one of them (the log does not keep their names), and a record of its own would
 		// forget its undos.

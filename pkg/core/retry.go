@@ -23,12 +23,10 @@ func (s *State) failed(err error, ownInput bool, took time.Duration, now time.Ti
 
 // succeeded ends the failures and cancels a pending retry, which would only re-assert.
 func (s *State) succeeded() {
-	s.retry = retry{}
-	s.timers[PartRetry] = time.Time{}
+	s.retry, s.timers[PartRetry] = retry{}, time.Time{}
 }
 
-// scheduleRetry arms the retry after backoff, or sooner when the failures reach the inertia,
-// so that Degraded turns True on time, on an attempt that failed. It returns the delay armed.
+// scheduleRetry arms the retry after backoff, or sooner at the inertia: Degraded turns True on time, on an attempt.
 func (s *State) scheduleRetry(backoff time.Duration, now time.Time) time.Duration {
 	if until := s.retry.since.Add(s.inertia).Sub(now); until > 0 && until < backoff {
 		backoff = until

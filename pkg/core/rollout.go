@@ -2,8 +2,7 @@ package core
 
 import "time"
 
-// Rollout is the progress of the rollout the loop waits for: object, generation, and pods
-// updated and available. Any change of it is progress. The zero Rollout is none.
+// Rollout is the progress of the rollout the loop waits for: any change of it is progress; zero: none.
 type Rollout struct {
 	UID                string
 	Generation         int64

@@ -112,8 +112,7 @@ func (s *State) Deadline() (time.Time, bool) {
 	return slices.MinFunc(armed, time.Time.Compare), true
 }
 
-// Due returns the parts due at now, earliest first (Part order on a tie). Step runs each only
-// if Fire still finds it due: an earlier part's action may have moved a later one's.
+// Due returns the parts due at now, earliest first (Part order on a tie); each runs if Fire still finds it due.
 func (s *State) Due(now time.Time) []Part {
 	var due []Part
 	for p := range numParts {
@@ -172,8 +171,7 @@ func rel(t, now time.Time) string {
 	return t.Sub(now).String()
 }
 
-// stopped is Run's end: nothing stays queued, armed or lost for a later Run. The budget and
-// failures stay: its repairs were made, and the failures were the cluster's answers.
+// stopped is Run's end: nothing stays queued, armed or lost. The budget (its repairs were made) and the failures stay.
 func (s *State) stopped() {
 	s.running = false
 	s.door.queued = 0
