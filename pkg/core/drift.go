@@ -144,17 +144,13 @@ func MergeEdits(into, es []Edit) []Edit {
 	return into
 }
 
-// writers names d's writers for the gate (twice counts once): an unrecorded change is its likely writer's, else "".
+// writers names d's writers for the gate: an unrecorded change is its likely writer's; none or "" is Unnamed.
 func (d Drain) writers() []string {
 	var names []string
 	for _, e := range d.Edits {
 		names = append(names, e.Manager)
 	}
-	names = append(names, d.Likely...)
-	if len(d.Kinds) == 0 || len(d.Edits) == 0 && len(d.Likely) == 0 {
-		names = append(names, "")
-	}
-	return names
+	return append(names, d.Likely...)
 }
 
 // Repair is what the next repair undoes, for its Event, log line and repairs_total; no part of the key.

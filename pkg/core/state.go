@@ -1,8 +1,7 @@
-// Package core is the control loop's decisions as one pure value: what each wake-up leads to (State.Step), which drift
-// is someone else's (Classify), the front door for level signals, the repair gate for drift and applies, failed
-// actions' retries, each part's deadline, and what the Events say of a write (Cause). Deciding methods take the current
-// time; nothing here reads a clock, arms a timer, starts a goroutine or does I/O. The loop (package runtimeextractor)
-// feeds it what happened, carries out its effects, and arms one timer at State.Deadline.
+// Package core is the control loop's decisions as one pure value: what each wake-up leads to (State.Step), whose
+// drift is (Classify), the front door for level signals, the repair gate, retries, deadlines and Event texts (Cause).
+// Deciding methods take the current time; nothing here reads a clock, arms a timer, starts a goroutine or does I/O.
+// The loop (package runtimeextractor) feeds it what happened, does its effects, and arms one timer at State.Deadline.
 package core
 
 import (
