@@ -42,7 +42,9 @@ func (c *Controller) feed(in core.Input) []core.Effect {
 	ds, _ := c.informer.current()
 	in.Level, in.Version, in.Own, in.Seen = c.level(), c.cfg.versions.Version(), c.manager, seenOf(ds)
 	in.Complete = ds != nil && resources.RolloutOf(ds).Complete()
-	in.ExpectTimeout, in.Expecting = c.manager.Expecting()
+	if in.Kind == core.InputSettle { // read once a wake-up: a timed-out expectation is reported once, then forgotten
+		in.ExpectTimeout, in.Expecting = c.manager.Expecting()
+	}
 	return c.core.Step(in, c.cfg.clock.Now())
 }
 
