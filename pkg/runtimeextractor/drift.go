@@ -99,20 +99,15 @@ func changedBy(old, cur *appsv1.DaemonSet) (newest []core.Edit, likely string) {
 		if newestEntry == nil || e.Time.After(newestEntry.Time.Time) {
 			newestEntry = e
 		}
-		switch {
-		case len(newest) > 0 && e.Time.Time.Before(newest[0].Time):
-			continue // decides as much as the lookup, for less
-		case len(newest) >= maxTiedWriters && e.Time.Time.Equal(newest[0].Time), had[keyOf(e)]:
-			continue
+		if len(newest) > 0 && e.Time.Time.Before(newest[0].Time) ||
+			len(newest) >= maxTiedWriters && e.Time.Time.Equal(newest[0].Time) || had[keyOf(e)] {
+			continue // the lookup last: the times decide as much, for less
 		}
-		w := core.Edit{Manager: e.Manager, Operation: string(e.Operation), Time: e.Time.Time}
-		if len(newest) == 0 || w.Time.After(newest[0].Time) {
+		if len(newest) == 0 || e.Time.After(newest[0].Time) {
 			newest = newest[:0]
 		}
-		newest = append(newest, w)
-	}
-	for i, w := range newest {
-		newest[i].Manager, newest[i].Operation = resources.PrintableName(w.Manager), resources.PrintableName(w.Operation)
+		newest = append(newest, core.Edit{Manager: resources.PrintableName(e.Manager),
+			Operation: resources.PrintableName(string(e.Operation)), Time: e.Time.Time})
 	}
 	if newestEntry != nil {
 		likely = resources.PrintableName(newestEntry.Manager)
@@ -120,16 +115,14 @@ func changedBy(old, cur *appsv1.DaemonSet) (newest []core.Edit, likely string) {
 	return newest, likely
 }
 
-// repairManagers are the repairs_total label values of one repair.
+// repairManagers are the repairs_total label values of one repair (ObserveRepair counts a name given twice once).
 func repairManagers(ws []core.Edit) []string {
 	if len(ws) == 0 {
 		return []string{metrics.UnknownManager}
 	}
 	out := make([]string, 0, len(ws))
 	for _, w := range ws {
-		if !slices.Contains(out, w.Manager) {
-			out = append(out, w.Manager)
-		}
+		out = append(out, w.Manager)
 	}
 	return out
 }

@@ -30,11 +30,10 @@ import (
 // the manager's lister) is the cache without the objects known gone; while the watch is broken, the latest live read.
 type daemonSetInformer struct {
 	informer cache.SharedIndexInformer
-	cached   appslisters.DaemonSetLister // the informer cache as it is
-	lister   appslisters.DaemonSetLister // the view
-	modified chan struct{}               // drift, coalesced
-	rollout  chan struct{}               // status or generation moved, coalesced
-	watch    *watchHealth                // nil when the factory already had a DaemonSet informer, not instrumented
+	lister   viewLister    // the view; its DaemonSetLister is the informer cache as it is
+	modified chan struct{} // drift, coalesced
+	rollout  chan struct{} // status or generation moved, coalesced
+	watch    *watchHealth  // nil when the factory already had a DaemonSet informer, not instrumented
 
 	mu     sync.Mutex
 	queued []observation      // drift seen since the controller last drained it
@@ -50,8 +49,7 @@ func NewResourceInformer(eventRecorder events.Recorder, kubeInformers informers.
 	if ri.watch == nil {
 		klog.Warningf("the informer factory already has a DaemonSet informer; a broken watch will not be bridged by live reads")
 	}
-	ri.cached = appslisters.NewDaemonSetLister(ri.informer.GetIndexer())
-	ri.lister = viewLister{DaemonSetLister: ri.cached, ri: ri}
+	ri.lister = viewLister{DaemonSetLister: appslisters.NewDaemonSetLister(ri.informer.GetIndexer()), ri: ri}
 	handlers := cache.ResourceEventHandlerDetailedFuncs{AddFunc: ri.onAdd, UpdateFunc: ri.onUpdate, DeleteFunc: ri.onDelete}
 	if _, err := ri.informer.AddEventHandler(handlers); err != nil {
 		return nil, fmt.Errorf("watch daemonset %s/%s: %w", resources.Namespace, resources.DaemonSetName, err)
@@ -258,7 +256,7 @@ func (ri *daemonSetInformer) terminating() (finalizers []string, ok bool) {
 }
 
 func (ri *daemonSetInformer) cachedObject() *appsv1.DaemonSet {
-	ds, _ := ri.cached.DaemonSets(resources.Namespace).Get(resources.DaemonSetName)
+	ds, _ := ri.lister.DaemonSetLister.DaemonSets(resources.Namespace).Get(resources.DaemonSetName)
 	return ds
 }
 
@@ -269,7 +267,7 @@ type viewLister struct {
 }
 
 func (v viewLister) DaemonSets(namespace string) appslisters.DaemonSetNamespaceLister {
-	return viewNamespaceLister{DaemonSetNamespaceLister: v.ri.cached.DaemonSets(namespace), ri: v.ri, namespace: namespace}
+	return viewNamespaceLister{DaemonSetNamespaceLister: v.DaemonSetLister.DaemonSets(namespace), ri: v.ri, namespace: namespace}
 }
 
 type viewNamespaceLister struct {

@@ -88,20 +88,18 @@ func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, s
 		p = core.Rollout{UID: string(ds.UID), Generation: ds.Generation, Updated: r.Updated, Available: r.Available}
 	}
 	// Without progress the deadline, diagnosis or verdict stands.
-	return w.core.FollowRollout(p, w.diagnosing || w.stuck != nil, w.deadline, now) && w.forget()
-}
-
-// reset is forget that also stops a lookup under way.
-func (w *rolloutWatch) reset() {
-	w.setUnavailable(namedResult{})
-	w.forget()
-}
-
-// forget reports whether a stuck verdict was cleared.
-func (w *rolloutWatch) forget() bool {
+	if !w.core.FollowRollout(p, w.diagnosing || w.stuck != nil, w.deadline, now) {
+		return false
+	}
 	cleared := w.stuck != nil
 	w.diagnosing, w.stuck = false, nil
 	return cleared
+}
+
+// reset drops the verdict (a diagnosis under way goes stale) and the node names, stopping a lookup under way.
+func (w *rolloutWatch) reset() {
+	w.setUnavailable(namedResult{})
+	w.diagnosing, w.stuck = false, nil
 }
 
 // lookUp drops the names of the previous key, and starts a lookup of key's unless it is zero.
