@@ -3,6 +3,7 @@ package runtimeextractor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -214,11 +215,7 @@ const maxGone = 8 // bounds the gone set: an object the cache never held gets no
 func (ri *daemonSetInformer) markGoneLocked(uid types.UID) {
 	if len(ri.gone) >= maxGone {
 		cached := ri.cachedObject()
-		for u := range ri.gone {
-			if cached == nil || cached.UID != u {
-				delete(ri.gone, u)
-			}
-		}
+		maps.DeleteFunc(ri.gone, func(u types.UID, _ bool) bool { return cached == nil || cached.UID != u })
 	}
 	ri.gone[uid] = true
 }

@@ -197,23 +197,22 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 		prev = nil
 	}
 	ri.probed = &probedDaemonSet{ds: live}
-	if prev != nil && (live == nil || live.UID != prev.UID) {
+	replaced := prev != nil && (live == nil || live.UID != prev.UID)
+	if replaced {
 		ri.markGoneLocked(prev.UID) // its delete event comes when the watch is back: already known
 	}
 	ri.mu.Unlock()
-	switch {
-	case prev == nil && live == nil:
-		if afterGap {
-			ri.reportAbsent("")
-		}
-	case prev == nil:
-		ri.onAdd(live, false)
-	case live == nil || live.UID != prev.UID:
+	if replaced {
 		notify(ri.rollout)
 		ri.drift(observation{Kind: DriftDeleted, UID: prev.UID, Generation: prev.Generation})
-		if live != nil {
-			ri.onAdd(live, false)
+	}
+	switch {
+	case live == nil:
+		if prev == nil && afterGap {
+			ri.reportAbsent("")
 		}
+	case prev == nil || replaced:
+		ri.onAdd(live, false)
 	case live.ResourceVersion != prev.ResourceVersion:
 		ri.onUpdate(prev, live)
 	}

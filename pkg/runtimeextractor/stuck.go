@@ -149,7 +149,8 @@ func (w *rolloutWatch) acceptNames(r namedResult) {
 	}
 }
 
-// expired diagnoses ds in the background; the result arrives on w.result.
+// expired diagnoses ds in the background, for w.result: the nodes whose pod is not ready and ds's newest warning; a
+// failed read is left out, a denied one named.
 func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, now time.Time) {
 	w.diagnosing = true
 	p, since := w.core.FollowedRollout()
@@ -158,8 +159,45 @@ func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface,
 		defer recovered("the diagnosis of a stuck rollout")
 		dctx, cancel := context.WithTimeout(ctx, diagnosisTimeout)
 		defer cancel()
-		s := diagnose(dctx, client, ds, w.nodeNames, w.denied)
-		s.For = now.Sub(since)
+		r := resources.RolloutOf(ds)
+		s := &status.RolloutStuck{NotReady: max(r.Unavailable(), r.Desired-r.Updated), For: now.Sub(since)} // unavailable, or not yet updated
+		read := func(what string, f func() error) {
+			switch forbidden, err := w.denied.try(what, f); {
+			case forbidden:
+				s.Denied = append(s.Denied, what)
+			case err != nil:
+				klog.Warningf("diagnose stuck rollout: %v", err)
+			}
+		}
+		if w.nodeNames {
+			read(status.DeniedPodsList, func() (err error) {
+				s.Nodes, err = notReadyNodesOf(dctx, client, ds)
+				return err
+			})
+		}
+		read(status.DeniedEventsList, func() error {
+			events, err := client.CoreV1().Events(ds.Namespace).List(dctx, metav1.ListOptions{FieldSelector: fields.Set{
+				"involvedObject.uid": string(ds.UID), "type": corev1.EventTypeWarning,
+			}.String()})
+			if err != nil {
+				return fmt.Errorf("list events of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+			}
+			seen := func(ev corev1.Event) time.Time {
+				at := ev.LastTimestamp.Time
+				if ev.Series != nil {
+					at = ev.Series.LastObservedTime.Time
+				}
+				if at.IsZero() {
+					return ev.EventTime.Time
+				}
+				return at
+			}
+			if len(events.Items) > 0 { // the Event seen last, the first on a tie
+				newest := slices.MaxFunc(events.Items, func(a, b corev1.Event) int { return seen(a).Compare(seen(b)) })
+				s.Warning = fmt.Sprintf("%s: %s", newest.Reason, newest.Message)
+			}
+			return nil
+		})
 		select {
 		case w.result <- stuckResult{progress: p, stuck: s}:
 		case <-ctx.Done():
@@ -174,50 +212,6 @@ func (w *rolloutWatch) accept(r stuckResult) bool {
 	}
 	w.diagnosing, w.stuck = false, r.stuck
 	return true
-}
-
-// diagnose names the nodes whose pod is not ready and ds's newest warning: a failed read is left out, a denied one named.
-func diagnose(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, nodeNames bool, denied *denials) *status.RolloutStuck {
-	r := resources.RolloutOf(ds)
-	s := &status.RolloutStuck{NotReady: max(r.Unavailable(), r.Desired-r.Updated)} // unavailable, or not yet updated
-	read := func(what string, f func() error) {
-		switch forbidden, err := denied.try(what, f); {
-		case forbidden:
-			s.Denied = append(s.Denied, what)
-		case err != nil:
-			klog.Warningf("diagnose stuck rollout: %v", err)
-		}
-	}
-	if nodeNames {
-		read(status.DeniedPodsList, func() (err error) {
-			s.Nodes, err = notReadyNodesOf(ctx, client, ds)
-			return err
-		})
-	}
-	read(status.DeniedEventsList, func() error {
-		events, err := client.CoreV1().Events(ds.Namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
-			"involvedObject.uid": string(ds.UID), "type": corev1.EventTypeWarning,
-		}.String()})
-		if err != nil {
-			return fmt.Errorf("list events of DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
-		}
-		seen := func(ev corev1.Event) time.Time {
-			at := ev.LastTimestamp.Time
-			if ev.Series != nil {
-				at = ev.Series.LastObservedTime.Time
-			}
-			if at.IsZero() {
-				return ev.EventTime.Time
-			}
-			return at
-		}
-		if len(events.Items) > 0 { // the Event seen last, the first on a tie
-			newest := slices.MaxFunc(events.Items, func(a, b corev1.Event) int { return seen(a).Compare(seen(b)) })
-			s.Warning = fmt.Sprintf("%s: %s", newest.Reason, newest.Message)
-		}
-		return nil
-	})
-	return s
 }
 
 // notReadyNodesOf: up to maxStuckNodes nodes (sorted) whose pod of ds is not ready, paged.
