@@ -36,10 +36,11 @@ type daemonSetInformer struct {
 	rollout  chan struct{} // status or generation moved, coalesced
 	watch    *watchHealth  // nil when the factory already had a DaemonSet informer, not instrumented
 
-	mu     sync.Mutex
-	queued []observation      // drift seen since the controller last drained it
-	gone   map[types.UID]bool // deleted objects the cache may still hold
-	probed *probedDaemonSet   // latest live read while the watch is broken
+	mu      sync.Mutex
+	queued  []observation      // drift seen since the controller last drained it
+	gone    map[types.UID]bool // deleted objects the cache may still hold
+	probing bool               // a live read stands in for the cache while the watch is broken
+	probed  *appsv1.DaemonSet  // its latest result: nil when it found none, and when not probing
 }
 
 // NewResourceInformer creates an informer, in kubeInformers, of the managed DaemonSet alone that notifies when someone
@@ -232,8 +233,8 @@ func (ri *daemonSetInformer) current() (*appsv1.DaemonSet, bool) {
 
 // shownLocked: the DaemonSet shown, gone or not (the live read while the watch is broken); ri.mu held.
 func (ri *daemonSetInformer) shownLocked() *appsv1.DaemonSet {
-	if ri.probed != nil && ri.watch.broken.Load() {
-		return ri.probed.ds
+	if ri.probing && ri.watch.broken.Load() {
+		return ri.probed
 	}
 	return ri.cachedObject()
 }

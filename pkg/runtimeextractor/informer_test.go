@@ -236,7 +236,7 @@ func TestRelistReportsADaemonSetGoneUnseen(t *testing.T) {
 		{"cached but known gone, nothing listed", []runtime.Object{managed(1)}, func(ri *daemonSetInformer) { ri.markGone("uid-1") }, nil,
 			[]observation{{Kind: DriftDeleted}}},
 		{"seen only by a live read, nothing listed", nil, func(ri *daemonSetInformer) {
-			ri.probed = &probedDaemonSet{ds: seenOnlyByProbe}
+			ri.probing, ri.probed = true, seenOnlyByProbe
 		}, nil, []observation{{Kind: DriftDeleted, UID: "uid-probed"}}},
 		{"listed: the replace reports any change", nil, nil, managed(1),
 			nil},

@@ -144,9 +144,6 @@ func (w *observedWatch) run(clk clock.WithTicker) {
 	}
 }
 
-// probedDaemonSet is a live read's result; ds is nil when there was none.
-type probedDaemonSet struct{ ds *appsv1.DaemonSet }
-
 // bridgeBrokenWatch probes while the watch is broken, probes starting probeInterval apart.
 func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 	clk := ri.watch.clock()
@@ -167,7 +164,7 @@ func (ri *daemonSetInformer) bridgeBrokenWatch(ctx context.Context) {
 			}
 		}
 		ri.mu.Lock() // the watch is back: the cache is the view again
-		ri.probed = nil
+		ri.probing, ri.probed = false, nil
 		ri.mu.Unlock()
 	}
 }
@@ -190,13 +187,13 @@ func (ri *daemonSetInformer) probe(ctx context.Context, afterGap bool) bool {
 	}
 	ri.mu.Lock()
 	prev := ri.cachedObject()
-	if ri.probed != nil {
-		prev = ri.probed.ds
+	if ri.probing {
+		prev = ri.probed
 	}
 	if prev != nil && ri.gone[prev.UID] {
 		prev = nil
 	}
-	ri.probed = &probedDaemonSet{ds: live}
+	ri.probing, ri.probed = true, live
 	replaced := prev != nil && (live == nil || live.UID != prev.UID)
 	if replaced {
 		ri.markGoneLocked(prev.UID) // its delete event comes when the watch is back: already known
@@ -239,13 +236,11 @@ func (ri *daemonSetInformer) relisted(live *appsv1.DaemonSet) {
 		return // the replace deletes it from the cache, and onDelete reports it
 	}
 	var uid types.UID
-	if ri.probed != nil {
-		if p := ri.probed.ds; p != nil && !ri.gone[p.UID] {
-			uid = p.UID // the newest object known, seen only by a probe
-			ri.markGoneLocked(uid)
-		}
-		ri.probed = &probedDaemonSet{} // the list is newer than the last probe
+	if p := ri.probed; p != nil && !ri.gone[p.UID] {
+		uid = p.UID // the newest object known, seen only by a probe
+		ri.markGoneLocked(uid)
 	}
+	ri.probed = nil // the list is newer than the last probe
 	ri.mu.Unlock()
 	ri.reportAbsent(uid)
 }

@@ -413,7 +413,7 @@ func TestViewIsTheCacheOnceTheWatchWorks(t *testing.T) {
 	}
 	ri.watch.failed(errors.New("connection refused"))
 	ri.mu.Lock()
-	ri.probed = &probedDaemonSet{ds: ds} // the bridge's live read
+	ri.probing, ri.probed = true, ds // the bridge's live read
 	ri.mu.Unlock()
 
 	ri.watch.established()
