@@ -133,8 +133,7 @@ func (ri *daemonSetInformer) onAdd(obj any, isInInitialList bool) {
 		return
 	}
 	notify(ri.rollout)
-	// At startup an object is a first sight, not drift. Later, the drain decides whose an Add is; our own object
-	// lacking owned metadata is drift (a re-list can fold a removal in).
+	// A first sight at startup is no drift; later the drain decides whose an Add is (a re-list can fold a removal in).
 	if !isInInitialList {
 		ri.drift(observed(DriftModified, nil, ds, ownedMetadataMissing(ds)))
 	}
@@ -152,8 +151,7 @@ func (ri *daemonSetInformer) onUpdate(oldObj, newObj any) {
 		delete(ri.gone, old.UID)
 		ri.mu.Unlock()
 	}
-	// The drift first, so the loop it wakes repairs before it looks at the rollout. A status update is none; whose a
-	// spec change is, the drain decides.
+	// The drift first, so the loop it wakes repairs before it looks at the rollout; whose a change is, the drain decides.
 	damaged := ownedMetadataDamaged(old, cur)
 	switch {
 	case cur.UID != old.UID || cur.Generation != old.Generation:

@@ -44,7 +44,7 @@ type rolloutWatch struct {
 	result       chan stuckResult
 	stuck        *status.RolloutStuck
 	unavailable  namedResult        // the current key and, once read, its names
-	cancelLookup context.CancelFunc // of a lookup under way; nil when none
+	cancelLookup context.CancelFunc // of a lookup under way; a no-op when none
 	named        chan namedResult
 	denied       *denials // shared by the diagnosis and the lookups
 }
@@ -69,7 +69,7 @@ type stuckResult struct {
 
 func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.Clock, state *core.State) *rolloutWatch {
 	return &rolloutWatch{deadline: progressDeadline, nodeNames: nodeNames, clock: clk, core: state,
-		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk)}
+		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk), cancelLookup: func() {}}
 }
 
 // track follows ds's rollout when enabled, reporting whether the stuck verdict changed; node lookups run in any state.
@@ -137,10 +137,8 @@ func (w *rolloutWatch) lookUp(ctx context.Context, client kubernetes.Interface, 
 }
 
 func (w *rolloutWatch) setUnavailable(r namedResult) {
-	if w.cancelLookup != nil {
-		w.cancelLookup()
-	}
-	w.unavailable, w.cancelLookup = r, nil
+	w.cancelLookup()
+	w.unavailable, w.cancelLookup = r, func() {}
 }
 
 func (w *rolloutWatch) acceptNames(r namedResult) {
@@ -149,8 +147,7 @@ func (w *rolloutWatch) acceptNames(r namedResult) {
 	}
 }
 
-// expired diagnoses ds in the background, for w.result: the nodes whose pod is not ready and ds's newest warning; a
-// failed read is left out, a denied one named.
+// expired diagnoses ds off the loop, for w.result: its not-ready nodes and newest warning, a denied read named.
 func (w *rolloutWatch) expired(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet, now time.Time) {
 	w.diagnosing = true
 	p, since := w.core.FollowedRollout()
@@ -253,8 +250,7 @@ var deniedWhat = map[string]string{
 	status.DeniedEventsList: "RolloutStuck goes without the DaemonSet's newest warning (e.g. FailedCreate)",
 }
 
-// denials remembers the reads RBAC denied, so a host lacking them (the Insights Operator) pays one 403 and log line
-// per read, not per diagnosis, and the messages say what is missing. Concurrent.
+// denials remembers the reads RBAC denied: a host lacking them pays one 403 and log line per read, not per diagnosis.
 type denials struct {
 	clock clock.PassiveClock
 
@@ -271,8 +267,7 @@ func newDenials(clk clock.PassiveClock) *denials {
 	return &denials{clock: clk, denied: map[string]denial{}}
 }
 
-// try runs f, the read named read, unless RBAC denied it and its recheck has not come. denied reports a denial,
-// remembered or new; err is any other failure of f, not remembered.
+// try runs f, the read named read, unless denied and not yet due a recheck; err is f's failure other than a denial.
 func (d *denials) try(read string, f func() error) (denied bool, err error) {
 	d.mu.Lock()
 	last, known := d.denied[read]
