@@ -24,8 +24,7 @@ const (
 // observation is one change the informer saw (core.Observation).
 type observation = core.Observation
 
-// observed is the observation of cur (old: before it, nil for an Add) as the drain classifies it (core.Classify).
-// damaged: owned metadata lost or changed, which one update can fold into an own spec write (a re-list, a live read).
+// observed is cur's observation (old: before it, nil for an Add); damaged: owned metadata lost, maybe in an own write.
 func observed(kind DriftKind, old, cur *appsv1.DaemonSet, damaged bool) observation {
 	edits, likely := changedBy(old, cur)
 	return observation{Kind: kind, UID: cur.UID, Generation: cur.Generation, Meta: resources.OwnedMetadata(cur),
@@ -78,9 +77,8 @@ func keyOf(e *metav1.ManagedFieldsEntry) entryKey {
 	return k
 }
 
-// changedBy names who changed old (nil: first sight) to cur: the newest of cur's other writers' entries, the first
-// maxTiedWriters on a tie; not one old had (a removal under Update leaves the remover none): better unnamed than wrongly
-// named. likely: the newest's manager, old or not (first on a tie). For 10,000 entries on the informer: a set, one pass.
+// changedBy names who changed old (nil: first sight) to cur: cur's newest other writers (the first maxTiedWriters on a
+// tie) but none old had (Update leaves a remover none: unnamed beats misnamed); likely: the newest's manager, old or not.
 func changedBy(old, cur *appsv1.DaemonSet) (newest []core.Edit, likely string) {
 	var had map[entryKey]bool
 	if old != nil && old.UID == cur.UID {
