@@ -28,10 +28,9 @@ const (
 	diagnosisTimeout  = 10 * time.Second // bounds the reads of a stuck rollout's pods and Events
 	unavailableSettle = 5 * time.Second  // pods are read once the unavailable count held this long
 	podPageSize       = 500              // a pod per node, up to 2,000: unpaged, tens of MB decoded at once in the host
-	// A denied read is asked again after deniedRecheckFirst, then twice as long each time up to deniedRecheckMax: RBAC
-	// is often bound seconds late at install; a host's shipped RBAC changes only on restart, so only manual grants wait.
+	// A denied read is asked again after deniedRecheckFirst (RBAC is often bound late at install), doubling up to deniedRecheckMax.
 	deniedRecheckFirst = 30 * time.Second
-	deniedRecheckMax   = time.Hour
+	deniedRecheckMax   = time.Hour // a host's shipped RBAC changes only on restart: only manual grants wait
 )
 
 // rolloutWatch, owned by Run, notices a stuck rollout and names the nodes lacking a pod; it reads them off the loop.
