@@ -104,8 +104,10 @@ func changedBy(old, cur *appsv1.DaemonSet) (newest []core.Edit, likely string) {
 		if len(newest) == 0 || e.Time.After(newest[0].Time) {
 			newest = newest[:0]
 		}
-		newest = append(newest, core.Edit{Manager: resources.PrintableName(e.Manager),
-			Operation: resources.PrintableName(string(e.Operation)), Time: e.Time.Time})
+		newest = append(newest, core.Edit{Manager: e.Manager, Operation: string(e.Operation), Time: e.Time.Time})
+	}
+	for i, w := range newest { // printable once, for the writers kept: a crafted object may have thousands
+		newest[i].Manager, newest[i].Operation = resources.PrintableName(w.Manager), resources.PrintableName(w.Operation)
 	}
 	if newestEntry != nil {
 		likely = resources.PrintableName(newestEntry.Manager)
