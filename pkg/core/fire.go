@@ -13,8 +13,8 @@ import (
 // and the action's outcome comes back as an input that fires the next event. So every apply is
 // decided (askWrite) and counted (wrote) here, whatever event led to it.
 
-// ApplyResult is what the shell's apply did.
-type ApplyResult struct {
+// Result is what the shell's apply or delete did.
+type Result struct {
 	Outcome         ApplyOutcome
 	Err             error
 	OwnInput        bool // Err is of the controller's own input (an unset or invalid image)
@@ -26,20 +26,8 @@ type ApplyResult struct {
 	TLS             string    // the TLS arguments it moved kube-rbac-proxy to
 	Replaced        types.UID // an object someone else created, which the apply deleted
 	ReplacedBecause string
-	Object          any // the object written, for its Event; opaque here
-}
-
-// DeleteResult is what the shell's delete did.
-type DeleteResult struct {
-	Deleted types.UID // "" if there was nothing to delete
-	Err     error
-	Took    time.Duration
-}
-
-// inFlight is the apply the shell is making: the transition that asked for it, and the verdict.
-type inFlight struct {
-	t fsm.Transition
-	w Write
+	Object          any       // the object written, for its Event; opaque here
+	Deleted         types.UID // what a delete removed ("" if nothing)
 }
 
 // Machine is the lifecycle machine the core fires; the shell reads its state and listens to it.
@@ -65,7 +53,7 @@ func (s *State) fire(in Input, ev fsm.Event, now time.Time) []Effect {
 		if !w.Allowed {
 			return append(fx, Effect{Kind: EffectHeld, Transition: t})
 		}
-		s.applying = inFlight{t: t, w: w}
+		s.applying, s.applyingVerdict = t, w
 		return append(fx, Effect{Kind: EffectApply, Transition: t, Repair: w.Repair})
 	case fsm.ActionDelete:
 		return append(fx, Effect{Kind: EffectDelete, Transition: t})
@@ -94,26 +82,25 @@ func (s *State) actOnLevel(k Signal, in Input, now time.Time) []Effect {
 }
 
 func (s *State) applyDone(in Input, now time.Time) []Effect {
-	a, r := s.applying, in.Apply
-	s.applying = inFlight{}
+	t, w, r := s.applying, s.applyingVerdict, in.Result
 	if r.Replaced != "" {
 		s.ownDelete(r.Replaced, false) // its delete event is this apply's, not drift
 	}
 	var fx []Effect
-	if s.wrote(a.w, r.Outcome, now) {
+	if s.wrote(w, r.Outcome, now) {
 		fx = append(fx, Effect{Kind: EffectRepairCounted})
 	}
 	if r.Outcome == ApplyLost {
 		// No failure: the other writer's change reaches the gate as drift.
-		return append(fx, Effect{Kind: EffectLostRace, Transition: a.t, Err: r.Err})
+		return append(fx, Effect{Kind: EffectLostRace, Transition: t, Err: r.Err})
 	}
 	fx = append(fx, s.record(fsm.ActionApply, r.Err, r.OwnInput, r.Took, now))
 	if r.Err != nil {
 		return append(fx, s.fire(in, fsm.ApplyFailed{Err: r.Err}, now)...)
 	}
 	if r.Outcome == ApplyChanged {
-		cause := s.cause(a.t, a.w.Repair, r.TLS)
-		if a.w.Repair {
+		cause := s.cause(t, w.Repair, r.TLS)
+		if w.Repair {
 			cause.Restored = r.Restored
 		}
 		why := cause.Why(r.Created)
@@ -131,7 +118,7 @@ func (s *State) applyDone(in Input, now time.Time) []Effect {
 }
 
 func (s *State) deleteDone(in Input, now time.Time) []Effect {
-	r := in.Delete
+	r := in.Result
 	fx := []Effect{s.record(fsm.ActionDelete, r.Err, false, r.Took, now)}
 	if r.Err != nil {
 		return append(fx, s.fire(in, fsm.DeleteFailed{Err: r.Err}, now)...)

@@ -12,7 +12,7 @@ type retry struct {
 	retryIn  time.Duration // the backoff of the pending retry, 0 for none
 }
 
-// failed records a failed action that took took and ended at now; ownInput: see ApplyResult.OwnInput.
+// failed records a failed action that took took and ended at now; ownInput: see Result.OwnInput.
 func (s *State) failed(err error, ownInput bool, took time.Duration, now time.Time) {
 	if s.retry.failures == 0 {
 		s.retry.since = now.Add(-took)

@@ -33,18 +33,19 @@ func (p Part) String() string { return partNames[p] }
 
 // State is the loop's timing and repair decisions. Its zero value is unusable: New sets the rules.
 type State struct {
-	policy   Policy
-	inertia  time.Duration // how long failures last before they persist
-	machine  *fsm.Machine
-	applying inFlight            // the apply the shell is making
-	running  bool                // between InputStart and InputStop
-	timers   [numParts]time.Time // when each part next needs the loop; zero: never
-	door     door
-	gate     gate
-	retry    retry
-	rollout  Rollout   // the rollout followed
-	rolledAt time.Time // its last progress
-	next     Repair    // what the next repair undoes
+	policy          Policy
+	inertia         time.Duration // how long failures last before they persist
+	machine         *fsm.Machine
+	applying        fsm.Transition      // the transition whose apply the shell is making
+	applyingVerdict Write               // askWrite's verdict on it
+	running         bool                // between InputStart and InputStop
+	timers          [numParts]time.Time // when each part next needs the loop; zero: never
+	door            door
+	gate            gate
+	retry           retry
+	rollout         Rollout   // the rollout followed
+	rolledAt        time.Time // its last progress
+	next            Repair    // what the next repair undoes
 
 	version     string      // the target version last read
 	upgradeFrom string      // the version before the current upgrade, for its Event

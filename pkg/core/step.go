@@ -16,8 +16,7 @@ type Input struct {
 	Part         Part          // InputDeadline: the part the alarm found due
 	DueAt        time.Time
 	Backoff      time.Duration // InputBackoff
-	Apply        ApplyResult   // InputApplied
-	Delete       DeleteResult  // InputDeleted
+	Result       Result        // InputApplied, InputDeleted
 	World
 	drift Drift // InputDrained, once classified
 }
@@ -64,7 +63,7 @@ type Effect struct {
 	Took       time.Duration  // EffectRecorded
 	Note       string         // EffectAppliedEvent: why it was made; EffectFightEnded: why the fight ended
 	Created    bool           // EffectAppliedEvent
-	Object     any            // EffectAppliedEvent: ApplyResult.Object
+	Object     any            // EffectAppliedEvent: Result.Object
 	Hint       bool           // EffectDrain
 	Drain      Drain          // EffectDrift
 	Wait       time.Duration  // EffectDrift: the repair waits this long for the gate; EffectRetryArmed

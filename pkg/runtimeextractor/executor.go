@@ -54,9 +54,9 @@ func (c *Controller) execute(ctx context.Context, e core.Effect) (next core.Inpu
 	case core.EffectNext:
 		return e.Next, true
 	case core.EffectApply:
-		return core.Input{Kind: core.InputApplied, Apply: c.executeApply(ctx)}, true
+		return core.Input{Kind: core.InputApplied, Result: c.executeApply(ctx)}, true
 	case core.EffectDelete:
-		return core.Input{Kind: core.InputDeleted, Delete: c.executeDelete(ctx)}, true
+		return core.Input{Kind: core.InputDeleted, Result: c.executeDelete(ctx)}, true
 	case core.EffectDrain:
 		return core.Input{Kind: core.InputDrained, Hint: e.Hint, Observations: c.informer.drainDrift()}, true
 	case core.EffectRetry: // the limiter's next backoff
@@ -110,7 +110,7 @@ func (c *Controller) execute(ctx context.Context, e core.Effect) (next core.Inpu
 	return core.Input{}, false
 }
 
-func (c *Controller) executeApply(ctx context.Context) core.ApplyResult {
+func (c *Controller) executeApply(ctx context.Context) core.Result {
 	start := c.cfg.clock.Now()
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	res, err := c.apply(actx)
@@ -118,7 +118,7 @@ func (c *Controller) executeApply(ctx context.Context) core.ApplyResult {
 	if res.Replaced != "" {
 		c.informer.markGone(res.Replaced) // hidden until the cache drops it
 	}
-	r := core.ApplyResult{Outcome: applyOutcome(res, err), Err: err, OwnInput: ownInput(err), Took: c.cfg.clock.Since(start),
+	r := core.Result{Outcome: applyOutcome(res, err), Err: err, OwnInput: ownInput(err), Took: c.cfg.clock.Since(start),
 		Generation: res.Generation, Created: res.Created, Rolls: res.Rolls, Restored: res.Restored, TLS: res.TLSMoved,
 		Replaced: res.Replaced, ReplacedBecause: res.ReplacedBecause}
 	if res.Object != nil {
@@ -141,7 +141,7 @@ func applyOutcome(res resources.Result, err error) core.ApplyOutcome {
 	return core.ApplyUnchanged
 }
 
-func (c *Controller) executeDelete(ctx context.Context) core.DeleteResult {
+func (c *Controller) executeDelete(ctx context.Context) core.Result {
 	start := c.cfg.clock.Now()
 	actx, cancel := context.WithTimeout(ctx, actionTimeout)
 	deleted, err := c.manager.Delete(actx)
@@ -151,7 +151,7 @@ func (c *Controller) executeDelete(ctx context.Context) core.DeleteResult {
 		// create, not adopt it.
 		c.informer.markGone(deleted)
 	}
-	return core.DeleteResult{Deleted: deleted, Err: err, Took: c.cfg.clock.Since(start)}
+	return core.Result{Deleted: deleted, Err: err, Took: c.cfg.clock.Since(start)}
 }
 
 func (c *Controller) apply(ctx context.Context) (resources.Result, error) {

@@ -22,11 +22,11 @@ func failUntil(t *testing.T, err error, clears, horizon time.Duration) (at []tim
 	limiter := defaultRateLimiter()
 	for now.Sub(t0) <= horizon {
 		fail := clears == 0 || now.Sub(t0) < clears
-		outcome := core.ApplyResult{Outcome: core.ApplyUnchanged}
+		outcome := core.Result{Outcome: core.ApplyUnchanged}
 		if fail {
-			outcome = core.ApplyResult{Outcome: core.ApplyFailed, Err: err, OwnInput: ownInput(err)}
+			outcome = core.Result{Outcome: core.ApplyFailed, Err: err, OwnInput: ownInput(err)}
 		}
-		s.Step(core.Input{Kind: core.InputApplied, Apply: outcome}, now)
+		s.Step(core.Input{Kind: core.InputApplied, Result: outcome}, now)
 		at = append(at, now.Sub(t0))
 		persisted = append(persisted, s.Persists(now))
 		if !fail {
