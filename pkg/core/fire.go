@@ -9,9 +9,8 @@ import (
 	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
-// The lifecycle's chain: an event fires the machine, its action is an effect the shell carries out,
-// and the action's outcome comes back as an input that fires the next event. So every apply is
-// decided (askWrite) and counted (wrote) here, whatever event led to it.
+// The lifecycle's chain: an event fires the machine, its action is an effect the shell carries out, and the
+// outcome comes back as an input that fires the next event: every apply is decided (askWrite) and counted (wrote) here.
 
 // Result is what the shell's apply or delete did.
 type Result struct {

@@ -79,7 +79,7 @@ func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 	if !armed || !at.After(now) {
 		t.Fatal("no gate deadline for the held repair")
 	}
-	if e := kinds(s.decide(Input{Kind: InputDeadline, Part: PartGate, DueAt: at, World: World{Level: fsm.Enabled{}}}, at)); !slices.Contains(e, effectRepair) {
+	if e := kinds(s.decide(Input{Kind: InputDeadline, Part: PartGate, DueAt: at, Level: fsm.Enabled{}}, at)); !slices.Contains(e, effectRepair) {
 		t.Fatal("the held repair is not due at the gate's deadline")
 	}
 	w := s.askWrite(at)

@@ -39,7 +39,7 @@ func (r *gateRun) advance(t time.Duration) {
 			return
 		}
 		r.now = at
-		for _, e := range r.s.decide(Input{Kind: InputDeadline, Part: PartGate, DueAt: at, World: World{Level: fsm.Enabled{}}}, at) {
+		for _, e := range r.s.decide(Input{Kind: InputDeadline, Part: PartGate, DueAt: at, Level: fsm.Enabled{}}, at) {
 			if e.Kind == effectRepair {
 				r.repair()
 			}

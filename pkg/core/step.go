@@ -17,12 +17,9 @@ type Input struct {
 	DueAt        time.Time
 	Backoff      time.Duration // InputBackoff
 	Result       Result        // InputApplied, InputDeleted
-	World
-	drift Drift // InputDrained, once classified
-}
+	drift        Drift         // InputDrained, once classified
 
-// World is what the shell saw when it fed an input.
-type World struct {
+	// The world as the shell saw it when it fed the input.
 	Level         fsm.Event // the config as an event: Enabled or Disabled; nil while holding (never a good config)
 	Version       string    // the target version
 	Seen          Seen      // the DaemonSet in the view
@@ -91,7 +88,6 @@ const (
 	EffectFightStarted                    // a writer is in a tug-of-war: report it
 	EffectFightEnded                      // the tug-of-war is over
 	EffectMachineError                    // the machine has no row for the event
-	EffectStarted                         // Run has started
 	EffectStopped                         // Run has ended: the shell forgets its own memory too
 	EffectSettled                         // arm the timer at Deadline, and report
 	EffectNext                            // feed back Next, after the effects before it
@@ -116,7 +112,7 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 	case InputStart:
 		s.running = true
 		s.seeVersion(in.Version, true) // where a Run starts is no upgrade
-		return append(effect(EffectStarted), s.fire(in, in.Level, now)...)
+		return s.fire(in, in.Level, now)
 	case InputStop:
 		var fx []Effect
 		if s.forgetWriters() {

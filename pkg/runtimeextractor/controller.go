@@ -218,6 +218,10 @@ func (c *Controller) Run(ctx context.Context) {
 	if c.status != nil {
 		background.Go(func() { defer recovered("the status writer"); c.status.run(bgCtx) })
 	}
+	if ds, ok := c.informer.current(); ok {
+		klog.Infof("observed DaemonSet %s/%s generation %d at version %q", ds.Namespace, ds.Name, ds.Generation, ds.Annotations[resources.VersionAnnotation])
+	}
+	klog.Infof("runtime extractor controller started: target version %q", c.cfg.versions.Version())
 	func() { defer recovered("the control loop's start"); c.step(ctx, core.Input{Kind: core.InputStart}) }()
 	resync := c.cfg.clock.NewTicker(c.cfg.resync)
 	defer resync.Stop()
@@ -267,13 +271,4 @@ func (c *Controller) record(a fsm.Action, err error, took time.Duration) {
 		c.cfg.metrics.SetBackoff(0) // no retry pending
 	}
 	c.cfg.metrics.ObserveAction(a, result, took)
-}
-
-// retryArmed reports the retry the core armed d from now.
-func (c *Controller) retryArmed(d time.Duration) {
-	c.cfg.metrics.SetBackoff(d)
-	n, _ := c.core.Failures()
-	// Capped as conditions and Events are: the error may quote a refused RELATED_IMAGE_* value at
-	// any length, and this line repeats per retry.
-	klog.Infof("retrying in %s after %d failure(s): %s", d.Round(time.Millisecond), n, status.CapMessage(fmt.Sprint(c.core.LastError())))
 }

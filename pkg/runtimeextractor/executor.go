@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/klog/v2"
@@ -12,40 +13,58 @@ import (
 	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
+	"github.com/insights-runtime-extractor/controller/pkg/status"
 )
 
-// step is one wake-up: it feeds in to the core and carries out the effects it returns, in order,
-// then tells the core the wake-up is done (InputSettle), which arms the timer and reports.
+// step is one wake-up: it feeds in to the core, then InputSettle (the wake-up is done: arm the timer,
+// report), and carries out the effects the core returns, in order. An effect that yields an input (an
+// action's outcome, the drained drift) feeds it back, and the core's answer is carried out before the
+// effects after it: a chain of actions completes first.
 func (c *Controller) step(ctx context.Context, in core.Input) {
 	in.DriftQueued = c.informer.driftQueued()
-	c.run(ctx, in)
-	if in.Kind != core.InputSettle {
-		c.run(ctx, core.Input{Kind: core.InputSettle})
+	inputs := []core.Input{in, {Kind: core.InputSettle}}
+	if in.Kind == core.InputSettle {
+		inputs = inputs[:1]
 	}
-}
-
-// run carries out the core's effects for in. An effect that yields an input (an action's outcome,
-// the drained drift) feeds it back, and the core's answer is carried out before the effects after it.
-func (c *Controller) run(ctx context.Context, in core.Input) {
-	queue := c.feed(in)
-	for len(queue) > 0 {
-		e := queue[0]
-		queue = queue[1:]
-		if next, ok := c.execute(ctx, e); ok {
-			queue = append(c.feed(next), queue...)
+	for _, in := range inputs {
+		for queue := c.feed(in); len(queue) > 0; {
+			next, ok := c.execute(ctx, queue[0])
+			if queue = queue[1:]; ok {
+				queue = append(c.feed(next), queue...)
+			}
 		}
 	}
 }
 
 // feed steps the core with in and the world as the shell sees it now.
 func (c *Controller) feed(in core.Input) []core.Effect {
-	ds, _ := c.informer.current()
-	in.Level, in.Version, in.Own, in.Seen = c.level(), c.cfg.versions.Version(), c.manager, seenOf(ds)
-	in.Complete = ds != nil && resources.RolloutOf(ds).Complete()
+	in.Level, in.Version, in.Own = c.level(), c.cfg.versions.Version(), c.manager
+	if ds, ok := c.informer.current(); ok {
+		in.Seen = core.Seen{Present: true, UID: ds.UID, Generation: ds.Generation, Terminating: ds.DeletionTimestamp != nil,
+			Version: ds.ResourceVersion, Meta: resources.OwnedMetadata(ds)}
+		in.Complete = resources.RolloutOf(ds).Complete()
+	}
 	if in.Kind == core.InputSettle { // read once a wake-up: a timed-out expectation is reported once, then forgotten
 		in.ExpectTimeout, in.Expecting = c.manager.Expecting()
 	}
 	return c.core.Step(in, c.cfg.clock.Now())
+}
+
+// level is the observed config as an event, nil while holding.
+func (c *Controller) level() fsm.Event {
+	if c.holding() {
+		return nil
+	}
+	if cfg := c.config.Config(); cfg != nil && cfg.DataReporting.DisableRuntimeExtractor {
+		return fsm.Disabled{}
+	}
+	return fsm.Enabled{}
+}
+
+// holding: the notifier has seen no good configuration since this process started, so the admin's choice is unknown:
+// change nothing, report the error, until a valid config (or the ConfigMap's removal: the defaults) arrives.
+func (c *Controller) holding() bool {
+	return !hasGoodConfig(c.config)
 }
 
 // execute carries out one effect: the I/O, logs, metrics and Events. It decides nothing.
@@ -62,7 +81,11 @@ func (c *Controller) execute(ctx context.Context, e core.Effect) (next core.Inpu
 	case core.EffectRetry: // the limiter's next backoff
 		return core.Input{Kind: core.InputBackoff, Backoff: c.cfg.limiter.When(retryKey)}, true
 	case core.EffectRetryArmed:
-		c.retryArmed(e.Wait)
+		c.cfg.metrics.SetBackoff(e.Wait)
+		n, _ := c.core.Failures()
+		// Capped as conditions and Events are: the error may quote a refused RELATED_IMAGE_* value at
+		// any length, and this line repeats per retry.
+		klog.Infof("retrying in %s after %d failure(s): %s", e.Wait.Round(time.Millisecond), n, status.CapMessage(fmt.Sprint(c.core.LastError())))
 	case core.EffectHeld:
 		klog.V(2).Infof("%s on %s: the repair it would make waits for the repair gate (%s)",
 			e.Transition.From, fsm.Describe(e.Transition.Event), c.backoffNote())
@@ -86,14 +109,11 @@ func (c *Controller) execute(ctx context.Context, e core.Effect) (next core.Inpu
 	case core.EffectFightStarted:
 		c.fightStarted()
 	case core.EffectFightEnded:
-		c.fightOver(cmp.Or(e.Note, "the writers stopped undoing repairs"))
+		klog.Infof("the tug-of-war over DaemonSet %s/%s is over (%s)", resources.Namespace, resources.DaemonSetName,
+			cmp.Or(e.Note, "the writers stopped undoing repairs"))
+		c.cfg.metrics.SetConflictingWriter(false)
 	case core.EffectMachineError:
 		klog.Errorf("state machine: %v", e.Err)
-	case core.EffectStarted:
-		if ds, ok := c.informer.current(); ok {
-			klog.Infof("observed DaemonSet %s/%s generation %d at version %q", ds.Namespace, ds.Name, ds.Generation, ds.Annotations[resources.VersionAnnotation])
-		}
-		klog.Infof("runtime extractor controller started: target version %q", c.core.Version())
 	case core.EffectStopped: // nothing armed or remembered for a later Run
 		c.tlsKept, c.tlsUnknown = nil, ""
 		c.rollouts.reset()

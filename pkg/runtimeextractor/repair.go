@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/openshift/library-go/pkg/config/clusteroperator/v1helpers"
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/insights-runtime-extractor/controller/pkg/core"
@@ -40,17 +39,4 @@ func (c *Controller) fightStarted() {
 	ds, _ := c.informer.current()
 	c.events.warn(ds, ReasonConflictingWriter, msg)
 	c.cfg.metrics.SetConflictingWriter(true)
-}
-
-func (c *Controller) fightOver(why string) {
-	klog.Infof("the tug-of-war over DaemonSet %s/%s is over (%s)", resources.Namespace, resources.DaemonSetName, why)
-	c.cfg.metrics.SetConflictingWriter(false)
-}
-
-// seenOf is ds (nil: none) as core.Classify needs it.
-func seenOf(ds *appsv1.DaemonSet) core.Seen {
-	if ds == nil {
-		return core.Seen{}
-	}
-	return core.Seen{Present: true, UID: ds.UID, Generation: ds.Generation, Terminating: ds.DeletionTimestamp != nil, Version: ds.ResourceVersion, Meta: resources.OwnedMetadata(ds)}
 }
