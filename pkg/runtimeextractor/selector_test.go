@@ -39,8 +39,10 @@ func ourSelector(ds *appsv1.DaemonSet) bool {
 // controller failed to apply it for good. It is replaced, and the Created
 // Event names the object replaced and why.
 func TestStartReplacesADaemonSetWithAnotherSelector(t *testing.T) {
-	h := start(t, foreignSelectorDaemonSet(t))
-	theirs := h.stored()
+	// Read theirs before the controller starts: once it runs, it may have
+	// replaced theirs already.
+	var theirs *appsv1.DaemonSet
+	h := startWith(t, func(h *harness) { theirs = h.stored() }, foreignSelectorDaemonSet(t))
 	ours := h.waitStored("the DaemonSet ours", func(ds *appsv1.DaemonSet) bool { return ourSelector(ds) })
 	if ours.UID == theirs.UID {
 		t.Fatalf("the foreign object %s was kept", theirs.UID)
