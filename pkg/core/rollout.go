@@ -28,13 +28,14 @@ func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now 
 // FollowedRollout is the rollout followed and the time of its last progress.
 func (s *State) FollowedRollout() (Rollout, time.Time) { return s.rollout, s.rolledAt }
 
-// followExpect arms the deadline of an own write the cache has yet to show (pending), timeout after first awaited.
+// followExpect arms the deadline of an own write the cache has yet to show (pending), with timeout left of
+// its wait; one whose time is up (0) has had its deadline, or never will, and is left to the next read.
 func (s *State) followExpect(pending bool, timeout time.Duration, now time.Time) {
 	t := &s.timers[PartExpect]
 	switch {
 	case !pending:
 		*t = time.Time{}
-	case t.IsZero():
+	case t.IsZero() && timeout > 0:
 		*t = now.Add(timeout)
 	}
 }

@@ -117,3 +117,34 @@ func TestFollowRolloutArmsFromTheLastProgress(t *testing.T) {
 		t.Fatal("no rollout left a deadline")
 	}
 }
+
+// Defect 2 of issue 18, in the core: an own write the cache never showed has
+// one deadline. The manager reports it pending until a read or a delete ends
+// it, with no time left once its wait is up; settling on that arms nothing, so
+// a state that makes no read (the DaemonSet being deleted) does not wake in a
+// loop.
+func TestAnExpectationWhoseWaitIsUpArmsNoDeadline(t *testing.T) {
+	s := New(testPolicy(), time.Minute)
+	s.running = true
+	t0 := time.Unix(1_000_000, 0)
+	settle := func(timeout time.Duration, now time.Time) {
+		t.Helper()
+		if fx := s.Step(Input{Kind: InputSettle, Expecting: true, ExpectTimeout: timeout}, now); len(fx) != 1 || fx[0].Kind != EffectSettled {
+			t.Fatalf("settle: %v, want only Settled", fx)
+		}
+	}
+	settle(5*time.Second, t0)
+	if at, ok := s.Deadline(); !ok || !at.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("Deadline() = %v, %v; want the expectation's, in 5s", at.Sub(t0), ok)
+	}
+	up := t0.Add(5 * time.Second)
+	if !s.Fire(PartExpect, up) {
+		t.Fatal("the expectation's deadline did not fire")
+	}
+	for range 3 {
+		settle(0, up)
+		if at, ok := s.Deadline(); ok {
+			t.Fatalf("a deadline %v after the wait was up, which has had its own", at.Sub(up))
+		}
+	}
+}

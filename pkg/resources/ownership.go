@@ -179,26 +179,22 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	return nil
 }
 
-// AwaitsOwnWrite reports whether an own write is still awaited in the cache; unlike Expecting, it ends none.
+// AwaitsOwnWrite reports whether an own write is still awaited in the cache, its time not up.
 func (m *Manager) AwaitsOwnWrite() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
 }
 
-// Expecting reports how long an own write may still be awaited in the cache; a timed-out one is due (0, true) once.
+// Expecting reports whether an own write is awaited in the cache, and how long it may still be (0: timed out).
+// It ends none: an expectation ends when the cache shows the write, a read replaces it, or the object goes.
 func (m *Manager) Expecting() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.expected == nil {
 		return 0, false
 	}
-	left := m.expectedUntil.Sub(m.clock.Now())
-	if left <= 0 {
-		m.expected = nil
-		return 0, true
-	}
-	return left, true
+	return max(m.expectedUntil.Sub(m.clock.Now()), 0), true
 }
 
 // ObservedDeletion tells the manager that the informer saw object uid deleted, or ("") that a live read found none.

@@ -44,9 +44,7 @@ func (c *Controller) feed(in core.Input) []core.Effect {
 			Version: ds.ResourceVersion, Meta: resources.OwnedMetadata(ds)}
 		in.Complete = resources.RolloutOf(ds).Complete()
 	}
-	if in.Kind == core.InputSettle { // read once a wake-up: a timed-out expectation is reported once, then forgotten
-		in.ExpectTimeout, in.Expecting = c.manager.Expecting()
-	}
+	in.ExpectTimeout, in.Expecting = c.manager.Expecting()
 	return c.core.Step(in, c.cfg.clock.Now())
 }
 
