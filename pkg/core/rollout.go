@@ -9,10 +9,10 @@ type Rollout struct {
 	Updated, Available int32
 }
 
-// FollowRollout follows the rollout the loop waits for now (zero: none); held: a diagnosis of it is
+// followRollout follows the rollout the loop waits for now (zero: none); held: a diagnosis of it is
 // under way, or its verdict stands. A new rollout, progress, or a diagnosis that found nothing starts
 // a deadline from now; else what stands stays. void: the diagnosis and verdict so far no longer apply.
-func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now time.Time) (void bool) {
+func (s *State) followRollout(p Rollout, held bool, now time.Time) (void bool) {
 	t := &s.timers[PartRollout]
 	switch {
 	case p == Rollout{}:
@@ -21,7 +21,7 @@ func (s *State) FollowRollout(p Rollout, held bool, deadline time.Duration, now 
 	case p == s.rollout && (!t.IsZero() || held):
 		return false
 	}
-	s.rollout, s.rolledAt, *t = p, now, now.Add(deadline)
+	s.rollout, s.rolledAt, *t = p, now, now.Add(s.rolloutDeadline)
 	return true
 }
 

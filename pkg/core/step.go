@@ -26,8 +26,10 @@ type Input struct {
 	Complete      bool      // its rollout is complete
 	Own           Ownership // the record of the controller's own writes
 	DriftQueued   bool      // the informer has drift queued (as a loop wakes)
-	Expecting     bool      // an own write the cache has yet to show (InputSettle)
+	Expecting     bool      // an own write the cache has yet to show
 	ExpectTimeout time.Duration
+	Rollout       Rollout // the rollout the view shows under way (zero: none, or complete)
+	RolloutHeld   bool    // a diagnosis of it is under way, or its stuck verdict stands
 }
 
 // InputKind names what the shell feeds.
@@ -89,6 +91,7 @@ const (
 	EffectFightEnded                      // the tug-of-war is over
 	EffectMachineError                    // the machine has no row for the event
 	EffectStopped                         // Run has ended: the shell forgets its own memory too
+	EffectRolloutVoid                     // the rollout's diagnosis under way and stuck verdict no longer apply
 	EffectSettled                         // arm the timer at Deadline, and report
 	EffectNext                            // feed back Next, after the effects before it
 
@@ -158,6 +161,13 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 		if s.running {
 			s.followExpect(in.Expecting, in.ExpectTimeout, now)
 			s.followGate(now)
+			p := in.Rollout // followed while enabled only: a rollout being deleted or disabled is not stuck
+			if !s.machine.State().Enabled() {
+				p = Rollout{}
+			}
+			if s.followRollout(p, in.RolloutHeld, now) && in.RolloutHeld {
+				return []Effect{{Kind: EffectRolloutVoid}, {Kind: EffectSettled}}
+			}
 			return effect(EffectSettled)
 		}
 	default:

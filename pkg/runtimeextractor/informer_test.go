@@ -53,7 +53,7 @@ func classified(ri *daemonSetInformer, own ownUpTo) map[DriftKind]int {
 	out := map[DriftKind]int{}
 	for _, o := range ri.drainDrift() {
 		seen := core.Seen{Present: o.Kind != DriftDeleted, UID: o.UID, Version: o.Version, Meta: o.Meta}
-		for _, k := range core.New(core.DefaultPolicy(), time.Minute).Classify([]observation{o}, seen, own, true).Kinds {
+		for _, k := range core.New(core.DefaultPolicy(), time.Minute, time.Minute).Classify([]observation{o}, seen, own, true).Kinds {
 			out[k]++
 		}
 	}
