@@ -24,7 +24,6 @@ func (o ownRecord) IsOwnMetadata(uid types.UID, _ string, meta map[string]string
 	return uid == o.uid && maps.Equal(meta, o.meta)
 }
 func (ownRecord) ClaimUnanswered(Observation) bool { return false }
-func (ownRecord) AwaitsOwnWrite() bool             { return false }
 func (ownRecord) ObservedDeletion(types.UID)       {}
 
 // A drain tells whether the view shows the controller's object as it wrote it: then nothing of
@@ -45,7 +44,7 @@ func TestClassifyTellsAViewOfTheOwnObject(t *testing.T) {
 		{Seen{Present: true, UID: "theirs", Generation: 1, Meta: meta}, false},
 		{Seen{}, false},
 	} {
-		if got := New(DefaultPolicy(), time.Minute, time.Minute).Classify(nil, tc.seen, own, true).Clean; got != tc.want {
+		if got := New(DefaultPolicy(), time.Minute, time.Minute).Classify(nil, tc.seen, own, false, true).Clean; got != tc.want {
 			t.Errorf("#%d: Clean = %v for %+v, want %v", i, got, tc.seen, tc.want)
 		}
 	}

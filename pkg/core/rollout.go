@@ -9,13 +9,13 @@ type Rollout struct {
 	Updated, Available int32
 }
 
-// followRollout follows the rollout the loop waits for now (zero: none); held: a diagnosis of it is
+// followRollout follows the rollout the loop waits for now (zero: none), while enabled; held: a diagnosis of it is
 // under way, or its verdict stands. A new rollout, progress, or a diagnosis that found nothing starts
 // a deadline from now; else what stands stays. void: the diagnosis and verdict so far no longer apply.
 func (s *State) followRollout(p Rollout, held bool, now time.Time) (void bool) {
 	t := &s.timers[PartRollout]
 	switch {
-	case p == Rollout{}:
+	case p == Rollout{} || !s.machine.State().Enabled(): // a rollout being deleted or disabled is not stuck
 		s.rollout, s.rolledAt, *t = Rollout{}, time.Time{}, time.Time{}
 		return true
 	case p == s.rollout && (!t.IsZero() || held):

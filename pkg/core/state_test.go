@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
 func testPolicy() Policy { return DefaultPolicy() }
@@ -82,6 +84,7 @@ func TestRetryComesAtTheInertiaIfThatIsFirst(t *testing.T) {
 func TestFollowRolloutArmsFromTheLastProgress(t *testing.T) {
 	const d = 10 * time.Minute
 	s := New(testPolicy(), time.Minute, d)
+	s.machine = fsm.New(fsm.StateDeploying)
 	t0 := time.Unix(1_000_000, 0)
 	p := Rollout{UID: "u", Generation: 2, Updated: 1, Available: 1}
 	deadline := func() time.Duration {

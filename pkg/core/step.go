@@ -129,7 +129,7 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 		if in.Level == nil {
 			return nil // holding: nothing is acted on
 		}
-		d := s.Classify(in.Observations, in.Seen, in.Own, s.machine.State().Enabled())
+		d := s.Classify(in.Observations, in.Seen, in.Own, in.Expecting && in.ExpectTimeout > 0, s.machine.State().Enabled())
 		in.drift = Drift{Drain: d, Hint: in.Hint, Present: in.Seen.Present, Enabled: in.Level == fsm.Enabled{},
 			Deleting: s.machine.State() == fsm.StateDeleting}
 		decisions := s.decide(in, now)
@@ -161,11 +161,7 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 		if s.running {
 			s.followExpect(in.Expecting, in.ExpectTimeout, now)
 			s.followGate(now)
-			p := in.Rollout // followed while enabled only: a rollout being deleted or disabled is not stuck
-			if !s.machine.State().Enabled() {
-				p = Rollout{}
-			}
-			if s.followRollout(p, in.RolloutHeld, now) && in.RolloutHeld {
+			if s.followRollout(in.Rollout, in.RolloutHeld, now) && in.RolloutHeld {
 				return []Effect{{Kind: EffectRolloutVoid}, {Kind: EffectSettled}}
 			}
 			return effect(EffectSettled)

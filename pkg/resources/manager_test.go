@@ -766,9 +766,6 @@ func TestExpectationTimesOutAndEndsWithADelete(t *testing.T) {
 			t.Errorf("Expecting after the timeout = %s, %v; want no time left (0, true)", d, ok)
 		}
 	}
-	if m.AwaitsOwnWrite() {
-		t.Error("an own write is still awaited after its timeout")
-	}
 
 	apply(t, m, defaultDesired()) // a new object: the create is expected again
 	fc.failAll("delete", injectedForbidden())

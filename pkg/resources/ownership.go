@@ -179,13 +179,6 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	return nil
 }
 
-// AwaitsOwnWrite reports whether an own write is still awaited in the cache, its time not up.
-func (m *Manager) AwaitsOwnWrite() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
-}
-
 // Expecting reports whether an own write is awaited in the cache, and how long it may still be (0: timed out).
 // It ends none: an expectation ends when the cache shows the write, a read replaces it, or the object goes.
 func (m *Manager) Expecting() (time.Duration, bool) {

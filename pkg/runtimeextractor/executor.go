@@ -46,7 +46,7 @@ func (c *Controller) feed(in core.Input) []core.Effect {
 		in.Rollout = rolloutOf(ds)
 	}
 	in.ExpectTimeout, in.Expecting = c.manager.Expecting()
-	in.RolloutHeld = c.rollouts.held()
+	in.RolloutHeld = c.rollouts.diagnosing || c.rollouts.stuck != nil
 	return c.core.Step(in, c.cfg.clock.Now())
 }
 

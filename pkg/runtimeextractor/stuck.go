@@ -78,9 +78,6 @@ func rolloutOf(ds *appsv1.DaemonSet) core.Rollout {
 	return core.Rollout{}
 }
 
-// held: a diagnosis is under way, or its verdict stands.
-func (w *rolloutWatch) held() bool { return w.diagnosing || w.stuck != nil }
-
 // void drops the diagnosis under way and the verdict, reporting whether a verdict went.
 func (w *rolloutWatch) void() bool {
 	cleared := w.stuck != nil
