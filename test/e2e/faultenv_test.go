@@ -42,6 +42,31 @@ func (c *controller) pause() {
 	}
 	// Never leave a stopped process behind: SIGTERM does not reach it.
 	c.t.Cleanup(c.resume)
+	// kill returns once the signal is queued; each thread stops as the kernel
+	// next schedules it. Under load a thread ran on for milliseconds and
+	// repaired a deletion the test made "while paused" (one CI run).
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return c.stopped(), nil
+	})
+	if err != nil {
+		c.t.Fatalf("controller %d not stopped 10 s after SIGSTOP", c.pid())
+	}
+}
+
+// stopped reports whether every thread of the process is stopped (state T in /proc).
+func (c *controller) stopped() bool {
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", c.pid()))
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		// The state follows the command name in parentheses, which may hold spaces.
+		if i := strings.LastIndexByte(string(b), ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return len(stats) > 0
 }
 
 // resume continues a paused process (SIGCONT); harmless when it runs.
