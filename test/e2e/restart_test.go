@@ -181,9 +181,11 @@ func TestSidecarAddedWhileStoppedIsRemovedAtRestart(t *testing.T) {
 	requests.flush()
 	cost := requests.cost(user, restarted, time.Now())
 	t.Logf("the restarted controller's writes: %s", joinOrNone(cost.writes))
-	if cost.daemonSetWrites != 1 || cost.conflicts > 1 || !containsPrefix(cost.writes, "update daemonsets/") {
-		t.Errorf("the repair wrote the DaemonSet %d times (and %d refused with a conflict), want one update: %s",
-			cost.daemonSetWrites, cost.conflicts, joinOrNone(cost.writes))
+	// Each refused write must have lost to another client's (the DaemonSet
+	// controller's status stream), as in TestRequestCostsAtProductionDefaults.
+	if cost.daemonSetWrites != 1 || cost.unexplained > 0 || cost.conflicts > 4 || !containsPrefix(cost.writes, "update daemonsets/") {
+		t.Errorf("the repair wrote the DaemonSet %d times (and %d refused with a conflict, %d with no other write before), want one update: %s",
+			cost.daemonSetWrites, cost.conflicts, cost.unexplained, joinOrNone(cost.writes))
 	}
 }
 
