@@ -14,7 +14,7 @@ type doorRun struct {
 
 func doorAfterAction(t *testing.T) *doorRun {
 	t.Helper()
-	r := &doorRun{s: New(testPolicy(), time.Minute, time.Minute), now: time.Unix(1_000_000, 0)}
+	r := &doorRun{s: New(testPolicy(), time.Minute), now: time.Unix(1_000_000, 0)}
 	if !r.s.admit(SignalConfig, r.now) {
 		t.Fatal("the first signal was held")
 	}

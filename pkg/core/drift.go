@@ -64,6 +64,7 @@ type Ownership interface {
 	IsOwnWrite(uid types.UID, generation int64) bool
 	IsOwnMetadata(uid types.UID, resourceVersion string, meta map[string]string) bool
 	ClaimUnanswered(o Observation) bool // o is an own write with its answer lost or yet to come, if WrittenAt says so
+	AwaitsOwnWrite() bool               // an own write is yet to show in the cache
 	ObservedDeletion(uid types.UID)     // the cache is to be believed: uid is gone ("": none found)
 }
 
@@ -77,11 +78,11 @@ type Drain struct {
 	Clean   bool        // the view shows the object as the controller wrote it: any repair owed is settled
 }
 
-// Classify decides which observations are someone else's drift; awaiting: an own write is yet to show in
-// the cache; wantsOne: the machine's state wants a DaemonSet.
-func (s *State) Classify(obs []Observation, seen Seen, own Ownership, awaiting, wantsOne bool) Drain {
+// Classify decides which observations are someone else's drift; wantsOne: the machine's state wants a DaemonSet.
+func (s *State) Classify(obs []Observation, seen Seen, own Ownership, wantsOne bool) Drain {
 	d := Drain{Clean: seen.Present && !seen.Terminating && own.Owns(seen.UID) && own.IsOwnWrite(seen.UID, seen.Generation) &&
 		own.IsOwnMetadata(seen.UID, seen.Version, seen.Meta)}
+	awaiting := own.AwaitsOwnWrite()
 	for _, o := range obs {
 		switch o.Kind {
 		case DriftModified, DriftMetadata:

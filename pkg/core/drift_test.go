@@ -24,6 +24,7 @@ func (o ownRecord) IsOwnMetadata(uid types.UID, _ string, meta map[string]string
 	return uid == o.uid && maps.Equal(meta, o.meta)
 }
 func (ownRecord) ClaimUnanswered(Observation) bool { return false }
+func (ownRecord) AwaitsOwnWrite() bool             { return false }
 func (ownRecord) ObservedDeletion(types.UID)       {}
 
 // A drain tells whether the view shows the controller's object as it wrote it: then nothing of
@@ -44,7 +45,7 @@ func TestClassifyTellsAViewOfTheOwnObject(t *testing.T) {
 		{Seen{Present: true, UID: "theirs", Generation: 1, Meta: meta}, false},
 		{Seen{}, false},
 	} {
-		if got := New(DefaultPolicy(), time.Minute, time.Minute).Classify(nil, tc.seen, own, false, true).Clean; got != tc.want {
+		if got := New(DefaultPolicy(), time.Minute).Classify(nil, tc.seen, own, true).Clean; got != tc.want {
 			t.Errorf("#%d: Clean = %v for %+v, want %v", i, got, tc.seen, tc.want)
 		}
 	}
@@ -55,7 +56,7 @@ func TestClassifyTellsAViewOfTheOwnObject(t *testing.T) {
 // was deleted and the controller's own took its place. The next write of the level undoes no
 // one's change: it is no repair, and the budget does not pay for it.
 func TestADrainShowingTheOwnObjectSettlesTheRepair(t *testing.T) {
-	s := New(DefaultPolicy(), time.Minute, time.Minute)
+	s := New(DefaultPolicy(), time.Minute)
 	now := time.Unix(1_000_000, 0)
 	if got := kinds(s.decide(drain("kubectl"), now)); !slices.Equal(got, []EffectKind{effectRepair}) {
 		t.Fatalf("the change: %v, want a repair", got)

@@ -26,7 +26,7 @@ func TestTheGateDecidesWhatADrainLeadsTo(t *testing.T) {
 		{Drift{Drain: Drain{Gone: true}}, nil},
 		{Drift{Enabled: true, Present: true}, nil},
 	} {
-		s := New(DefaultPolicy(), time.Minute, time.Minute)
+		s := New(DefaultPolicy(), time.Minute)
 		if got := kinds(s.decide(Input{Kind: InputDrained, drift: tc.d}, now)); !slices.Equal(got, tc.want) {
 			t.Errorf("a drain of %+v: %v, want %v", tc.d, got, tc.want)
 		}
@@ -39,7 +39,7 @@ func TestTheGateDecidesWhatADrainLeadsTo(t *testing.T) {
 // the level (a version change) until the gate's deadline.
 func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 	p := DefaultPolicy()
-	s := New(p, time.Minute, time.Minute)
+	s := New(p, time.Minute)
 	now := time.Unix(1_000_000, 0)
 	if w := s.askWrite(now); !w.Allowed || w.Repair {
 		t.Fatalf("with nothing outstanding AskWrite = %+v, want an allowed write that is no repair", w)
@@ -97,7 +97,7 @@ func TestEveryWriteThatUndoesAChangeIsGatedAndCounted(t *testing.T) {
 func TestWritesThatWroteNothingAreNotCounted(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	for _, o := range []ApplyOutcome{ApplyFailed, ApplyLost, ApplyUnchanged} {
-		s := New(DefaultPolicy(), time.Minute, time.Minute)
+		s := New(DefaultPolicy(), time.Minute)
 		s.decide(drain("kubectl"), now)
 		if s.wrote(s.askWrite(now), o, now) {
 			t.Errorf("outcome %d: counted", o)

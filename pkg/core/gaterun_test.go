@@ -21,7 +21,7 @@ type gateRun struct {
 
 func newGateRun() *gateRun {
 	t0 := time.Unix(1_000_000, 0)
-	return &gateRun{s: New(DefaultPolicy(), time.Minute, time.Minute), now: t0, t0: t0}
+	return &gateRun{s: New(DefaultPolicy(), time.Minute), now: t0, t0: t0}
 }
 
 func (r *gateRun) repair() {

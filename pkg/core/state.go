@@ -35,7 +35,6 @@ func (p Part) String() string { return partNames[p] }
 type State struct {
 	policy          Policy
 	inertia         time.Duration // how long failures last before they persist
-	rolloutDeadline time.Duration // how long a rollout may go without progress before it is diagnosed
 	machine         *fsm.Machine
 	applying        fsm.Transition      // the transition whose apply the shell is making
 	applyingVerdict Write               // askWrite's verdict on it
@@ -55,8 +54,8 @@ type State struct {
 }
 
 // New returns the state of a loop that has done nothing yet.
-func New(policy Policy, inertia, rolloutDeadline time.Duration) *State {
-	return &State{policy: policy, inertia: inertia, rolloutDeadline: rolloutDeadline, machine: fsm.New(fsm.StateDisabled)}
+func New(policy Policy, inertia time.Duration) *State {
+	return &State{policy: policy, inertia: inertia, machine: fsm.New(fsm.StateDisabled)}
 }
 
 // Version is the target version last read.

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/insights-runtime-extractor/controller/fsm"
 )
 
 func testPolicy() Policy { return DefaultPolicy() }
@@ -14,7 +12,7 @@ func testPolicy() Policy { return DefaultPolicy() }
 // The loop's one timer fires at the earliest deadline, and the parts due
 // then run earliest first, in Part order on a tie.
 func TestDueRunsTheEarliestFirstAndPartOrderOnATie(t *testing.T) {
-	s := New(testPolicy(), time.Minute, time.Minute)
+	s := New(testPolicy(), time.Minute)
 	t0 := time.Unix(1_000_000, 0)
 	s.timers[PartRollout] = t0.Add(time.Second)
 	s.timers[PartGate] = t0.Add(2 * time.Second)
@@ -40,7 +38,7 @@ func TestDueRunsTheEarliestFirstAndPartOrderOnATie(t *testing.T) {
 // got there; a state whose retry is due at another time has another.
 func TestKeyIsRelativeToNow(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	a, b := New(testPolicy(), time.Minute, time.Minute), New(testPolicy(), time.Minute, time.Minute)
+	a, b := New(testPolicy(), time.Minute), New(testPolicy(), time.Minute)
 	a.failed(errors.New("refused"), false, 0, t0)
 	a.scheduleRetry(time.Second, t0)
 	b.failed(errors.New("refused"), false, 0, t0.Add(time.Hour))
@@ -57,7 +55,7 @@ func TestKeyIsRelativeToNow(t *testing.T) {
 // delay, so that the failures persist on an attempt that failed.
 func TestRetryComesAtTheInertiaIfThatIsFirst(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
-	s := New(testPolicy(), time.Minute, time.Minute)
+	s := New(testPolicy(), time.Minute)
 	s.failed(errors.New("refused"), false, 0, t0)
 	now := t0.Add(50 * time.Second)
 	if d := s.scheduleRetry(time.Minute, now); d != 10*time.Second {
@@ -82,10 +80,9 @@ func TestRetryComesAtTheInertiaIfThatIsFirst(t *testing.T) {
 // progress it stands, and so does a diagnosis or verdict once it came; a
 // diagnosis that found nothing starts another; no rollout clears it.
 func TestFollowRolloutArmsFromTheLastProgress(t *testing.T) {
-	const d = 10 * time.Minute
-	s := New(testPolicy(), time.Minute, d)
-	s.machine = fsm.New(fsm.StateDeploying)
+	s := New(testPolicy(), time.Minute)
 	t0 := time.Unix(1_000_000, 0)
+	const d = 10 * time.Minute
 	p := Rollout{UID: "u", Generation: 2, Updated: 1, Available: 1}
 	deadline := func() time.Duration {
 		at, ok := s.At(PartRollout)
@@ -94,60 +91,29 @@ func TestFollowRolloutArmsFromTheLastProgress(t *testing.T) {
 		}
 		return at.Sub(t0)
 	}
-	if !s.followRollout(p, false, t0) || deadline() != d {
+	if !s.FollowRollout(p, false, d, t0) || deadline() != d {
 		t.Fatalf("a new rollout: deadline %v, want %v", deadline(), d)
 	}
-	if s.followRollout(p, false, t0.Add(time.Minute)) || deadline() != d {
+	if s.FollowRollout(p, false, d, t0.Add(time.Minute)) || deadline() != d {
 		t.Fatalf("no progress: deadline %v, want it to stand at %v", deadline(), d)
 	}
 	p.Updated = 2
-	if !s.followRollout(p, false, t0.Add(time.Minute)) || deadline() != time.Minute+d {
+	if !s.FollowRollout(p, false, d, t0.Add(time.Minute)) || deadline() != time.Minute+d {
 		t.Fatalf("progress: deadline %v, want %v", deadline(), time.Minute+d)
 	}
 	if !s.Fire(PartRollout, t0.Add(time.Minute+d)) {
 		t.Fatal("the deadline did not fire when due")
 	}
-	if s.followRollout(p, true, t0.Add(time.Minute+d)) || deadline() != -1 {
+	if s.FollowRollout(p, true, d, t0.Add(time.Minute+d)) || deadline() != -1 {
 		t.Fatal("a diagnosis under way did not stand")
 	}
-	if !s.followRollout(p, false, t0.Add(2*time.Minute+d)) || deadline() != 2*time.Minute+2*d {
+	if !s.FollowRollout(p, false, d, t0.Add(2*time.Minute+d)) || deadline() != 2*time.Minute+2*d {
 		t.Fatalf("after an empty diagnosis: deadline %v, want another from now", deadline())
 	}
 	if got, since := s.FollowedRollout(); got != p || !since.Equal(t0.Add(2*time.Minute+d)) {
 		t.Fatalf("followed %+v since %v", got, since)
 	}
-	if !s.followRollout(Rollout{}, false, t0) || deadline() != -1 {
+	if !s.FollowRollout(Rollout{}, false, d, t0) || deadline() != -1 {
 		t.Fatal("no rollout left a deadline")
-	}
-}
-
-// Defect 2 of issue 18, in the core: an own write the cache never showed has
-// one deadline. The manager reports it pending until a read or a delete ends
-// it, with no time left once its wait is up; settling on that arms nothing, so
-// a state that makes no read (the DaemonSet being deleted) does not wake in a
-// loop.
-func TestAnExpectationWhoseWaitIsUpArmsNoDeadline(t *testing.T) {
-	s := New(testPolicy(), time.Minute, time.Minute)
-	s.running = true
-	t0 := time.Unix(1_000_000, 0)
-	settle := func(timeout time.Duration, now time.Time) {
-		t.Helper()
-		if fx := s.Step(Input{Kind: InputSettle, Expecting: true, ExpectTimeout: timeout}, now); len(fx) != 1 || fx[0].Kind != EffectSettled {
-			t.Fatalf("settle: %v, want only Settled", fx)
-		}
-	}
-	settle(5*time.Second, t0)
-	if at, ok := s.Deadline(); !ok || !at.Equal(t0.Add(5*time.Second)) {
-		t.Fatalf("Deadline() = %v, %v; want the expectation's, in 5s", at.Sub(t0), ok)
-	}
-	up := t0.Add(5 * time.Second)
-	if !s.Fire(PartExpect, up) {
-		t.Fatal("the expectation's deadline did not fire")
-	}
-	for range 3 {
-		settle(0, up)
-		if at, ok := s.Deadline(); ok {
-			t.Fatalf("a deadline %v after the wait was up, which has had its own", at.Sub(up))
-		}
 	}
 }

@@ -26,10 +26,8 @@ type Input struct {
 	Complete      bool      // its rollout is complete
 	Own           Ownership // the record of the controller's own writes
 	DriftQueued   bool      // the informer has drift queued (as a loop wakes)
-	Expecting     bool      // an own write the cache has yet to show
+	Expecting     bool      // an own write the cache has yet to show (InputSettle)
 	ExpectTimeout time.Duration
-	Rollout       Rollout // the rollout the view shows under way (zero: none, or complete)
-	RolloutHeld   bool    // a diagnosis of it is under way, or its stuck verdict stands
 }
 
 // InputKind names what the shell feeds.
@@ -91,7 +89,6 @@ const (
 	EffectFightEnded                      // the tug-of-war is over
 	EffectMachineError                    // the machine has no row for the event
 	EffectStopped                         // Run has ended: the shell forgets its own memory too
-	EffectRolloutVoid                     // the rollout's diagnosis under way and stuck verdict no longer apply
 	EffectSettled                         // arm the timer at Deadline, and report
 	EffectNext                            // feed back Next, after the effects before it
 
@@ -129,7 +126,7 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 		if in.Level == nil {
 			return nil // holding: nothing is acted on
 		}
-		d := s.Classify(in.Observations, in.Seen, in.Own, in.Expecting && in.ExpectTimeout > 0, s.machine.State().Enabled())
+		d := s.Classify(in.Observations, in.Seen, in.Own, s.machine.State().Enabled())
 		in.drift = Drift{Drain: d, Hint: in.Hint, Present: in.Seen.Present, Enabled: in.Level == fsm.Enabled{},
 			Deleting: s.machine.State() == fsm.StateDeleting}
 		decisions := s.decide(in, now)
@@ -161,9 +158,6 @@ func (s *State) Step(in Input, now time.Time) []Effect {
 		if s.running {
 			s.followExpect(in.Expecting, in.ExpectTimeout, now)
 			s.followGate(now)
-			if s.followRollout(in.Rollout, in.RolloutHeld, now) && in.RolloutHeld {
-				return []Effect{{Kind: EffectRolloutVoid}, {Kind: EffectSettled}}
-			}
 			return effect(EffectSettled)
 		}
 	default:

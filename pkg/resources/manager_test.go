@@ -748,23 +748,23 @@ func TestApplyRepairsRecreatedObjectWithAddition(t *testing.T) {
 }
 
 // Defect 2 of issue 18: an expectation that timed out stayed pending until
-// the next Apply, and the control loop, told each time that it had ended,
-// re-asserted again and again while the DaemonSet was being deleted. Expecting
-// is a query: it reports a timed-out expectation with no time left (the core
-// arms no deadline for it, TestAnExpectationWhoseWaitIsUpArmsNoDeadline), and
-// the next read or a delete ends it.
-func TestExpectationTimesOutAndEndsWithADelete(t *testing.T) {
+// the next Apply, so a caller that re-asserts when it ends (the control
+// loop) was told again and again that it had ended, with no Apply in
+// between while the DaemonSet is being deleted. It ends once, and a delete
+// ends it too.
+func TestExpectationEndsOnceAndWithADelete(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	fc, m := newManagedCluster(t, WithClock(clk))
 	apply(t, m, defaultDesired())
 	if d, ok := m.Expecting(); !ok || d != ExpectationTimeout {
 		t.Fatalf("Expecting = %s, %v; want %s, true", d, ok, ExpectationTimeout)
 	}
-	clk.SetTime(clk.Now().Add(ExpectationTimeout + time.Second))
-	for range 2 {
-		if d, ok := m.Expecting(); !ok || d != 0 {
-			t.Errorf("Expecting after the timeout = %s, %v; want no time left (0, true)", d, ok)
-		}
+	clk.SetTime(clk.Now().Add(ExpectationTimeout))
+	if d, ok := m.Expecting(); !ok || d != 0 {
+		t.Errorf("Expecting at the timeout = %s, %v; want it due once (0, true)", d, ok)
+	}
+	if d, ok := m.Expecting(); ok {
+		t.Errorf("Expecting after the timeout was reported = %s, true; want it over", d)
 	}
 
 	apply(t, m, defaultDesired()) // a new object: the create is expected again

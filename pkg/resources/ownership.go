@@ -179,15 +179,26 @@ func (m *Manager) expectation(cached *appsv1.DaemonSet) *appsv1.DaemonSet {
 	return nil
 }
 
-// Expecting reports whether an own write is awaited in the cache, and how long it may still be (0: timed out).
-// It ends none: an expectation ends when the cache shows the write, a read replaces it, or the object goes.
+// AwaitsOwnWrite reports whether an own write is still awaited in the cache; unlike Expecting, it ends none.
+func (m *Manager) AwaitsOwnWrite() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.expected != nil && m.clock.Now().Before(m.expectedUntil)
+}
+
+// Expecting reports how long an own write may still be awaited in the cache; a timed-out one is due (0, true) once.
 func (m *Manager) Expecting() (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.expected == nil {
 		return 0, false
 	}
-	return max(m.expectedUntil.Sub(m.clock.Now()), 0), true
+	left := m.expectedUntil.Sub(m.clock.Now())
+	if left <= 0 {
+		m.expected = nil
+		return 0, true
+	}
+	return left, true
 }
 
 // ObservedDeletion tells the manager that the informer saw object uid deleted, or ("") that a live read found none.

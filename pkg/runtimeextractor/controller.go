@@ -105,13 +105,13 @@ func New(a Args, opts ...Option) (*Controller, error) {
 		images, err := resources.ImagesFromEnv(os.Getenv, cfg.defaultImages)
 		cfg.images, cfg.imagesErr = &images, err
 	}
-	state := core.New(cfg.repairPolicy, cfg.degradedInertia, cfg.rolloutDeadline)
+	state := core.New(cfg.repairPolicy, cfg.degradedInertia)
 	c := &Controller{
 		cfg:      cfg,
 		config:   a.ConfigNotifier,
 		machine:  state.Machine(),
 		core:     state,
-		rollouts: newRolloutWatch(cfg.nodeNames, cfg.clock, state),
+		rollouts: newRolloutWatch(cfg.rolloutDeadline, cfg.nodeNames, cfg.clock, state),
 		alarm:    alarm{clock: cfg.clock},
 		pub:      publication{changed: make(chan struct{}, 1)},
 	}

@@ -43,10 +43,10 @@ func (c *Controller) feed(in core.Input) []core.Effect {
 		in.Seen = core.Seen{Present: true, UID: ds.UID, Generation: ds.Generation, Terminating: ds.DeletionTimestamp != nil,
 			Version: ds.ResourceVersion, Meta: resources.OwnedMetadata(ds)}
 		in.Complete = resources.RolloutOf(ds).Complete()
-		in.Rollout = rolloutOf(ds)
 	}
-	in.ExpectTimeout, in.Expecting = c.manager.Expecting()
-	in.RolloutHeld = c.rollouts.diagnosing || c.rollouts.stuck != nil
+	if in.Kind == core.InputSettle { // read once a wake-up: a timed-out expectation is reported once, then forgotten
+		in.ExpectTimeout, in.Expecting = c.manager.Expecting()
+	}
 	return c.core.Step(in, c.cfg.clock.Now())
 }
 
@@ -119,13 +119,11 @@ func (c *Controller) execute(ctx context.Context, e core.Effect) (next core.Inpu
 		c.rollouts.reset()
 		c.cfg.metrics.SetBackoff(0)
 		c.alarm.stop()
-	case core.EffectRolloutVoid:
-		if c.rollouts.void() {
-			c.stuckChanged()
-		}
 	case core.EffectSettled:
 		ds, _ := c.informer.current()
-		c.rollouts.name(ctx, c.cfg.kubeClient, ds)
+		if c.rollouts.track(ctx, c.cfg.kubeClient, c.machine.State(), ds, c.cfg.clock.Now()) {
+			c.stuckChanged()
+		}
 		c.alarm.follow(c.core.Deadline())
 		c.report()
 	}

@@ -44,6 +44,7 @@ func (o ownUpTo) Owns(uid types.UID) bool                               { return
 func (o ownUpTo) IsOwnWrite(uid types.UID, generation int64) bool       { return o(uid, generation) }
 func (ownUpTo) IsOwnMetadata(types.UID, string, map[string]string) bool { return false }
 func (ownUpTo) ClaimUnanswered(core.Observation) bool                   { return false }
+func (ownUpTo) AwaitsOwnWrite() bool                                    { return false }
 func (ownUpTo) ObservedDeletion(types.UID)                              {}
 
 // classified is what the loop's drain makes of each observation ri queued, on its own, with
@@ -52,7 +53,7 @@ func classified(ri *daemonSetInformer, own ownUpTo) map[DriftKind]int {
 	out := map[DriftKind]int{}
 	for _, o := range ri.drainDrift() {
 		seen := core.Seen{Present: o.Kind != DriftDeleted, UID: o.UID, Version: o.Version, Meta: o.Meta}
-		for _, k := range core.New(core.DefaultPolicy(), time.Minute, time.Minute).Classify([]observation{o}, seen, own, false, true).Kinds {
+		for _, k := range core.New(core.DefaultPolicy(), time.Minute).Classify([]observation{o}, seen, own, true).Kinds {
 			out[k]++
 		}
 	}

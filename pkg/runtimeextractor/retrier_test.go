@@ -18,7 +18,7 @@ func failUntil(t *testing.T, err error, clears, horizon time.Duration) (at []tim
 	t.Helper()
 	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 	now := t0
-	s := core.New(DefaultRepairPolicy(), DefaultDegradedInertia, DefaultRolloutDeadline)
+	s := core.New(DefaultRepairPolicy(), DefaultDegradedInertia)
 	limiter := defaultRateLimiter()
 	for now.Sub(t0) <= horizon {
 		fail := clears == 0 || now.Sub(t0) < clears

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/insights-runtime-extractor/controller/fsm"
 	"github.com/insights-runtime-extractor/controller/pkg/core"
 	"github.com/insights-runtime-extractor/controller/pkg/resources"
 	"github.com/insights-runtime-extractor/controller/pkg/status"
@@ -32,8 +33,9 @@ const (
 	deniedRecheckMax   = time.Hour // a host's shipped RBAC changes only on restart: only manual grants wait
 )
 
-// rolloutWatch, owned by Run, diagnoses a stuck rollout and names the nodes lacking a pod; it reads them off the loop.
+// rolloutWatch, owned by Run, notices a stuck rollout and names the nodes lacking a pod; it reads them off the loop.
 type rolloutWatch struct {
+	deadline     time.Duration
 	nodeNames    bool // list pods to name nodes (WithNodeNames)
 	clock        clock.Clock
 	core         *core.State // follows the rollout's progress and deadline
@@ -64,42 +66,39 @@ type stuckResult struct {
 	stuck    *status.RolloutStuck
 }
 
-func newRolloutWatch(nodeNames bool, clk clock.Clock, state *core.State) *rolloutWatch {
-	return &rolloutWatch{nodeNames: nodeNames, clock: clk, core: state,
+func newRolloutWatch(progressDeadline time.Duration, nodeNames bool, clk clock.Clock, state *core.State) *rolloutWatch {
+	return &rolloutWatch{deadline: progressDeadline, nodeNames: nodeNames, clock: clk, core: state,
 		result: make(chan stuckResult, 1), named: make(chan namedResult, 1), denied: newDenials(clk), cancelLookup: func() {}}
 }
 
-// rolloutOf is the rollout ds shows under way, for the core to follow (zero: none). Updated but
-// unavailable pods leave nothing to roll out: not stuck (issue 18).
-func rolloutOf(ds *appsv1.DaemonSet) core.Rollout {
-	if r := resources.RolloutOf(ds); ds != nil && ds.DeletionTimestamp == nil && !r.Complete() {
-		return core.Rollout{UID: string(ds.UID), Generation: ds.Generation, Updated: r.Updated, Available: r.Available}
-	}
-	return core.Rollout{}
-}
-
-// void drops the diagnosis under way and the verdict, reporting whether a verdict went.
-func (w *rolloutWatch) void() bool {
-	cleared := w.stuck != nil
-	w.diagnosing, w.stuck = false, nil
-	return cleared
-}
-
-// name looks up the nodes of ds's unavailable pods when their count changed, once rolled out; in any state.
-func (w *rolloutWatch) name(ctx context.Context, client kubernetes.Interface, ds *appsv1.DaemonSet) {
+// track follows ds's rollout when enabled, reporting whether the stuck verdict changed; node lookups run in any state.
+func (w *rolloutWatch) track(ctx context.Context, client kubernetes.Interface, state fsm.State, ds *appsv1.DaemonSet, now time.Time) bool {
+	r, live := resources.RolloutOf(ds), ds != nil && ds.DeletionTimestamp == nil
 	var key unavailableKey // names are looked up while a rolled-out ds's unavailable count is above 0
-	if r := resources.RolloutOf(ds); w.nodeNames && ds != nil && ds.DeletionTimestamp == nil && r.Complete() && r.Unavailable() > 0 {
+	if w.nodeNames && live && r.Complete() && r.Unavailable() > 0 {
 		key = unavailableKey{uid: ds.UID, generation: ds.Generation, unavailable: r.Unavailable()}
 	}
 	if key != w.unavailable.key {
 		w.lookUp(ctx, client, ds, key)
 	}
+	// Updated but unavailable pods leave nothing to roll out: not stuck (issue 18).
+	var p core.Rollout // none
+	if state.Enabled() && live && !r.Complete() {
+		p = core.Rollout{UID: string(ds.UID), Generation: ds.Generation, Updated: r.Updated, Available: r.Available}
+	}
+	// Without progress the deadline, diagnosis or verdict stands.
+	if !w.core.FollowRollout(p, w.diagnosing || w.stuck != nil, w.deadline, now) {
+		return false
+	}
+	cleared := w.stuck != nil
+	w.diagnosing, w.stuck = false, nil
+	return cleared
 }
 
 // reset drops the verdict (a diagnosis under way goes stale) and the node names, stopping a lookup under way.
 func (w *rolloutWatch) reset() {
 	w.setUnavailable(namedResult{})
-	w.void()
+	w.diagnosing, w.stuck = false, nil
 }
 
 // lookUp drops the names of the previous key, and starts a lookup of key's unless it is zero.
