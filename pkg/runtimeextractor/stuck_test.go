@@ -70,7 +70,9 @@ func TestStuckRolloutIsReportedWithItsCause(t *testing.T) {
 
 // A rollout that keeps moving is never stuck, and reads no pod and no Event.
 func TestProgressingRolloutIsNotStuck(t *testing.T) {
-	const deadline = 300 * time.Millisecond
+	// Progress comes every half deadline; at 300 ms, CI's race run once
+	// scheduled the test more than a deadline after its last status write.
+	const deadline = 2 * time.Second
 	h := startWith(t, func(h *harness) { h.opts = append(h.opts, WithRolloutDeadline(deadline)) })
 	ds := h.waitStored("the DaemonSet", func(ds *appsv1.DaemonSet) bool { return ds != nil })
 	h.api.Client.ClearActions()
